@@ -1,0 +1,272 @@
+package config
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Config is a loaded, validated configuration. Maps are keyed by the
+// block's name (Providers by "TYPE" or "TYPE.ALIAS", Capabilities by
+// "TYPE.NAME"). Every block keeps its DeclRange for diagnostics.
+type Config struct {
+	// Path is the file or directory as given; Dir is the absolute
+	// configuration directory that relative paths resolve against.
+	Path string
+	Dir  string
+	// Files are the parsed files, by filename, for diagnostic snippets.
+	Files map[string]*hcl.File
+
+	Settings     Settings
+	Variables    map[string]*Variable
+	Locals       map[string]*Local
+	Outputs      map[string]*Output
+	Providers    map[string]*Provider
+	Manifests    map[string]*Manifest
+	Sandboxes    map[string]*Sandbox
+	Capabilities map[string]*Capability
+	Agents       map[string]*Agent
+	Runs         map[string]*Run
+
+	// SandboxInstances and RunInstances are the blocks expanded by
+	// for_each, keyed by instance address (sandbox.NAME, run.NAME["key"]).
+	SandboxInstances map[string]*SandboxInstance
+	RunInstances     map[string]*RunInstance
+}
+
+// Settings is the agentctl block.
+type Settings struct {
+	RequiredVersion string
+	Parallelism     int // default 10
+	DeclRange       hcl.Range
+}
+
+type Variable struct {
+	Name        string
+	Type        cty.Type
+	Default     cty.Value
+	Description string
+	Sensitive   bool
+	// Value is the final value (default, -var-file, env, -var).
+	Value     cty.Value
+	DeclRange hcl.Range
+}
+
+type Local struct {
+	Name      string
+	Expr      hcl.Expression
+	DeclRange hcl.Range
+}
+
+type Output struct {
+	Name        string
+	Expr        hcl.Expression
+	Sensitive   bool
+	Description string
+	DeclRange   hcl.Range
+}
+
+// Provider is a provider block; exactly one of the typed fields is set.
+type Provider struct {
+	Type  string // openai, scripted, local, docker, daytona
+	Alias string
+	// Addr is provider.TYPE or provider.TYPE.ALIAS.
+	Addr      string
+	OpenAI    *OpenAIProvider
+	Scripted  *ScriptedProvider
+	Local     *LocalProvider
+	Docker    *DockerProvider
+	Daytona   *DaytonaProvider
+	DeclRange hcl.Range
+}
+
+type OpenAIProvider struct {
+	BaseURL      string
+	API          string // responses (default) | chat_completions
+	APIKey       string // sensitive; from env OPENAI_API_KEY when empty at use time
+	Organization string
+	Project      string
+	Timeout      time.Duration
+	MaxRetries   int
+}
+
+type ScriptedProvider struct {
+	// Scripts maps an agent name to its replies, consumed in order.
+	Scripts map[string][]ScriptReply
+}
+
+// ScriptReply is one model reply: text, tool calls, or both.
+type ScriptReply struct {
+	Text  string
+	Calls []ScriptCall
+	// Usage lets examples show token accounting (optional).
+	DeclRange hcl.Range
+}
+
+type ScriptCall struct {
+	Name string
+	// Arguments is the JSON encoding of the arguments object.
+	Arguments json.RawMessage
+}
+
+type LocalProvider struct {
+	Isolation string // namespaces (default on Linux) | none
+}
+
+type DockerProvider struct {
+	Host string // default DOCKER_HOST / local socket
+}
+
+type DaytonaProvider struct {
+	APIKey         string // sensitive
+	JWTToken       string // sensitive
+	OrganizationID string
+	APIURL         string
+	Target         string
+}
+
+type Manifest struct {
+	Name    string
+	Root    string // default /workspace
+	Entries []ManifestEntry
+	// Env is persisted environment (env map and non-ephemeral env blocks).
+	Env map[string]string
+	// EphemeralEnv holds ephemeral env blocks; values may be sensitive.
+	EphemeralEnv map[string]string
+	DeclRange    hcl.Range
+}
+
+type ManifestEntry struct {
+	Kind    string // file, dir, local_file, local_dir, git_repo
+	Path    string // workspace-relative, checked
+	Content string // file
+	Mode    uint32 // file (0 = 0644)
+	Source  string // local_file/local_dir: absolute, inside Dir
+	Exclude []string
+	Repo    string
+	Ref     string
+	Subpath string
+	// DeclRange is the entry block's range.
+	DeclRange hcl.Range
+}
+
+type Sandbox struct {
+	Name      string
+	ForEach   hcl.Expression // nil without for_each
+	DeclRange hcl.Range
+}
+
+// SandboxInstance is one sandbox after for_each expansion, evaluated.
+type SandboxInstance struct {
+	Addr     string // sandbox.NAME or sandbox.NAME["key"]
+	Name     string
+	Key      string // "" without for_each
+	Provider string // provider address
+	Image    string
+	Manifest string // manifest name, "" for none
+	Network  string // none (default) | host | bridge | named
+	Ports    []int
+	OnExit   string // stop (default) | keep | delete
+	Resources Resources
+	// Settings are provider-specific settings (docker: user, commit;
+	// daytona: snapshot, env, labels, auto_*_interval, public, ...).
+	Settings  map[string]any
+	DeclRange hcl.Range
+}
+
+type Resources struct {
+	CPUs     float64
+	MemoryMB int64
+	DiskGB   int64
+	PIDs     int64
+	GPUs     int64
+}
+
+type Capability struct {
+	Type string // shell, filesystem, compaction, command
+	Name string
+	// Addr is capability.TYPE.NAME.
+	Addr       string
+	Shell      *ShellCapability
+	Filesystem *FilesystemCapability
+	Compaction *CompactionCapability
+	Command    *CommandCapability
+	DeclRange  hcl.Range
+}
+
+type ShellCapability struct {
+	Timeout         time.Duration // default 120s
+	MaxOutputTokens int
+	NeedsApproval   bool
+}
+
+type FilesystemCapability struct {
+	MaxImageBytes int64
+}
+
+type CompactionCapability struct {
+	Threshold int64 // tokens; 0 = the SDK's default
+}
+
+type CommandCapability struct {
+	Description string
+	// Parameters is the JSON Schema object built from the parameters map.
+	Parameters json.RawMessage
+	Command    []string
+	Timeout    time.Duration
+}
+
+type Agent struct {
+	Name         string
+	Model        string
+	Provider     string // provider address; "" = the unaliased openai provider
+	Instructions string
+	Sandbox      string   // sandbox instance address, "" for a plain agent
+	Capabilities []string // capability addresses
+	Handoffs     []string // agent names
+	Tools        []AgentTool
+	OutputSchema json.RawMessage // nil without output_schema
+	MaxTurns     int             // 0 = default
+	Settings     AgentSettings
+	DeclRange    hcl.Range
+}
+
+type AgentTool struct {
+	Name        string
+	Agent       string // agent name
+	Description string
+	DeclRange   hcl.Range
+}
+
+type AgentSettings struct {
+	ReasoningEffort   string
+	ReasoningSummary  string
+	Verbosity         string
+	Temperature       *float64
+	TopP              *float64
+	MaxOutputTokens   int64
+	ParallelToolCalls *bool
+	ToolChoice        string
+}
+
+type Run struct {
+	Name      string
+	ForEach   hcl.Expression
+	DeclRange hcl.Range
+}
+
+// RunInstance is one run after for_each expansion. Its input may depend
+// on upstream runs' outputs, so it is evaluated late with Input.
+type RunInstance struct {
+	Addr      string // run.NAME or run.NAME["key"]
+	Name      string
+	Key       string
+	Agent     string // agent name
+	Sandbox   string // sandbox instance address override, "" = the agent's
+	MaxTurns  int
+	DependsOn []string // addresses, from depends_on and from references
+	InputExpr hcl.Expression
+	DeclRange hcl.Range
+}

@@ -1,0 +1,168 @@
+// Package model defines the interface between the agent runtime and model
+// providers (openai, scripted), and the provider-neutral conversation items
+// that the runtime checkpoints.
+package model
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// ItemType is the kind of one conversation item; the names follow the
+// Responses API.
+type ItemType string
+
+const (
+	ItemMessage            ItemType = "message"
+	ItemFunctionCall       ItemType = "function_call"
+	ItemFunctionCallOutput ItemType = "function_call_output"
+	ItemReasoning          ItemType = "reasoning"
+	ItemCompaction         ItemType = "compaction"
+)
+
+// Image is an image returned to the model (view_image).
+type Image struct {
+	MediaType string `json:"media_type"` // image/png, image/jpeg, image/gif, image/webp
+	Data      []byte `json:"data"`
+	Detail    string `json:"detail,omitempty"` // auto, low, high
+}
+
+// Item is one element of a conversation. Items are JSON-serializable and
+// are what the runtime checkpoints, so they never carry credentials.
+type Item struct {
+	Type ItemType `json:"type"`
+	// Role is user, assistant, system or developer for messages.
+	Role string `json:"role,omitempty"`
+	// Text is a message's text.
+	Text string `json:"text,omitempty"`
+	// CallID, Name and Arguments describe a function call; CallID also
+	// links a function_call_output to its call.
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// Output is a function call's text output; Images are attached to it.
+	Output string  `json:"output,omitempty"`
+	Images []Image `json:"images,omitempty"`
+	// Agent is the agent that produced the item (assistant items).
+	Agent string `json:"agent,omitempty"`
+	// Raw is the provider's own encoding of an item the runtime does not
+	// interpret (reasoning, compaction), replayed to the same provider.
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// Tool is a function tool offered to the model.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON Schema object
+	Strict      bool            `json:"strict,omitempty"`
+}
+
+// Settings are model settings from an agent's settings block.
+type Settings struct {
+	ReasoningEffort   string   `json:"reasoning_effort,omitempty"`
+	ReasoningSummary  string   `json:"reasoning_summary,omitempty"`
+	Verbosity         string   `json:"verbosity,omitempty"`
+	Temperature       *float64 `json:"temperature,omitempty"`
+	TopP              *float64 `json:"top_p,omitempty"`
+	MaxOutputTokens   int64    `json:"max_output_tokens,omitempty"`
+	ParallelToolCalls *bool    `json:"parallel_tool_calls,omitempty"`
+	ToolChoice        string   `json:"tool_choice,omitempty"`
+}
+
+// Compaction asks the provider to compact the context server-side when the
+// input grows past Threshold tokens (the Responses context_management
+// setting).
+type Compaction struct {
+	Threshold int64 `json:"threshold,omitempty"`
+}
+
+// Request is one model turn.
+type Request struct {
+	// Agent is the name of the agent taking this turn.
+	Agent string
+	// AgentTurn counts this agent's earlier model turns in the same run
+	// (0 for its first); the scripted provider picks its reply by it.
+	AgentTurn    int
+	Model        string
+	Instructions string
+	Input        []Item
+	Tools        []Tool
+	// OutputSchema, when set, asks for structured output (strict JSON
+	// schema); OutputSchemaName names it.
+	OutputSchema     json.RawMessage
+	OutputSchemaName string
+	Settings         Settings
+	Compaction       *Compaction
+}
+
+// Usage is token usage of one turn.
+type Usage struct {
+	InputTokens     int64 `json:"input_tokens"`
+	OutputTokens    int64 `json:"output_tokens"`
+	CachedTokens    int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// Add accumulates u2 into u.
+func (u *Usage) Add(u2 Usage) {
+	u.InputTokens += u2.InputTokens
+	u.OutputTokens += u2.OutputTokens
+	u.CachedTokens += u2.CachedTokens
+	u.ReasoningTokens += u2.ReasoningTokens
+}
+
+// Response is the complete result of one turn.
+type Response struct {
+	ID     string `json:"id,omitempty"`
+	Output []Item `json:"output"`
+	Usage  Usage  `json:"usage"`
+}
+
+// EventType names a streaming event.
+type EventType string
+
+const (
+	EventTextDelta     EventType = "text_delta"
+	EventToolCallStart EventType = "tool_call"
+	EventReasoning     EventType = "reasoning_delta"
+)
+
+// Event is a streaming event emitted while a response is produced.
+type Event struct {
+	Type  EventType
+	Delta string
+	// Name and CallID are set for tool call events.
+	Name   string
+	CallID string
+}
+
+// Model is one configured model provider.
+type Model interface {
+	// Respond runs one turn, calling sink (if non-nil) with streaming
+	// events as they arrive, and returns the complete response. Errors
+	// that survive the provider's own retries are returned wrapped.
+	Respond(ctx context.Context, req *Request, sink func(Event)) (*Response, error)
+}
+
+// FunctionCalls returns the function call items of a response in order.
+func (r *Response) FunctionCalls() []Item {
+	var calls []Item
+	for _, it := range r.Output {
+		if it.Type == ItemFunctionCall {
+			calls = append(calls, it)
+		}
+	}
+	return calls
+}
+
+// Text returns the concatenated text of the response's assistant messages.
+func (r *Response) Text() string {
+	var s string
+	for _, it := range r.Output {
+		if it.Type == ItemMessage && it.Role == "assistant" {
+			s += it.Text
+		}
+	}
+	return s
+}

@@ -1,0 +1,173 @@
+// Package sandbox defines the interface every sandbox provider (local,
+// docker, daytona) implements, and the logic shared above it: manifest
+// materialization, the workspace path policy, snapshots, exec output
+// handling and secret scrubbing. Providers implement the small Sandbox and
+// Provider interfaces; everything else is written once here.
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Status is what a refresh learns about a sandbox from its provider.
+type Status string
+
+const (
+	StatusRunning Status = "running"
+	StatusStopped Status = "stopped"
+	// StatusMissing means the provider no longer knows the sandbox: plan
+	// says restore.
+	StatusMissing Status = "missing"
+)
+
+// ErrNotFound is returned (wrapped) by Provider.Open and Sandbox methods
+// when the provider says the sandbox no longer exists.
+var ErrNotFound = errors.New("sandbox not found")
+
+// ErrPathEscape is returned (wrapped) when a path leaves the workspace,
+// lexically or through a symlink.
+var ErrPathEscape = errors.New("path escapes the workspace")
+
+// Resources are optional limits; zero means the provider's default.
+type Resources struct {
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	DiskGB   int64   `json:"disk_gb,omitempty"`
+	PIDs     int64   `json:"pids,omitempty"`
+	GPUs     int64   `json:"gpus,omitempty"`
+}
+
+// Spec is everything a provider needs to create one sandbox. It never
+// carries sensitive values: ephemeral env is passed per exec.
+type Spec struct {
+	// Address is the sandbox's configuration address, e.g. sandbox.review["pricing"].
+	Address string
+	// Lineage is the state lineage; providers label what they create with
+	// it and Address so nothing is left untracked.
+	Lineage string
+	// Root is the workspace root inside the sandbox (the manifest root),
+	// e.g. /workspace.
+	Root string
+	// Image is the container image (docker, daytona); empty for local.
+	Image string
+	// Network is "none" (the default), "host", "bridge" or a named network.
+	Network string
+	// Ports are exposed container ports.
+	Ports     []int
+	Resources Resources
+	// Settings holds provider-specific sandbox settings already validated
+	// by config (docker: user; daytona: snapshot, labels, intervals, ...).
+	Settings map[string]any
+	// StateDir is a directory under the state directory the provider may
+	// use for its own data (the local provider keeps workspaces there).
+	StateDir string
+}
+
+// SessionState is what state.json stores to reconnect to a sandbox. It
+// must not contain credentials.
+type SessionState struct {
+	Provider string          `json:"provider"`
+	ID       string          `json:"id"`
+	Data     json.RawMessage `json:"data,omitempty"`
+}
+
+// Provider creates sandboxes of one kind and reconnects to existing ones.
+type Provider interface {
+	// Kind is "local", "docker" or "daytona".
+	Kind() string
+	// Create creates and starts a new, empty sandbox whose workspace root
+	// exists and is writable.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Open reconnects to a sandbox from its session state without starting
+	// it. It returns an error wrapping ErrNotFound if it is gone.
+	Open(ctx context.Context, spec Spec, st SessionState) (Sandbox, error)
+}
+
+// FileInfo describes one workspace entry. Path is workspace-relative
+// with forward slashes.
+type FileInfo struct {
+	Path    string
+	Size    int64
+	Mode    fs.FileMode
+	ModTime time.Time
+	// Target is the link target when Mode is a symlink.
+	Target string
+}
+
+// ExecRequest is one command to run in a sandbox.
+type ExecRequest struct {
+	// Argv runs a program directly. When empty, Shell is run with /bin/sh -c.
+	Argv  []string
+	Shell string
+	// Workdir is workspace-relative ("" = the workspace root).
+	Workdir string
+	// Env is added to the sandbox's environment for this command only
+	// (manifest env and ephemeral env are merged in by Workspace).
+	Env map[string]string
+	// Timeout kills the whole process tree when it expires; 0 = no limit.
+	Timeout time.Duration
+	Stdin   io.Reader
+	// OutputLimit is the number of bytes kept per stream (head and tail
+	// halves); 0 means DefaultOutputLimit.
+	OutputLimit int
+}
+
+// ExecResult is the outcome of one command.
+type ExecResult struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+	Wall     time.Duration
+	// Truncated is true when either stream was cut; the Original sizes say
+	// how large each stream really was.
+	Truncated      bool
+	OriginalStdout int64
+	OriginalStderr int64
+	TimedOut       bool
+}
+
+// Sandbox is one live workspace. Every path argument is workspace-relative
+// (forward slashes, already checked lexically by CleanPath); an
+// implementation must still refuse, with ErrPathEscape, to follow a symlink
+// that leaves the workspace.
+type Sandbox interface {
+	// ID is the provider's id (directory, container id, Daytona id).
+	ID() string
+	// Session is the serializable state to reconnect later.
+	Session() SessionState
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	// Delete removes the sandbox and everything it owns. Deleting a
+	// missing sandbox is not an error.
+	Delete(ctx context.Context) error
+	Refresh(ctx context.Context) (Status, error)
+
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+
+	// ReadFile reads at most limit bytes (limit <= 0: no limit) and fails
+	// when the file is larger.
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
+	// WriteFile creates parent directories as needed.
+	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
+	// Remove removes a file or an empty directory.
+	Remove(ctx context.Context, path string) error
+	// Mkdir creates a directory and its parents.
+	Mkdir(ctx context.Context, path string) error
+	// Stat does not follow a final symlink.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	ReadDir(ctx context.Context, path string) ([]FileInfo, error)
+
+	// CopyIn extracts a tar stream into dir (workspace-relative) with the
+	// safe-extraction rules of Extract.
+	CopyIn(ctx context.Context, dir string, tar io.Reader) error
+	// CopyOut streams a tar of dir; member names are relative to dir.
+	CopyOut(ctx context.Context, dir string) (io.ReadCloser, error)
+
+	// PortURL resolves an exposed port to a URL reachable from the host.
+	PortURL(ctx context.Context, port int) (string, error)
+}
