@@ -160,15 +160,15 @@ type Sandbox struct {
 
 // SandboxInstance is one sandbox after for_each expansion, evaluated.
 type SandboxInstance struct {
-	Addr     string // sandbox.NAME or sandbox.NAME["key"]
-	Name     string
-	Key      string // "" without for_each
-	Provider string // provider address
-	Image    string
-	Manifest string // manifest name, "" for none
-	Network  string // none (default) | host | bridge | named
-	Ports    []int
-	OnExit   string // stop (default) | keep | delete
+	Addr      string // sandbox.NAME or sandbox.NAME["key"]
+	Name      string
+	Key       string // "" without for_each
+	Provider  string // provider address
+	Image     string
+	Manifest  string // manifest name, "" for none
+	Network   string // none (default) | host | bridge | named
+	Ports     []int
+	OnExit    string // stop (default) | keep | delete
 	Resources Resources
 	// Settings are provider-specific settings (docker: user, commit;
 	// daytona: snapshot, env, labels, auto_*_interval, public, ...).
