@@ -1,0 +1,46 @@
+package runtime
+
+// EventType names a runtime event shown to the user as it happens.
+type EventType string
+
+const (
+	EventTextDelta     EventType = "text_delta"
+	EventToolCall      EventType = "tool_call"
+	EventToolResult    EventType = "tool_result"
+	EventHandoff       EventType = "handoff"
+	EventAgentToolCall EventType = "agent_tool_call"
+	EventAgentToolDone EventType = "agent_tool_result"
+	EventTurn          EventType = "turn"
+	EventFinal         EventType = "final_output"
+)
+
+// Event is one runtime event. Path is the nested conversation's path as
+// in Step.
+type Event struct {
+	Type   EventType `json:"type"`
+	Path   string    `json:"path,omitempty"`
+	Agent  string    `json:"agent"`
+	Turn   int       `json:"turn,omitempty"`
+	Name   string    `json:"name,omitempty"`
+	CallID string    `json:"call_id,omitempty"`
+	// Arguments of a tool call.
+	Arguments string `json:"arguments,omitempty"`
+	// Text is a text delta, a tool output preview, the handoff target or
+	// the final output.
+	Text    string `json:"text,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// previewLimit bounds tool output previews in events.
+const previewLimit = 400
+
+func preview(s string) string {
+	if len(s) <= previewLimit {
+		return s
+	}
+	cut := previewLimit
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // keep UTF-8 whole
+		cut--
+	}
+	return s[:cut] + "…"
+}

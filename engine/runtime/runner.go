@@ -1,0 +1,553 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/tools"
+)
+
+// DefaultMaxTurns is the turn limit when neither the run nor the agent
+// sets one, as in the Agents SDK.
+const DefaultMaxTurns = 10
+
+var (
+	// ErrMaxTurns ends a run that used up its turns; the run stays
+	// resumable.
+	ErrMaxTurns = errors.New("max turns exceeded")
+	// ErrInterrupted ends a run stopped between steps by Runner.Interrupt.
+	ErrInterrupted = errors.New("interrupted")
+)
+
+// Agent is one agent as the runtime sees it: everything resolved, tools
+// bound to the agent's own workspace.
+type Agent struct {
+	Name      string
+	Model     model.Model
+	ModelName string
+	// Instructions are the fully assembled instructions (agent, then
+	// capability instructions, then the workspace rendering).
+	Instructions string
+	Settings     model.Settings
+	OutputSchema json.RawMessage
+	Compaction   *model.Compaction
+	// MaxTurns bounds a nested run of this agent used as a tool (0 =
+	// DefaultMaxTurns).
+	MaxTurns   int
+	Tools      []tools.Tool
+	Handoffs   []Handoff
+	AgentTools []AgentTool
+}
+
+// Handoff lets an agent transfer the conversation to another agent.
+type Handoff struct {
+	Agent       string
+	Description string
+}
+
+// AgentTool exposes another agent as a function tool.
+type AgentTool struct {
+	Name        string
+	Agent       string
+	Description string
+}
+
+// Runner runs agents. It is safe to use one Runner for one run at a time.
+type Runner struct {
+	Agents map[string]*Agent
+	// Checkpoint receives every step and must persist it before
+	// returning; the runner waits for it. An error ends the run.
+	Checkpoint func(ctx context.Context, s Step) error
+	// Events, when set, receives events as they happen (from several
+	// goroutines, serialized by the runner).
+	Events func(Event)
+	// Interrupt, when closed, stops the run after the step in flight.
+	Interrupt <-chan struct{}
+	// MaxTurns bounds the run's top-level conversation (0 = the start
+	// agent's MaxTurns, else DefaultMaxTurns).
+	MaxTurns int
+}
+
+// Result is a finished run.
+type Result struct {
+	// Output is the final output as JSON: a string, or the structured
+	// object when the final agent has an output schema.
+	Output json.RawMessage
+	// Agent is the agent that gave the final answer.
+	Agent string
+	Turns int
+	Usage model.Usage
+}
+
+// Replay reads a run's steps: the number of model turns and the usage
+// they recorded.
+func Replay(steps []Step) (turns int, usage model.Usage) {
+	for _, s := range steps {
+		if s.Kind == StepModel && s.Response != nil {
+			if s.Path == "" {
+				turns++
+			}
+			usage.Add(s.Response.Usage)
+		}
+	}
+	return turns, usage
+}
+
+// Run runs agent on input, continuing from history (the steps of an
+// earlier, unfinished attempt of the same run; nil for a new run). Tool
+// calls of the last recorded response that have no recorded output are
+// executed again.
+func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (*Result, error) {
+	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}}
+	for _, s := range history {
+		st.byPath[s.Path] = append(st.byPath[s.Path], s)
+		if s.Kind == StepModel && s.Response != nil {
+			st.agentTurns[s.Agent]++
+			st.usage.Add(s.Response.Usage)
+		}
+	}
+	if len(history) > 0 && history[0].Kind == StepInput && history[0].Path == "" {
+		agent, input = history[0].Agent, history[0].Input
+	}
+	maxTurns := r.MaxTurns
+	if maxTurns <= 0 {
+		if a := r.Agents[agent]; a != nil && a.MaxTurns > 0 {
+			maxTurns = a.MaxTurns
+		} else {
+			maxTurns = DefaultMaxTurns
+		}
+	}
+	f := &frame{st: st, path: "", agent: agent, input: input, maxTurns: maxTurns}
+	out, err := f.run(ctx)
+	res := &Result{Agent: f.agent, Turns: f.turns, Usage: st.usage}
+	if out != nil {
+		res.Output = out
+	}
+	return res, err
+}
+
+// runState is shared by a run's top-level and nested conversations.
+type runState struct {
+	r          *Runner
+	mu         sync.Mutex
+	byPath     map[string][]Step
+	agentTurns map[string]int
+	usage      model.Usage
+	eventMu    sync.Mutex
+}
+
+func (st *runState) emit(e Event) {
+	if st.r.Events == nil {
+		return
+	}
+	st.eventMu.Lock()
+	defer st.eventMu.Unlock()
+	st.r.Events(e)
+}
+
+func (st *runState) checkpoint(ctx context.Context, s Step) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s.Kind == StepModel && s.Response != nil {
+		st.usage.Add(s.Response.Usage)
+	}
+	if st.r.Checkpoint == nil {
+		return nil
+	}
+	if err := st.r.Checkpoint(ctx, s); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+func (st *runState) nextAgentTurn(agent string) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := st.agentTurns[agent]
+	st.agentTurns[agent]++
+	return n
+}
+
+func (st *runState) interrupted() bool {
+	if st.r.Interrupt == nil {
+		return false
+	}
+	select {
+	case <-st.r.Interrupt:
+		return true
+	default:
+		return false
+	}
+}
+
+// frame is one conversation: the run itself or a nested agent-tool run.
+type frame struct {
+	st       *runState
+	path     string
+	agent    string
+	input    string
+	maxTurns int
+
+	conv    []model.Item
+	turns   int
+	pending *model.Response // last response whose calls are not all answered
+	outputs map[string]model.Item
+}
+
+func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
+	steps := f.st.byPath[f.path]
+	if len(steps) == 0 || steps[0].Kind != StepInput {
+		if _, ok := f.st.r.Agents[f.agent]; !ok {
+			return nil, fmt.Errorf("unknown agent %q", f.agent)
+		}
+		s := Step{Kind: StepInput, Path: f.path, Agent: f.agent, Input: f.input}
+		if err := f.st.checkpoint(ctx, s); err != nil {
+			return nil, err
+		}
+		steps = append([]Step{s}, steps...)
+	}
+	for _, s := range steps {
+		if err := f.replay(s); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		if f.pending != nil {
+			if calls := f.pending.FunctionCalls(); len(calls) == 0 {
+				return f.final()
+			}
+			if err := f.answerCalls(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if f.st.interrupted() {
+			return nil, ErrInterrupted
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if f.turns >= f.maxTurns {
+			return nil, fmt.Errorf("%w: agent %q used all %d turns without a final answer; raise max_turns on the run or agent and apply again", ErrMaxTurns, f.agent, f.maxTurns)
+		}
+		if err := f.callModel(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// replay applies one recorded step to the frame.
+func (f *frame) replay(s Step) error {
+	switch s.Kind {
+	case StepInput:
+		f.agent = s.Agent
+		f.input = s.Input
+		f.conv = append(f.conv[:0], model.Item{Type: model.ItemMessage, Role: "user", Text: s.Input})
+	case StepModel:
+		if s.Response == nil {
+			return fmt.Errorf("journal: model step without a response")
+		}
+		f.flush()
+		f.agent = s.Agent
+		f.addResponse(s.Response)
+	case StepTool:
+		if s.Result == nil {
+			return fmt.Errorf("journal: tool step without a result")
+		}
+		if f.outputs == nil {
+			f.outputs = map[string]model.Item{}
+		}
+		f.outputs[s.Result.CallID] = *s.Result
+	}
+	return nil
+}
+
+func (f *frame) addResponse(resp *model.Response) {
+	for _, it := range resp.Output {
+		if it.Type == model.ItemMessage || it.Type == model.ItemFunctionCall {
+			it.Agent = f.agent
+		}
+		f.conv = append(f.conv, it)
+	}
+	f.turns++
+	f.pending = resp
+	f.outputs = map[string]model.Item{}
+}
+
+// flush appends the outputs of the pending response's calls in call order
+// and follows a handoff taken in it.
+func (f *frame) flush() {
+	if f.pending == nil {
+		return
+	}
+	a := f.st.r.Agents[f.agent]
+	for _, c := range f.pending.FunctionCalls() {
+		if out, ok := f.outputs[c.CallID]; ok {
+			f.conv = append(f.conv, out)
+		}
+	}
+	if target := takenHandoff(a, f.pending.FunctionCalls()); target != "" {
+		f.agent = target
+	}
+	f.pending = nil
+	f.outputs = nil
+}
+
+// takenHandoff is the target of the first transfer call of calls that names
+// one of a's handoffs, as the Agents SDK takes only the first.
+func takenHandoff(a *Agent, calls []model.Item) string {
+	if a == nil {
+		return ""
+	}
+	for _, c := range calls {
+		for _, h := range a.Handoffs {
+			if c.Name == handoffToolName(h.Agent) {
+				return h.Agent
+			}
+		}
+	}
+	return ""
+}
+
+func (f *frame) callModel(ctx context.Context) error {
+	a := f.st.r.Agents[f.agent]
+	if a == nil {
+		return fmt.Errorf("unknown agent %q", f.agent)
+	}
+	req := &model.Request{
+		Agent:            a.Name,
+		AgentTurn:        f.st.nextAgentTurn(a.Name),
+		Model:            a.ModelName,
+		Instructions:     a.Instructions,
+		Input:            slices.Clone(f.conv),
+		Tools:            toolDefinitions(a),
+		OutputSchema:     a.OutputSchema,
+		OutputSchemaName: "final_output",
+		Settings:         a.Settings,
+		Compaction:       a.Compaction,
+	}
+	f.st.emit(Event{Type: EventTurn, Path: f.path, Agent: a.Name, Turn: f.turns + 1})
+	resp, err := a.Model.Respond(ctx, req, func(e model.Event) {
+		if e.Type == model.EventTextDelta {
+			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
+		}
+	})
+	if err != nil {
+		return &modelError{fmt.Errorf("agent %q, turn %d: model call failed: %w", a.Name, f.turns+1, err)}
+	}
+	if err := f.st.checkpoint(ctx, Step{Kind: StepModel, Path: f.path, Agent: a.Name, Response: resp}); err != nil {
+		return err
+	}
+	f.addResponse(resp)
+	return nil
+}
+
+// toolDefinitions lists the tools offered to a: its capability tools, its
+// handoffs and its agent tools.
+func toolDefinitions(a *Agent) []model.Tool {
+	defs := make([]model.Tool, 0, len(a.Tools)+len(a.Handoffs)+len(a.AgentTools))
+	for _, t := range a.Tools {
+		defs = append(defs, t.Definition())
+	}
+	for _, h := range a.Handoffs {
+		defs = append(defs, handoffTool(h.Agent, h.Description))
+	}
+	for _, at := range a.AgentTools {
+		defs = append(defs, agentToolDefinition(at.Name, at.Description))
+	}
+	return defs
+}
+
+// answerCalls executes the pending response's calls that have no recorded
+// output, concurrently, checkpointing each result as it completes.
+func (f *frame) answerCalls(ctx context.Context) error {
+	a := f.st.r.Agents[f.agent]
+	if a == nil {
+		return fmt.Errorf("unknown agent %q", f.agent)
+	}
+	calls := f.pending.FunctionCalls()
+	handoff := takenHandoff(a, calls)
+	handoffSeen := false
+	type job struct {
+		call        model.Item
+		isHandoff   bool
+		ignoreExtra bool
+	}
+	var jobs []job
+	for _, c := range calls {
+		isH := false
+		for _, h := range a.Handoffs {
+			if c.Name == handoffToolName(h.Agent) {
+				isH = true
+			}
+		}
+		j := job{call: c, isHandoff: isH}
+		if isH {
+			j.ignoreExtra = handoffSeen
+			handoffSeen = true
+		}
+		if _, done := f.outputs[c.CallID]; !done {
+			jobs = append(jobs, j)
+		}
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for _, j := range jobs {
+		wg.Go(func() {
+			item, handoffTo, err := f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
+			if err == nil {
+				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo})
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			f.outputs[item.CallID] = item
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if handoff != "" {
+		f.st.emit(Event{Type: EventHandoff, Path: f.path, Agent: a.Name, Text: handoff})
+	}
+	f.flush()
+	return nil
+}
+
+// execute runs one call. The returned error is fatal to the run (a model
+// failure inside a nested run, an interrupt, a cancelled context); tool
+// failures become the call's output.
+func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandoff, ignoreExtra bool) (model.Item, string, error) {
+	out := model.Item{Type: model.ItemFunctionCallOutput, CallID: call.CallID}
+	f.st.emit(Event{Type: EventToolCall, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Arguments: call.Arguments})
+	result := func(text string, isErr bool) {
+		out.Output = text
+		f.st.emit(Event{Type: EventToolResult, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Text: preview(text), IsError: isErr})
+	}
+	if isHandoff {
+		if ignoreExtra {
+			result("Multiple handoffs detected, ignoring this one.", true)
+			return out, "", nil
+		}
+		target := takenHandoff(a, []model.Item{call})
+		b, _ := json.Marshal(map[string]string{"assistant": target})
+		result(string(b), false)
+		return out, target, nil
+	}
+	for _, at := range a.AgentTools {
+		if at.Name != call.Name {
+			continue
+		}
+		text, err := f.runAgentTool(ctx, a, at, call)
+		if err != nil {
+			if isFatal(err) {
+				return out, "", err
+			}
+			result(fmt.Sprintf("error: agent tool %s failed: %v", at.Name, err), true)
+			return out, "", nil
+		}
+		result(text, false)
+		return out, "", nil
+	}
+	for _, t := range a.Tools {
+		if t.Definition().Name != call.Name {
+			continue
+		}
+		o, err := t.Call(ctx, call.Arguments)
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, "", ctx.Err()
+			}
+			result("error: "+err.Error(), true)
+			return out, "", nil
+		}
+		out.Images = o.Images
+		result(o.Text, false)
+		return out, "", nil
+	}
+	names := make([]string, 0)
+	for _, d := range toolDefinitions(a) {
+		names = append(names, d.Name)
+	}
+	result(fmt.Sprintf("error: unknown tool %q; the tools available to agent %q are: %s", call.Name, a.Name, strings.Join(names, ", ")), true)
+	return out, "", nil
+}
+
+// modelError marks a model failure inside a nested run, so it fails the
+// whole run (resumably) rather than becoming tool output.
+type modelError struct{ err error }
+
+func (e *modelError) Error() string { return e.err.Error() }
+func (e *modelError) Unwrap() error { return e.err }
+
+func isFatal(err error) bool {
+	var me *modelError
+	return errors.As(err, &me) || errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// runAgentTool runs at.Agent as a nested run on the call's input and
+// returns its final output as text (JSON for structured output).
+func (f *frame) runAgentTool(ctx context.Context, parent *Agent, at AgentTool, call model.Item) (string, error) {
+	var args struct {
+		Input string `json:"input"`
+	}
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+		return "", fmt.Errorf("arguments must be a JSON object with a string \"input\": %v", err)
+	}
+	sub := f.st.r.Agents[at.Agent]
+	if sub == nil {
+		return "", fmt.Errorf("unknown agent %q", at.Agent)
+	}
+	maxTurns := sub.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = DefaultMaxTurns
+	}
+	path := call.CallID
+	if f.path != "" {
+		path = f.path + "/" + call.CallID
+	}
+	f.st.emit(Event{Type: EventAgentToolCall, Path: f.path, Agent: parent.Name, Name: at.Name, CallID: call.CallID, Text: at.Agent})
+	nested := &frame{st: f.st, path: path, agent: at.Agent, input: args.Input, maxTurns: maxTurns}
+	out, err := nested.run(ctx)
+	if err != nil {
+		return "", err
+	}
+	f.st.emit(Event{Type: EventAgentToolDone, Path: f.path, Agent: parent.Name, Name: at.Name, CallID: call.CallID, Text: preview(string(out))})
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		return s, nil
+	}
+	return string(out), nil
+}
+
+// final ends the frame with the pending response's answer, validated
+// against the agent's output schema.
+func (f *frame) final() (json.RawMessage, error) {
+	a := f.st.r.Agents[f.agent]
+	text := f.pending.Text()
+	if a != nil && len(a.OutputSchema) > 0 {
+		v, err := validateOutput(a.OutputSchema, text)
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: final output does not match its output_schema: %w", a.Name, err)
+		}
+		f.st.emit(Event{Type: EventFinal, Path: f.path, Agent: f.agent, Text: preview(string(v))})
+		return v, nil
+	}
+	f.st.emit(Event{Type: EventFinal, Path: f.path, Agent: f.agent, Text: preview(text)})
+	b, err := json.Marshal(text)
+	return b, err
+}

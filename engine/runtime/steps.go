@@ -1,0 +1,41 @@
+// Package runtime is the agent turn loop: it runs one agent, and the
+// agents it hands off to or calls as tools, against a model, executing
+// tool calls through the sandbox tools and handing every step to a
+// checkpoint callback before the next begins.
+package runtime
+
+import (
+	"github.com/agentctl/agentctl/engine/model"
+)
+
+// StepKind names a checkpointed step.
+type StepKind string
+
+const (
+	// StepInput is the run's (or a nested agent-tool run's) input message.
+	StepInput StepKind = "input"
+	// StepModel is one model response.
+	StepModel StepKind = "model"
+	// StepTool is one tool result (a function_call_output).
+	StepTool StepKind = "tool"
+)
+
+// Step is one checkpointed unit of progress. Steps are JSON-serializable;
+// the list of steps of a run is everything needed to resume it.
+type Step struct {
+	Kind StepKind `json:"kind"`
+	// Path identifies the (possibly nested) conversation the step belongs
+	// to: "" for the run itself, "CALLID" for an agent-tool run started by
+	// that call, "CALLID/CALLID2" deeper.
+	Path  string `json:"path,omitempty"`
+	Agent string `json:"agent"`
+	// Input is the input text (StepInput).
+	Input string `json:"input,omitempty"`
+	// Response is the model's response (StepModel).
+	Response *model.Response `json:"response,omitempty"`
+	// Result is the function_call_output item (StepTool).
+	Result *model.Item `json:"result,omitempty"`
+	// Handoff names the agent the conversation moved to (StepTool of a
+	// transfer_to_ call that was taken).
+	Handoff string `json:"handoff,omitempty"`
+}
