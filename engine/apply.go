@@ -1,0 +1,610 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/graph"
+	"github.com/agentctl/agentctl/state"
+)
+
+// applier carries one apply: the state being updated (guarded by mu and
+// written after every node) and the open sandboxes.
+type applier struct {
+	e   *Engine
+	p   *Plan
+	mu  sync.Mutex
+	st  *state.State
+	sbs map[string]sandbox.Sandbox // open sandboxes by address
+	// used records sandboxes this apply started or used, for on_exit.
+	used map[string]bool
+}
+
+// Apply carries out p against st, writing st after every node. It returns
+// the first error; the results of nodes that succeeded are kept.
+func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
+	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
+		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
+	}
+	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}}
+	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
+		st.AgentctlVersion = e.Version
+	}
+	g := graph.New()
+	for _, c := range p.Changes {
+		g.AddNode(c.Address)
+	}
+	if dg, diags := e.Config.DependencyGraph(); !diags.HasErrors() && dg != nil {
+		for _, c := range p.Changes {
+			for _, d := range dg.DependenciesOf(c.Address) {
+				if p.Change(d) != nil {
+					g.AddEdge(c.Address, d)
+				}
+			}
+		}
+	}
+	errs := g.Walk(ctx, e.parallelism(), func(ctx context.Context, addr string) error {
+		c := p.Change(addr)
+		var err error
+		start := time.Now()
+		if c.Action != ActionNoop {
+			e.emit(Event{Type: EventApplyStart, Address: addr, Action: c.Action})
+		}
+		if c.Kind == KindSandbox {
+			err = a.sandboxNode(ctx, c)
+		} else {
+			err = a.runNode(ctx, c)
+		}
+		if err != nil {
+			e.emit(Event{Type: EventApplyErrored, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
+			return err
+		}
+		if c.Action != ActionNoop {
+			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: c.Action, Elapsed: time.Since(start)})
+		}
+		return nil
+	})
+	var all []error
+	for _, c := range p.Changes {
+		if err := errs[c.Address]; err != nil && !errors.Is(err, graph.ErrSkipped) {
+			all = append(all, err)
+		}
+	}
+	if err := a.finish(context.WithoutCancel(ctx)); err != nil {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// save writes the state; callers hold a.mu.
+func (a *applier) save() error {
+	if err := a.e.State.Write(a.st); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	return nil
+}
+
+func (a *applier) update(fn func(st *state.State)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fn(a.st)
+	return a.save()
+}
+
+// progress reports "Still ..." every interval until stop is called.
+func (a *applier) progress(addr string, action Action) (stop func()) {
+	interval := a.e.ProgressInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				a.e.emit(Event{Type: EventApplyProgress, Address: addr, Action: action, Elapsed: time.Since(start).Round(time.Second)})
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (a *applier) sandboxNode(ctx context.Context, c *Change) error {
+	defer a.progress(c.Address, c.Action)()
+	switch c.Action {
+	case ActionNoop:
+		return nil
+	case ActionDelete:
+		return a.deleteSandbox(ctx, c.Address)
+	case ActionReplace:
+		if err := a.deleteSandbox(ctx, c.Address); err != nil {
+			return err
+		}
+		return a.createSandbox(ctx, c.Address, false)
+	case ActionCreate:
+		return a.createSandbox(ctx, c.Address, false)
+	case ActionRestore:
+		return a.createSandbox(ctx, c.Address, true)
+	case ActionUpdate:
+		sb, err := a.open(ctx, c.Address)
+		if err != nil {
+			return err
+		}
+		return a.materialize(ctx, c.Address, sb)
+	}
+	return fmt.Errorf("%s: unknown action %s", c.Address, c.Action)
+}
+
+func (a *applier) open(ctx context.Context, addr string) (sandbox.Sandbox, error) {
+	a.mu.Lock()
+	if sb, ok := a.sbs[addr]; ok {
+		a.mu.Unlock()
+		return sb, nil
+	}
+	a.mu.Unlock()
+	sb, err := a.e.openSandbox(ctx, a.st, addr)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.sbs[addr] = sb
+	a.mu.Unlock()
+	return sb, nil
+}
+
+// createSandbox creates the sandbox, records it in state at once (so it is
+// never left untracked), then restores its snapshot (restore) and
+// materializes its manifest.
+func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) error {
+	cfg := a.e.Config
+	sbc := cfg.SandboxInstances[addr]
+	prov, err := a.e.provs().sandboxProvider(ctx, a.e, sbc.Provider)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	sb, err := prov.Create(ctx, a.e.sandboxSpec(sbc, a.st.Lineage))
+	if err != nil {
+		return fmt.Errorf("%s: creating sandbox: %w", addr, err)
+	}
+	var prev *state.Sandbox
+	if err := a.update(func(st *state.State) {
+		prev = st.Sandboxes[addr]
+		ns := &state.Sandbox{
+			Address:      addr,
+			Provider:     sbc.Provider,
+			Kind:         prov.Kind(),
+			Session:      sb.Session(),
+			Status:       statusRunning,
+			ConfigDigest: sandboxConfigDigest(cfg, sbc),
+			CreatedAt:    time.Now().UTC(),
+			UpdatedAt:    time.Now().UTC(),
+		}
+		if restore && prev != nil {
+			ns.Snapshot, ns.SnapshotDigest = prev.Snapshot, prev.SnapshotDigest
+			ns.EntryDigests, ns.ManifestDigest = prev.EntryDigests, prev.ManifestDigest
+		}
+		st.Sandboxes[addr] = ns
+		a.sbs[addr] = sb
+		a.used[addr] = true
+	}); err != nil {
+		return err
+	}
+	if restore && prev != nil && prev.Snapshot != "" {
+		if err := sandbox.Restore(ctx, sb, a.e.State.Path(prev.Snapshot)); err != nil {
+			return fmt.Errorf("%s: restoring snapshot %s: %w", addr, prev.Snapshot, err)
+		}
+	}
+	if err := a.materialize(ctx, addr, sb); err != nil {
+		return err
+	}
+	return a.recordURLs(ctx, addr, sb)
+}
+
+// materialize applies the manifest entries whose digest changed.
+func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	cfg := a.e.Config
+	m := sandboxManifest(cfg, cfg.SandboxInstances[addr])
+	a.mu.Lock()
+	prev := a.st.Sandboxes[addr].EntryDigests
+	a.mu.Unlock()
+	digests, err := sandbox.Materialize(ctx, sb, m, prev, a.e.parallelism())
+	if err != nil {
+		return fmt.Errorf("%s: materializing the manifest: %w", addr, err)
+	}
+	return a.update(func(st *state.State) {
+		ss := st.Sandboxes[addr]
+		ss.EntryDigests = digests
+		ss.ManifestDigest = sandbox.ManifestDigest(m, digests)
+		ss.UpdatedAt = time.Now().UTC()
+	})
+}
+
+func (a *applier) recordURLs(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	sbc := a.e.Config.SandboxInstances[addr]
+	if len(sbc.Ports) == 0 {
+		return nil
+	}
+	urls := map[string]string{}
+	for _, port := range sbc.Ports {
+		u, err := sb.PortURL(ctx, port)
+		if err != nil {
+			return fmt.Errorf("%s: port %d: %w", addr, port, err)
+		}
+		urls[fmt.Sprint(port)] = u
+	}
+	return a.update(func(st *state.State) { st.Sandboxes[addr].URLs = urls })
+}
+
+func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
+	a.mu.Lock()
+	ss := a.st.Sandboxes[addr]
+	a.mu.Unlock()
+	if ss == nil {
+		return nil
+	}
+	if ss.Status != statusDeleted {
+		sb, err := a.open(ctx, addr)
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		if sb != nil {
+			if err := sb.Delete(ctx); err != nil {
+				return fmt.Errorf("%s: deleting sandbox: %w", addr, err)
+			}
+		}
+	}
+	if ss.Snapshot != "" {
+		if err := os.Remove(a.e.State.Path(ss.Snapshot)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s: removing snapshot: %w", addr, err)
+		}
+	}
+	return a.update(func(st *state.State) {
+		delete(st.Sandboxes, addr)
+		delete(a.sbs, addr)
+		delete(a.used, addr)
+	})
+}
+
+// ensureRunning returns the sandbox at addr ready for tools: started if
+// stopped, restored from its snapshot if deleted or gone.
+func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandbox, error) {
+	a.mu.Lock()
+	ss := a.st.Sandboxes[addr]
+	a.mu.Unlock()
+	if ss == nil {
+		return nil, fmt.Errorf("%s is not in the state; apply it first (is it excluded by -target?)", addr)
+	}
+	if ss.Status == statusDeleted {
+		if err := a.createSandbox(ctx, addr, true); err != nil {
+			return nil, err
+		}
+	}
+	sb, err := a.open(ctx, addr)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		if err := a.createSandbox(ctx, addr, true); err != nil {
+			return nil, err
+		}
+		sb, err = a.open(ctx, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	status, err := sb.Refresh(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	switch status {
+	case sandbox.StatusMissing:
+		if err := a.createSandbox(ctx, addr, true); err != nil {
+			return nil, err
+		}
+		return a.open(ctx, addr)
+	case sandbox.StatusStopped:
+		if err := sb.Start(ctx); err != nil {
+			return nil, fmt.Errorf("%s: starting sandbox: %w", addr, err)
+		}
+	}
+	if err := a.update(func(st *state.State) {
+		st.Sandboxes[addr].Status = statusRunning
+		a.used[addr] = true
+	}); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// runNode executes, re-runs or resumes one run.
+func (a *applier) runNode(ctx context.Context, c *Change) error {
+	e := a.e
+	addr := c.Address
+	if c.Action == ActionForget {
+		return a.update(func(st *state.State) {
+			if r := st.Runs[addr]; r != nil && r.Journal != "" {
+				os.Remove(e.State.Path(r.Journal))
+			}
+			delete(st.Runs, addr)
+		})
+	}
+	if c.Action == ActionNoop {
+		return nil
+	}
+	ri := e.Config.RunInstances[addr]
+	a.mu.Lock()
+	sbDigest := map[string]string{}
+	for _, sbAddr := range runSandboxes(e.Config, ri) {
+		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
+			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
+		}
+	}
+	inputs, input, err := e.runInputs(a.st, ri, sbDigest)
+	prev := a.st.Runs[addr]
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	digest := runDigest(inputs)
+	forced := c.Action == ActionRerun && len(c.Reasons) == 1 && c.Reasons[0] == "forced by -replace"
+	var history []runtime.Step
+	resume := false
+	if prev != nil && prev.Digest == digest && !forced {
+		switch prev.Status {
+		case RunCompleted:
+			// An upstream re-ran but produced the same output.
+			e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "inputs unchanged after upstream runs: nothing to do"})
+			return nil
+		case RunPending:
+		default:
+			resume = true
+		}
+	}
+	journalRel := filepath.Join("journals", safeName(addr)+".jsonl")
+	if resume {
+		history, err = e.readJournal(prev)
+		if err != nil {
+			return fmt.Errorf("%s: reading its journal to resume: %w", addr, err)
+		}
+	} else if err := os.Remove(e.State.Path(journalRel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s: clearing old journal: %w", addr, err)
+	}
+
+	workspaces := map[string]*sandbox.Workspace{}
+	scrub := sandbox.NewScrubber(e.Config.SensitiveValues())
+	for _, sbAddr := range runSandboxes(e.Config, ri) {
+		if _, done := workspaces[sbAddr]; done {
+			continue
+		}
+		sb, err := a.ensureRunning(ctx, sbAddr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		m := sandboxManifest(e.Config, e.Config.SandboxInstances[sbAddr])
+		workspaces[sbAddr] = &sandbox.Workspace{Sandbox: sb, Env: m.Env, EphemeralEnv: m.EphemeralEnv, Scrub: scrub}
+	}
+	agents, err := e.buildAgents(ctx, ri, workspaces)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+
+	if err := os.MkdirAll(e.State.Path("journals"), 0o700); err != nil {
+		return err
+	}
+	journal, err := state.OpenJournal(e.State.Path(journalRel))
+	if err != nil {
+		return fmt.Errorf("%s: opening journal: %w", addr, err)
+	}
+	defer journal.Close()
+
+	models := map[string]bool{}
+	for _, ag := range agents {
+		models[ag.ModelName] = true
+	}
+	started := time.Now().UTC()
+	if err := a.update(func(st *state.State) {
+		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: inputs,
+			Sandboxes: sortedKeys(workspaces), Journal: journalRel}
+		r.Provenance = state.Provenance{
+			ConfigDigest: e.ConfigDigest(),
+			GitCommit:    state.GitCommit(e.Config.Dir),
+			Models:       sortedKeys(models),
+			StartedAt:    started,
+		}
+		if resume && prev != nil {
+			r.Provenance.StartedAt = prev.Provenance.StartedAt
+		}
+		st.Runs[addr] = r
+	}); err != nil {
+		return err
+	}
+
+	runner := &runtime.Runner{
+		Agents:     agents,
+		MaxTurns:   ri.MaxTurns,
+		Interrupt:  e.Interrupt,
+		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(s) },
+		Events: func(ev runtime.Event) {
+			ev := ev
+			e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
+		},
+	}
+	stop := a.progress(addr, c.Action)
+	res, runErr := runner.Run(ctx, ri.Agent, input, history)
+	stop()
+	status := RunCompleted
+	errText := ""
+	switch {
+	case runErr == nil:
+	case errors.Is(runErr, runtime.ErrInterrupted) || errors.Is(runErr, context.Canceled):
+		status = RunInterrupted
+		errText = runErr.Error()
+	default:
+		status = RunFailed
+		errText = runErr.Error()
+	}
+	if status == RunCompleted {
+		for _, sbAddr := range sortedKeys(workspaces) {
+			if err := a.snapshot(ctx, sbAddr, workspaces[sbAddr].Sandbox); err != nil {
+				status, errText, runErr = RunFailed, err.Error(), err
+				break
+			}
+		}
+	}
+	if err := a.update(func(st *state.State) {
+		r := st.Runs[addr]
+		r.Status = status
+		r.Error = errText
+		if res != nil {
+			r.Turns = res.Turns
+			r.Usage = res.Usage
+			if status == RunCompleted {
+				r.Output = res.Output
+			}
+		}
+		if status == RunCompleted {
+			r.Provenance.CompletedAt = time.Now().UTC()
+		}
+	}); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return fmt.Errorf("%s: %w", addr, runErr)
+	}
+	return nil
+}
+
+// snapshot saves the sandbox's workspace under the state directory.
+func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	rel := filepath.Join("snapshots", safeName(addr)+".tar")
+	if err := os.MkdirAll(a.e.State.Path("snapshots"), 0o700); err != nil {
+		return err
+	}
+	digest, err := sandbox.Snapshot(ctx, sb, a.e.State.Path(rel))
+	if err != nil {
+		return fmt.Errorf("%s: snapshot: %w", addr, err)
+	}
+	return a.update(func(st *state.State) {
+		st.Sandboxes[addr].Snapshot = rel
+		st.Sandboxes[addr].SnapshotDigest = digest
+	})
+}
+
+// finish applies on_exit to the sandboxes this apply used and records the
+// outputs.
+func (a *applier) finish(ctx context.Context) error {
+	var errs []error
+	cfg := a.e.Config
+	for _, addr := range sortedKeys(a.used) {
+		sbc := cfg.SandboxInstances[addr]
+		sb := a.sbs[addr]
+		if sbc == nil || sb == nil {
+			continue
+		}
+		switch sbc.OnExit {
+		case "keep":
+			continue
+		case "delete":
+			if a.st.Sandboxes[addr].Snapshot == "" {
+				// Nothing to restore from: deleting would lose the workspace.
+				errs = append(errs, fmt.Errorf("%s: on_exit = \"delete\" but no run has snapshotted it yet; it is stopped instead", addr))
+				if err := sb.Stop(ctx); err != nil {
+					errs = append(errs, err)
+				}
+				_ = a.update(func(st *state.State) { st.Sandboxes[addr].Status = statusStopped })
+				continue
+			}
+			if err := sb.Delete(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: on_exit delete: %w", addr, err))
+				continue
+			}
+			_ = a.update(func(st *state.State) { st.Sandboxes[addr].Status = statusDeleted })
+		default:
+			if err := sb.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: on_exit stop: %w", addr, err))
+				continue
+			}
+			_ = a.update(func(st *state.State) { st.Sandboxes[addr].Status = statusStopped })
+		}
+	}
+	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// recordOutputs evaluates the outputs whose runs have completed and stores
+// them; sensitive outputs are recorded as sensitive without their value.
+func (e *Engine) recordOutputs(st *state.State) {
+	rv := config.RuntimeValues{RunOutputs: map[string]ctyValue{}, SandboxURLs: map[string]map[string]string{}}
+	for addr, r := range st.Runs {
+		if r.Status == RunCompleted {
+			if v, err := outputValue(r.Output); err == nil {
+				rv.RunOutputs[addr] = v
+			}
+		}
+	}
+	for addr, ss := range st.Sandboxes {
+		rv.SandboxURLs[addr] = ss.URLs
+	}
+	vals, diags := e.Config.EvalOutputs(rv)
+	if diags.HasErrors() {
+		return
+	}
+	st.Outputs = map[string]*state.Output{}
+	for name, ov := range vals {
+		if !ov.Value.IsWhollyKnown() {
+			continue
+		}
+		if ov.Sensitive {
+			st.Outputs[name] = &state.Output{Sensitive: true}
+			continue
+		}
+		b, err := ctyJSON(ov.Value)
+		if err != nil {
+			continue
+		}
+		st.Outputs[name] = &state.Output{Value: b}
+	}
+}
+
+// safeName turns an address into a file name.
+func safeName(addr string) string {
+	r := strings.NewReplacer("[", "_", "]", "", `"`, "", "/", "_", "\\", "_", " ", "_")
+	return r.Replace(addr)
+}
+
+// readJournal reads the steps of a run's journal.
+func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
+	if r == nil || r.Journal == "" {
+		return nil, nil
+	}
+	var steps []runtime.Step
+	_, err := state.ReadJournal(e.State.Path(r.Journal), func(raw json.RawMessage) error {
+		var s runtime.Step
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		steps = append(steps, s)
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return steps, err
+}
+
+// Transcript returns the recorded steps of a run.
+func (e *Engine) Transcript(r *state.Run) ([]runtime.Step, error) { return e.readJournal(r) }

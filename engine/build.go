@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/tools"
+)
+
+// sandboxManifest converts a sandbox instance's manifest to the sandbox
+// layer's form.
+func sandboxManifest(cfg *config.Config, sb *config.SandboxInstance) sandbox.Manifest {
+	m := sandbox.Manifest{Root: manifestRoot(cfg, sb)}
+	cm := cfg.Manifests[sb.Manifest]
+	if cm == nil {
+		return m
+	}
+	m.Env = cm.Env
+	m.EphemeralEnv = cm.EphemeralEnv
+	for _, e := range cm.Entries {
+		m.Entries = append(m.Entries, sandbox.Entry{
+			Kind:    sandbox.EntryKind(e.Kind),
+			Path:    e.Path,
+			Content: []byte(e.Content),
+			Mode:    e.Mode,
+			Source:  e.Source,
+			Exclude: e.Exclude,
+			Repo:    e.Repo,
+			Ref:     e.Ref,
+			Subpath: e.Subpath,
+		})
+	}
+	return m
+}
+
+// sandboxSpec is what the provider needs to create the instance.
+func (e *Engine) sandboxSpec(sb *config.SandboxInstance, lineage string) sandbox.Spec {
+	return sandbox.Spec{
+		Address: sb.Addr,
+		Lineage: lineage,
+		Root:    manifestRoot(e.Config, sb),
+		Image:   sb.Image,
+		Network: sb.Network,
+		Ports:   sb.Ports,
+		Resources: sandbox.Resources{
+			CPUs: sb.Resources.CPUs, MemoryMB: sb.Resources.MemoryMB, DiskGB: sb.Resources.DiskGB,
+			PIDs: sb.Resources.PIDs, GPUs: sb.Resources.GPUs,
+		},
+		Settings: sb.Settings,
+		StateDir: e.State.Path("sandboxes"),
+	}
+}
+
+// buildAgents resolves the run's agent closure into runtime agents, each
+// with its tools bound to its own workspace.
+func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace) (map[string]*runtime.Agent, error) {
+	agents := map[string]*runtime.Agent{}
+	sbs := runSandboxes(e.Config, ri)
+	for _, name := range agentClosure(e.Config, ri.Agent) {
+		a := e.Config.Agents[name]
+		if a == nil {
+			return nil, fmt.Errorf("agent %q is not declared", name)
+		}
+		m, modelName, err := e.provs().model(e, a)
+		if err != nil {
+			return nil, err
+		}
+		ra := &runtime.Agent{
+			Name:         a.Name,
+			Model:        m,
+			ModelName:    modelName,
+			Settings:     modelSettings(a.Settings),
+			OutputSchema: a.OutputSchema,
+			MaxTurns:     a.MaxTurns,
+		}
+		ws := workspaces[sbs[name]]
+		var capInstr []string
+		for _, addr := range a.Capabilities {
+			c := e.Config.Capabilities[capKey(addr)]
+			if c == nil {
+				return nil, fmt.Errorf("agent %q: capability %s is not declared", name, addr)
+			}
+			if c.Compaction != nil {
+				ra.Compaction = &model.Compaction{Threshold: c.Compaction.Threshold}
+				continue
+			}
+			if ws == nil {
+				return nil, fmt.Errorf("agent %q uses %s but has no sandbox: set sandbox = sandbox.NAME on the agent or its run", name, addr)
+			}
+			ts, instr, err := capabilityTools(ws, c)
+			if err != nil {
+				return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)
+			}
+			ra.Tools = append(ra.Tools, ts...)
+			if instr != "" {
+				capInstr = append(capInstr, instr)
+			}
+		}
+		for _, h := range a.Handoffs {
+			desc := ""
+			if ha := e.Config.Agents[h]; ha != nil {
+				desc = firstLine(ha.Instructions)
+			}
+			ra.Handoffs = append(ra.Handoffs, runtime.Handoff{Agent: h, Description: desc})
+		}
+		for _, t := range a.Tools {
+			ra.AgentTools = append(ra.AgentTools, runtime.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
+		}
+		instr := []string{a.Instructions}
+		instr = append(instr, capInstr...)
+		if ws != nil {
+			tree, err := tools.RenderTree(ctx, ws, 200)
+			if err == nil && tree != "" {
+				instr = append(instr, tree)
+			}
+		}
+		ra.Instructions = strings.Join(nonEmpty(instr), "\n\n")
+		agents[name] = ra
+	}
+	return agents, nil
+}
+
+func nonEmpty(ss []string) []string {
+	out := ss[:0]
+	for _, s := range ss {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func modelSettings(s config.AgentSettings) model.Settings {
+	return model.Settings{
+		ReasoningEffort:   s.ReasoningEffort,
+		ReasoningSummary:  s.ReasoningSummary,
+		Verbosity:         s.Verbosity,
+		Temperature:       s.Temperature,
+		TopP:              s.TopP,
+		MaxOutputTokens:   s.MaxOutputTokens,
+		ParallelToolCalls: s.ParallelToolCalls,
+		ToolChoice:        s.ToolChoice,
+	}
+}
+
+// capabilityTools returns the tools and instructions one capability gives
+// an agent.
+func capabilityTools(ws *sandbox.Workspace, c *config.Capability) ([]tools.Tool, string, error) {
+	switch {
+	case c.Shell != nil:
+		return []tools.Tool{tools.NewExecCommand(ws, tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens})}, tools.ShellInstructions, nil
+	case c.Filesystem != nil:
+		return []tools.Tool{tools.NewApplyPatch(ws), tools.NewViewImage(ws, c.Filesystem.MaxImageBytes)}, tools.FilesystemInstructions, nil
+	case c.Command != nil:
+		t, err := tools.NewCommandTool(ws, c.Name, c.Command.Description, c.Command.Parameters, c.Command.Command, c.Command.Timeout)
+		if err != nil {
+			return nil, "", err
+		}
+		return []tools.Tool{t}, "", nil
+	}
+	return nil, "", fmt.Errorf("capability type %q has no tools", c.Type)
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

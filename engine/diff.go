@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/state"
+)
+
+// Sandbox statuses kept in state beyond the provider's running/stopped.
+const (
+	statusRunning = "running"
+	statusStopped = "stopped"
+	// statusDeleted is a sandbox deleted after apply by on_exit =
+	// "delete": its snapshot remains and a run that needs it restores it.
+	statusDeleted = "deleted"
+)
+
+// Run statuses.
+const (
+	RunPending     = "pending"
+	RunRunning     = "running"
+	RunInterrupted = "interrupted"
+	RunAwaiting    = "awaiting_approval"
+	RunCompleted   = "completed"
+	RunFailed      = "failed"
+)
+
+// Refresh asks each provider about the sandboxes in st and returns their
+// live status by address. A sandbox its provider no longer knows is
+// sandbox.StatusMissing.
+func (e *Engine) Refresh(ctx context.Context, st *state.State) (map[string]sandbox.Status, error) {
+	out := map[string]sandbox.Status{}
+	for _, addr := range sortedKeys(st.Sandboxes) {
+		ss := st.Sandboxes[addr]
+		if ss.Status == statusDeleted {
+			continue
+		}
+		sb, err := e.openSandbox(ctx, st, addr)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			out[addr] = sandbox.StatusMissing
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("refreshing %s: %w", addr, err)
+		}
+		status, err := sb.Refresh(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("refreshing %s: %w", addr, err)
+		}
+		out[addr] = status
+		e.emit(Event{Type: EventRefresh, Address: addr, Message: string(status)})
+	}
+	return out, nil
+}
+
+// openSandbox reconnects to a sandbox recorded in state.
+func (e *Engine) openSandbox(ctx context.Context, st *state.State, addr string) (sandbox.Sandbox, error) {
+	ss := st.Sandboxes[addr]
+	if ss == nil {
+		return nil, fmt.Errorf("%s is not in the state: run agentctl apply first", addr)
+	}
+	prov, err := e.provs().sandboxProvider(ctx, e, ss.Provider)
+	if err != nil {
+		return nil, err
+	}
+	spec := sandbox.Spec{Address: addr, Lineage: st.Lineage, StateDir: e.State.Path("sandboxes")}
+	if sb := e.Config.SandboxInstances[addr]; sb != nil {
+		spec = e.sandboxSpec(sb, st.Lineage)
+	}
+	return prov.Open(ctx, spec, ss.Session)
+}
+
+// Plan diffs the configuration against st. With opts.Refresh it first asks
+// the providers whether the sandboxes still exist.
+func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
+	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
+	live := map[string]sandbox.Status{}
+	if opts.Refresh {
+		var err error
+		if live, err = e.Refresh(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Destroy {
+		for _, addr := range sortedKeys(st.Sandboxes) {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"destroy"}})
+		}
+		for _, addr := range sortedKeys(st.Runs) {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
+		}
+		p.filterTargets(e.Config, opts.Targets)
+		sortChanges(p.Changes)
+		return p, nil
+	}
+	cfg := e.Config
+	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
+	for _, addr := range sortedKeys(cfg.SandboxInstances) {
+		c, digest, err := e.planSandbox(ctx, st, live, addr)
+		if err != nil {
+			return nil, err
+		}
+		sbDigest[addr] = digest
+		p.Changes = append(p.Changes, c)
+	}
+	for _, addr := range sortedKeys(st.Sandboxes) {
+		if _, ok := cfg.SandboxInstances[addr]; !ok {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"no longer in the configuration"}})
+		}
+	}
+	order, err := e.runOrder()
+	if err != nil {
+		return nil, err
+	}
+	for _, addr := range order {
+		c, err := e.planRun(st, p, sbDigest, addr, slices.Contains(opts.Replace, addr))
+		if err != nil {
+			return nil, err
+		}
+		p.Changes = append(p.Changes, c)
+	}
+	for _, addr := range sortedKeys(st.Runs) {
+		if _, ok := cfg.RunInstances[addr]; !ok {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"no longer in the configuration: its record is removed from the state"}})
+		}
+	}
+	for _, r := range opts.Replace {
+		if p.Change(r) == nil {
+			return nil, fmt.Errorf("-replace=%s: no such run or sandbox in the configuration", r)
+		}
+	}
+	p.filterTargets(cfg, opts.Targets)
+	sortChanges(p.Changes)
+	return p, nil
+}
+
+// runOrder lists run instance addresses dependencies first.
+func (e *Engine) runOrder() ([]string, error) {
+	g, diags := e.Config.DependencyGraph()
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	topo, err := g.TopoOrder()
+	if err != nil {
+		return nil, err
+	}
+	var runs []string
+	for _, id := range topo {
+		if _, ok := e.Config.RunInstances[id]; ok {
+			runs = append(runs, id)
+		}
+	}
+	return runs, nil
+}
+
+// planSandbox decides one sandbox's action.
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, addr string) (*Change, string, error) {
+	sb := e.Config.SandboxInstances[addr]
+	m := sandboxManifest(e.Config, sb)
+	entries, err := sandbox.EntryDigests(ctx, m)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
+	}
+	mdigest := sandbox.ManifestDigest(m, entries)
+	cdigest := sandboxConfigDigest(e.Config, sb)
+	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
+		"provider": sb.Provider,
+	}}
+	if sb.Image != "" {
+		c.Attributes["image"] = sb.Image
+	}
+	if sb.Manifest != "" {
+		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d entries)", sb.Manifest, len(m.Entries))
+	}
+	digest := digestJSON([]string{cdigest, mdigest})
+	prev := st.Sandboxes[addr]
+	switch {
+	case prev == nil:
+		c.Action = ActionCreate
+	case prev.ConfigDigest != cdigest:
+		c.Action = ActionReplace
+		c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+	case live[addr] == sandbox.StatusMissing:
+		if prev.Snapshot != "" {
+			c.Action = ActionRestore
+			c.Reasons = []string{"sandbox no longer exists: it is recreated from its latest snapshot"}
+		} else {
+			c.Action = ActionCreate
+			c.Reasons = []string{"sandbox no longer exists and has no snapshot: it is recreated from the manifest"}
+		}
+	case prev.ManifestDigest != mdigest:
+		c.Action = ActionUpdate
+		for _, e := range m.Entries {
+			if prev.EntryDigests[e.Path] != entries[e.Path] {
+				c.Entries = append(c.Entries, e.Path)
+			}
+		}
+		for p := range prev.EntryDigests {
+			if _, ok := entries[p]; !ok {
+				c.Removed = append(c.Removed, p)
+			}
+		}
+		slices.Sort(c.Removed)
+		c.Reasons = []string{"manifest entries changed"}
+		if len(c.Removed) > 0 {
+			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
+		}
+	}
+	return c, digest, nil
+}
+
+// planRun decides one run's action, in dependency order so upstream
+// actions are known.
+func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, addr string, replace bool) (*Change, error) {
+	cfg := e.Config
+	ri := cfg.RunInstances[addr]
+	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": "agent." + ri.Agent}}
+	prev := st.Runs[addr]
+	var pending []string // upstream runs that execute in this apply
+	for _, up := range runUpstream(cfg, ri) {
+		if uc := p.Change(up); uc != nil && uc.Action != ActionNoop {
+			pending = append(pending, up)
+		}
+	}
+	if len(pending) == 0 {
+		inputs, input, err := e.runInputs(st, ri, sbDigest)
+		if err != nil {
+			return nil, err
+		}
+		c.Digest = runDigest(inputs)
+		c.Attributes["input"] = input
+		if prev != nil && prev.Digest != c.Digest {
+			c.Reasons = diffInputs(prev.DigestInputs, inputs)
+		}
+	} else {
+		c.Attributes["input"] = "(known after " + strings.Join(pending, ", ") + ")"
+	}
+	switch {
+	case prev == nil:
+		c.Action = ActionExecute
+	case replace:
+		c.Action = ActionRerun
+		c.Reasons = []string{"forced by -replace"}
+	case len(pending) > 0:
+		c.Action = ActionRerun
+		c.Reasons = []string{"upstream " + strings.Join(pending, ", ") + " executes first; this run is skipped during apply if its inputs turn out unchanged"}
+	case prev.Digest != c.Digest:
+		c.Action = ActionRerun
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"its digest changed"}
+		}
+	case prev.Status == RunCompleted:
+		c.Action = ActionNoop
+	case prev.Status == RunPending:
+		c.Action = ActionExecute
+	default:
+		c.Action = ActionResume
+		turns := e.journalTurns(prev)
+		switch prev.Status {
+		case RunFailed:
+			c.Reasons = []string{fmt.Sprintf("failed at turn %d: %s", turns, prev.Error)}
+		case RunAwaiting:
+			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d", turns)}
+		default:
+			c.Reasons = []string{fmt.Sprintf("interrupted at turn %d", turns)}
+		}
+	}
+	return c, nil
+}
+
+// runUpstream lists the run instances a run depends on directly.
+func runUpstream(cfg *config.Config, ri *config.RunInstance) []string {
+	var ups []string
+	for _, d := range ri.DependsOn {
+		if _, ok := cfg.RunInstances[d]; ok && !slices.Contains(ups, d) {
+			ups = append(ups, d)
+		}
+	}
+	slices.Sort(ups)
+	return ups
+}
+
+// runInputs evaluates a run's input against the upstream outputs in st and
+// returns the named digest inputs (DESIGN §3) and the input text.
+func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string) (map[string]string, string, error) {
+	cfg := e.Config
+	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
+	inputs := map[string]string{}
+	for _, up := range runUpstream(cfg, ri) {
+		prev := st.Runs[up]
+		if prev == nil || prev.Status != RunCompleted {
+			return nil, "", fmt.Errorf("%s: upstream %s has no output yet", ri.Addr, up)
+		}
+		v, err := outputValue(prev.Output)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: output of %s: %w", ri.Addr, up, err)
+		}
+		rv.RunOutputs[up] = v
+		inputs[up+".output"] = digestString(string(prev.Output))
+	}
+	for addr, ss := range st.Sandboxes {
+		if len(ss.URLs) > 0 {
+			rv.SandboxURLs[addr] = ss.URLs
+		}
+	}
+	input, diags := cfg.EvalRunInput(ri, rv)
+	if diags.HasErrors() {
+		return nil, "", diags
+	}
+	inputs["input"] = digestString(input)
+	for _, name := range agentClosure(cfg, ri.Agent) {
+		inputs["agent."+name] = agentDigest(cfg, name)
+	}
+	for _, sb := range runSandboxes(cfg, ri) {
+		if d, ok := sbDigest[sb]; ok {
+			inputs[sb] = d
+		}
+	}
+	return inputs, input, nil
+}
+
+// outputValue turns a stored run output (JSON) into a cty value for
+// expressions: a string stays a string, an object becomes an object.
+func outputValue(raw json.RawMessage) (cty.Value, error) {
+	if len(raw) == 0 {
+		return cty.StringVal(""), nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return cty.StringVal(s), nil
+	}
+	t, err := ctyjson.ImpliedType(raw)
+	if err != nil {
+		return cty.NilVal, err
+	}
+	return ctyjson.Unmarshal(raw, t)
+}
+
+// journalTurns counts the model turns recorded in a run's journal.
+func (e *Engine) journalTurns(r *state.Run) int {
+	steps, err := e.readJournal(r)
+	if err != nil {
+		return r.Turns
+	}
+	turns, _ := runtime.Replay(steps)
+	return turns
+}
+
+// filterTargets keeps only the targeted objects and what they depend on,
+// as Terraform's -target does.
+func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
+	if len(targets) == 0 {
+		return
+	}
+	keep := map[string]bool{}
+	g, _ := cfg.DependencyGraph()
+	var add func(string)
+	add = func(a string) {
+		if keep[a] {
+			return
+		}
+		keep[a] = true
+		if g != nil {
+			for _, d := range g.DependenciesOf(a) {
+				add(d)
+			}
+		}
+	}
+	for _, t := range targets {
+		for _, c := range p.Changes {
+			if c.Address == t || strings.HasPrefix(c.Address, t+"[") {
+				add(c.Address)
+			}
+		}
+	}
+	out := p.Changes[:0]
+	for _, c := range p.Changes {
+		if keep[c.Address] {
+			out = append(out, c)
+		}
+	}
+	p.Changes = out
+}

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"github.com/agentctl/agentctl/config"
+)
+
+// digestJSON is the hex SHA-256 of v's JSON encoding (encoding/json sorts
+// map keys, so equal values digest equally).
+func digestJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only plain data is digested; a failure is a programming error
+		// that must not silently collide.
+		b = []byte("unencodable: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func digestString(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// agentClosure returns the agent and every agent reachable from it through
+// handoffs and agent tools, sorted by name.
+func agentClosure(cfg *config.Config, start string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		a := cfg.Agents[name]
+		if a == nil {
+			return
+		}
+		for _, h := range a.Handoffs {
+			walk(h)
+		}
+		for _, t := range a.Tools {
+			walk(t.Agent)
+		}
+	}
+	walk(start)
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// agentDigest covers everything about one agent that determines what it
+// does: model and non-secret provider settings (the scripted provider's
+// script for it included), instructions, settings, capabilities, handoffs,
+// agent tools and output schema. Credentials never enter it.
+func agentDigest(cfg *config.Config, name string) string {
+	a := cfg.Agents[name]
+	if a == nil {
+		return digestString("missing agent " + name)
+	}
+	type capDigest struct {
+		Addr string
+		Cap  *config.Capability
+	}
+	caps := make([]capDigest, 0, len(a.Capabilities))
+	for _, addr := range a.Capabilities {
+		c := cfg.Capabilities[capKey(addr)]
+		if c == nil {
+			continue
+		}
+		cc := *c
+		cc.DeclRange = zeroRange
+		caps = append(caps, capDigest{Addr: addr, Cap: &cc})
+	}
+	tools := slices.Clone(a.Tools)
+	for i := range tools {
+		tools[i].DeclRange = zeroRange
+	}
+	return digestJSON(map[string]any{
+		"model":         a.Model,
+		"provider":      providerDigestData(cfg, modelProviderAddr(cfg, a), name),
+		"instructions":  a.Instructions,
+		"settings":      a.Settings,
+		"capabilities":  caps,
+		"handoffs":      a.Handoffs,
+		"tools":         tools,
+		"output_schema": string(a.OutputSchema),
+		"max_turns":     a.MaxTurns,
+	})
+}
+
+// providerDigestData is the non-secret part of a model provider that
+// determines answers.
+func providerDigestData(cfg *config.Config, addr, agent string) map[string]any {
+	p := cfg.Providers[providerKey(addr)]
+	if p == nil {
+		return map[string]any{"addr": addr}
+	}
+	out := map[string]any{"addr": addr, "type": p.Type}
+	switch {
+	case p.OpenAI != nil:
+		out["base_url"] = p.OpenAI.BaseURL
+		out["api"] = p.OpenAI.API
+	case p.Scripted != nil:
+		script := slices.Clone(p.Scripted.Scripts[agent])
+		for i := range script {
+			script[i].DeclRange = zeroRange
+		}
+		out["script"] = script
+	}
+	return out
+}
+
+// sandboxConfigDigest covers the settings whose change replaces a sandbox.
+func sandboxConfigDigest(cfg *config.Config, sb *config.SandboxInstance) string {
+	isolation := ""
+	kind := ""
+	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil {
+		kind = p.Type
+		if p.Local != nil {
+			isolation = p.Local.Isolation
+		}
+	}
+	return digestJSON(map[string]any{
+		"provider":  sb.Provider,
+		"kind":      kind,
+		"isolation": isolation,
+		"image":     sb.Image,
+		"network":   sb.Network,
+		"ports":     sb.Ports,
+		"resources": sb.Resources,
+		"settings":  sb.Settings,
+		"root":      manifestRoot(cfg, sb),
+	})
+}
+
+// runDigest combines the named inputs into the run's digest.
+func runDigest(inputs map[string]string) string {
+	return digestJSON(inputs)
+}

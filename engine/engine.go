@@ -1,0 +1,162 @@
+// Package engine is Terraform's engine applied to sandboxes and runs: it
+// plans (diffs the configuration against the state, with reasons) and
+// applies (walks the dependency graph, creating sandboxes and executing
+// runs with every step checkpointed).
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/state"
+)
+
+var zeroRange hcl.Range
+
+// EventType names an engine event.
+type EventType string
+
+const (
+	EventApplyStart    EventType = "apply_start"
+	EventApplyProgress EventType = "apply_progress"
+	EventApplyComplete EventType = "apply_complete"
+	EventApplyErrored  EventType = "apply_errored"
+	EventRefresh       EventType = "refresh_complete"
+	EventRuntime       EventType = "run_event"
+)
+
+// Event is what the engine reports while it works; views render it.
+type Event struct {
+	Type    EventType      `json:"type"`
+	Address string         `json:"address,omitempty"`
+	Action  Action         `json:"action,omitempty"`
+	Message string         `json:"message,omitempty"`
+	Elapsed time.Duration  `json:"elapsed,omitempty"`
+	Runtime *runtime.Event `json:"run_event,omitempty"`
+}
+
+// Engine plans and applies one configuration against one state directory.
+type Engine struct {
+	Config *config.Config
+	State  *state.Dir
+	// Environ is the process environment (credentials are read from it).
+	Environ []string
+	// Events receives progress; nil discards it. It may be called from
+	// several goroutines at once.
+	Events func(Event)
+	// Parallelism bounds concurrent graph nodes (0 = the configuration's,
+	// default 10).
+	Parallelism int
+	// Version is agentctl's version, recorded in state.
+	Version string
+	// ProgressInterval is how often "Still ..." progress is reported
+	// (0 = 10s).
+	ProgressInterval time.Duration
+	// Interrupt, when closed, stops runs after the step in flight.
+	Interrupt <-chan struct{}
+
+	provOnce  sync.Once
+	providers *providerSet
+}
+
+func (e *Engine) emit(ev Event) {
+	if e.Events != nil {
+		e.Events(ev)
+	}
+}
+
+func (e *Engine) parallelism() int {
+	if e.Parallelism > 0 {
+		return e.Parallelism
+	}
+	if e.Config != nil && e.Config.Settings.Parallelism > 0 {
+		return e.Config.Settings.Parallelism
+	}
+	return 10
+}
+
+// PlanOptions are plan's flags.
+type PlanOptions struct {
+	Destroy bool
+	Refresh bool
+	Targets []string
+	Replace []string
+}
+
+// capKey turns capability.TYPE.NAME into the Capabilities map key.
+func capKey(addr string) string { return strings.TrimPrefix(addr, "capability.") }
+
+// providerKey turns provider.TYPE[.ALIAS] into the Providers map key.
+func providerKey(addr string) string { return strings.TrimPrefix(addr, "provider.") }
+
+// modelProviderAddr is the agent's model provider: its provider
+// attribute, else the unaliased openai provider, else the only model
+// provider the configuration declares.
+func modelProviderAddr(cfg *config.Config, a *config.Agent) string {
+	if a.Provider != "" {
+		return a.Provider
+	}
+	if _, ok := cfg.Providers["openai"]; ok {
+		return "provider.openai"
+	}
+	var only string
+	n := 0
+	for _, p := range cfg.Providers {
+		if p.OpenAI != nil || p.Scripted != nil {
+			only = p.Addr
+			n++
+		}
+	}
+	if n == 1 {
+		return only
+	}
+	return "provider.openai"
+}
+
+// manifestRoot is the workspace root of a sandbox instance.
+func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
+	if m := cfg.Manifests[sb.Manifest]; m != nil && m.Root != "" {
+		return m.Root
+	}
+	return "/workspace"
+}
+
+// runSandboxes returns the sandbox instance addresses the run's agent
+// closure uses: the run's override for its start agent, and each other
+// agent's own sandbox.
+func runSandboxes(cfg *config.Config, ri *config.RunInstance) map[string]string {
+	out := map[string]string{} // agent -> sandbox addr
+	for _, name := range agentClosure(cfg, ri.Agent) {
+		a := cfg.Agents[name]
+		if a == nil {
+			continue
+		}
+		sb := a.Sandbox
+		if name == ri.Agent && ri.Sandbox != "" {
+			sb = ri.Sandbox
+		}
+		if sb != "" {
+			out[name] = sb
+		}
+	}
+	return out
+}
+
+func errorf(addr, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", addr, fmt.Sprintf(format, args...))
+}
+
+// ctxErr reports a cancelled context as an interrupt.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Action is what plan decided for one managed object.
+type Action string
+
+const (
+	ActionNoop Action = "no-op"
+	// Sandbox actions.
+	ActionCreate  Action = "create"
+	ActionUpdate  Action = "update"
+	ActionReplace Action = "replace"
+	ActionRestore Action = "restore"
+	ActionDelete  Action = "delete"
+	// Run actions.
+	ActionExecute Action = "execute"
+	ActionRerun   Action = "re-run"
+	ActionResume  Action = "resume"
+	ActionForget  Action = "forget"
+)
+
+// Kind of a managed object.
+const (
+	KindSandbox = "sandbox"
+	KindRun     = "run"
+)
+
+// Change is the planned action for one sandbox or run, with the reasons
+// a reviewer needs.
+type Change struct {
+	Address string   `json:"address"`
+	Kind    string   `json:"kind"`
+	Action  Action   `json:"action"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Attributes shown in the plan (provider, image, agent, input, ...).
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// Entries are the manifest entries an update materializes; Removed
+	// the entries that are no longer declared (left in the workspace).
+	Entries []string `json:"entries,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	// Digest is a run's planned digest ("" when it depends on runs that
+	// execute first and is known only during apply).
+	Digest string `json:"digest,omitempty"`
+}
+
+// Plan is the set of changes apply would make.
+type Plan struct {
+	Destroy bool      `json:"destroy,omitempty"`
+	Targets []string  `json:"targets,omitempty"`
+	Replace []string  `json:"replace,omitempty"`
+	Changes []*Change `json:"changes"`
+	// Lineage and Serial of the state the plan was made against.
+	Lineage string `json:"lineage"`
+	Serial  uint64 `json:"serial"`
+}
+
+// Change returns the change for addr, or nil.
+func (p *Plan) Change(addr string) *Change {
+	for _, c := range p.Changes {
+		if c.Address == addr {
+			return c
+		}
+	}
+	return nil
+}
+
+// Summary counts a plan's actions the way its last line reports them.
+type Summary struct {
+	Create, Change, Destroy int
+	Execute, Resume         int
+}
+
+// Summary counts the plan's actions: a replace counts as one create and one
+// destroy, a restore as a create, a re-run as an execution.
+func (p *Plan) Summary() Summary {
+	var s Summary
+	for _, c := range p.Changes {
+		switch c.Action {
+		case ActionCreate, ActionRestore:
+			s.Create++
+		case ActionUpdate:
+			s.Change++
+		case ActionReplace:
+			s.Create++
+			s.Destroy++
+		case ActionDelete:
+			s.Destroy++
+		case ActionExecute, ActionRerun:
+			s.Execute++
+		case ActionResume:
+			s.Resume++
+		case ActionForget:
+			s.Destroy++
+		}
+	}
+	return s
+}
+
+// HasChanges reports whether applying the plan would do anything.
+func (p *Plan) HasChanges() bool {
+	for _, c := range p.Changes {
+		if c.Action != ActionNoop {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the summary line.
+func (s Summary) String() string {
+	return fmt.Sprintf("Plan: %d to create, %d to change, %d to destroy; %d %s to execute, %d to resume.",
+		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// sortChanges orders sandboxes before runs, then by address.
+func sortChanges(cs []*Change) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Kind != cs[j].Kind {
+			return cs[i].Kind == KindSandbox
+		}
+		return cs[i].Address < cs[j].Address
+	})
+}
+
+// diffInputs names the digest inputs that differ between two runs of the
+// same address, for the re-run reason.
+func diffInputs(old, cur map[string]string) []string {
+	var out []string
+	for k, v := range cur {
+		if ov, ok := old[k]; !ok {
+			out = append(out, k+" was added")
+		} else if ov != v {
+			out = append(out, k+" changed")
+		}
+	}
+	for k := range old {
+		if _, ok := cur[k]; !ok {
+			out = append(out, k+" was removed")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// addrName returns the block name of an address like run.x["k"].
+func addrName(addr string) string {
+	s := addr[strings.IndexByte(addr, '.')+1:]
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
