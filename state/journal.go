@@ -1,0 +1,380 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Journal file format (see docs/state.md):
+//
+//	AGENTCTL-JOURNAL 1\n                 header: magic and format version
+//	<crc> <json>\n                       one line per record
+//
+// where <crc> is the CRC-32C (Castagnoli) of the JSON bytes as 8 lowercase
+// hex digits and <json> is the compact JSON encoding of the record (which
+// never contains a newline). `cut -d' ' -f2-` turns a journal into plain
+// JSON Lines.
+//
+// A record is appended with one write(2) and made durable with fsync
+// before Append returns. A crash in the middle of an append can only
+// damage the last line: it is then incomplete (no newline) or fails its
+// checksum. Readers ignore such a torn tail, and OpenJournal truncates it
+// before appending. A damaged line followed by a complete line cannot
+// come from a crash and is reported as corruption.
+
+// JournalFormatVersion is the version of the journal format written.
+const JournalFormatVersion = 1
+
+const (
+	journalMagic = "AGENTCTL-JOURNAL"
+	// MaxJournalRecord is the largest record a journal holds.
+	MaxJournalRecord = 64 << 20
+	journalsDir      = "journals"
+)
+
+var (
+	journalHeader = journalMagic + " " + strconv.Itoa(JournalFormatVersion) + "\n"
+	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// JournalName returns the path of a run's journal relative to the state
+// directory (forward slashes, as stored in Run.Journal). The file name is
+// the address with unsafe characters replaced, plus a hash of the exact
+// address, so distinct addresses never share a journal, even on
+// case-insensitive file systems.
+func JournalName(runAddress string) string {
+	var b strings.Builder
+	under := false
+	for _, r := range runAddress {
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
+			b.WriteRune(r)
+			under = false
+		} else if !under {
+			b.WriteByte('_')
+			under = true
+		}
+		if b.Len() >= 80 {
+			break
+		}
+	}
+	name := strings.Trim(b.String(), "_.")
+	if name == "" {
+		name = "run"
+	}
+	sum := sha256.Sum256([]byte(runAddress))
+	return path.Join(journalsDir, name+"-"+hex.EncodeToString(sum[:6])+".jsonl")
+}
+
+// JournalPath returns the absolute path of a run's journal.
+func (d *Dir) JournalPath(runAddress string) string {
+	return d.Abs(JournalName(runAddress))
+}
+
+// Journal is an append-only file of checkpointed steps of one run.
+type Journal struct {
+	path string
+
+	mu     sync.Mutex
+	f      *os.File
+	size   int64 // bytes of valid content
+	n      int   // records
+	broken error // set when a failed append could not be undone
+}
+
+// JournalError reports a journal that cannot be read.
+type JournalError struct {
+	Path   string
+	Offset int64
+	Record int // 1-based record number, 0 for the header
+	Reason string
+}
+
+func (e *JournalError) Error() string {
+	where := "header"
+	if e.Record > 0 {
+		where = fmt.Sprintf("record %d", e.Record)
+	}
+	return fmt.Sprintf("journal %s: %s at byte offset %d is corrupt (%s) and is followed by further records, so this is not an interrupted write; the run cannot be resumed from it: re-run it with -replace",
+		e.Path, where, e.Offset, e.Reason)
+}
+
+// OpenJournal opens (creating it if needed) a journal for appending. A
+// torn last record left by a crash is truncated away; a corrupt record
+// before the end is an error.
+func OpenJournal(path string) (*Journal, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("opening journal: %w", err)
+	}
+	_, statErr := os.Stat(path)
+	created := os.IsNotExist(statErr)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening journal: %w", err)
+	}
+	fail := func(err error) (*Journal, error) {
+		f.Close()
+		return nil, err
+	}
+	n, good, err := scanJournal(path, f, nil)
+	if err != nil {
+		return fail(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(fmt.Errorf("opening journal: %w", err))
+	}
+	if good == 0 {
+		// New, empty or torn header: start afresh.
+		if err := f.Truncate(0); err != nil {
+			return fail(fmt.Errorf("opening journal %s: %w", path, err))
+		}
+		if _, err := f.WriteAt([]byte(journalHeader), 0); err != nil {
+			return fail(fmt.Errorf("opening journal %s: %w", path, err))
+		}
+		good = int64(len(journalHeader))
+	} else if good < fi.Size() {
+		if err := f.Truncate(good); err != nil {
+			return fail(fmt.Errorf("opening journal %s: removing a torn last record: %w", path, err))
+		}
+	}
+	if good != fi.Size() {
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Errorf("opening journal %s: fsync: %w", path, err))
+		}
+	}
+	if created {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		return fail(fmt.Errorf("opening journal %s: %w", path, err))
+	}
+	return &Journal{path: path, f: f, size: good, n: n}, nil
+}
+
+// Path returns the journal's path.
+func (j *Journal) Path() string { return j.path }
+
+// Len returns the number of records in the journal.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.n
+}
+
+// Append marshals rec to JSON, appends it as one record and fsyncs. Its
+// cost does not depend on the number of records already in the journal.
+func (j *Journal) Append(rec any) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("journal %s: encoding record: %w", j.path, err)
+	}
+	if len(data) > MaxJournalRecord {
+		return fmt.Errorf("journal %s: record of %d bytes exceeds the limit of %d bytes", j.path, len(data), MaxJournalRecord)
+	}
+	line := encodeRecord(make([]byte, 0, len(data)+10), data)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return fmt.Errorf("journal %s is closed", j.path)
+	}
+	if j.broken != nil {
+		return j.broken
+	}
+	if _, err := j.f.Write(line); err != nil {
+		// Undo a partial write so the next record starts on a clean line.
+		if terr := j.f.Truncate(j.size); terr != nil {
+			j.broken = fmt.Errorf("journal %s: a failed append could not be undone: %w", j.path, terr)
+		} else if _, serr := j.f.Seek(j.size, io.SeekStart); serr != nil {
+			j.broken = fmt.Errorf("journal %s: %w", j.path, serr)
+		}
+		return fmt.Errorf("journal %s: appending: %w", j.path, err)
+	}
+	if err := j.f.Sync(); err != nil {
+		// After a failed fsync the kernel may have dropped the data; do
+		// not pretend later records are durable.
+		j.broken = fmt.Errorf("journal %s: fsync failed earlier: %w", j.path, err)
+		return fmt.Errorf("journal %s: fsync: %w", j.path, err)
+	}
+	j.size += int64(len(line))
+	j.n++
+	return nil
+}
+
+// Close closes the journal file.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := j.f.Close()
+	j.f = nil
+	if err != nil {
+		return fmt.Errorf("closing journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Remove closes and deletes the journal (once its steps are folded into
+// state).
+func (j *Journal) Remove() error {
+	if err := j.Close(); err != nil {
+		return err
+	}
+	return RemoveJournal(j.path)
+}
+
+// RemoveJournal deletes a journal file; a missing file is not an error.
+func RemoveJournal(path string) error {
+	return removeDurable(path)
+}
+
+func encodeRecord(dst, data []byte) []byte {
+	dst = fmt.Appendf(dst, "%08x ", crc32.Checksum(data, castagnoli))
+	dst = append(dst, data...)
+	return append(dst, '\n')
+}
+
+// ReadJournal calls fn with each record of the journal at path, in order,
+// and returns the number of records. A torn last record (from a crash
+// during an append) is ignored; a corrupt record before the end is a
+// *JournalError. An error from fn stops the read and is returned wrapped.
+// The raw message passed to fn may be retained.
+func ReadJournal(path string, fn func(raw json.RawMessage) error) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("reading journal: %w", err)
+	}
+	defer f.Close()
+	n, _, err := scanJournal(path, f, fn)
+	return n, err
+}
+
+// scanJournal reads a journal, calling fn (if not nil) for each valid
+// record. It returns the number of records and the length of the valid
+// prefix (0 when even the header is missing or torn).
+func scanJournal(name string, r io.Reader, fn func(json.RawMessage) error) (n int, good int64, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	line, complete, tooLong, err := readLine(br, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading journal %s: %w", name, err)
+	}
+	if !complete {
+		if !tooLong && strings.HasPrefix(journalHeader, string(line)) {
+			return 0, 0, nil // empty, or a header torn by a crash at creation
+		}
+		return 0, 0, &JournalError{Path: name, Reason: "not an agentctl journal"}
+	}
+	if tooLong || !bytes.HasPrefix(line, []byte(journalMagic+" ")) {
+		return 0, 0, fmt.Errorf("%s is not an agentctl journal (it does not start with %q)", name, journalMagic)
+	}
+	v, perr := strconv.Atoi(string(line[len(journalMagic)+1:]))
+	if perr != nil || v < 1 {
+		return 0, 0, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
+	}
+	if v > JournalFormatVersion {
+		return 0, 0, &NewerFormatError{File: name, What: "journal", Format: v}
+	}
+	good = int64(len(line)) + 1
+	offset := good
+	var bad *JournalError
+	for {
+		line, complete, tooLong, err := readLine(br, MaxJournalRecord+10)
+		if err != nil {
+			return n, good, fmt.Errorf("reading journal %s: %w", name, err)
+		}
+		if !complete {
+			// EOF: an incomplete line is a torn tail.
+			return n, good, nil
+		}
+		if bad != nil {
+			return n, good, bad
+		}
+		var reason string
+		var rec []byte
+		if tooLong {
+			reason = "record too long"
+		} else {
+			rec, reason = parseRecord(line)
+		}
+		if reason != "" {
+			bad = &JournalError{Path: name, Offset: offset, Record: n + 1, Reason: reason}
+		} else {
+			if fn != nil {
+				if err := fn(json.RawMessage(rec)); err != nil {
+					return n, good, fmt.Errorf("journal %s: record %d: %w", name, n+1, err)
+				}
+			}
+			n++
+			good = offset + int64(len(line)) + 1
+		}
+		offset += int64(len(line)) + 1
+	}
+}
+
+// readLine reads one line, without its newline. complete is false when
+// EOF came first (line then holds what was read, possibly nothing). A
+// line longer than max is consumed but not returned: tooLong is set.
+func readLine(br *bufio.Reader, max int) (line []byte, complete, tooLong bool, err error) {
+	var total int
+	for {
+		chunk, err := br.ReadSlice('\n')
+		total += len(chunk)
+		if !tooLong {
+			if total > max+1 {
+				tooLong = true
+				line = nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			if !tooLong {
+				line = line[:len(line)-1]
+			}
+			return line, true, tooLong, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return line, false, tooLong, nil
+		default:
+			return nil, false, false, err
+		}
+	}
+}
+
+// parseRecord checks one record line and returns its JSON, or the reason
+// it is invalid.
+func parseRecord(line []byte) ([]byte, string) {
+	if len(line) < 10 || line[8] != ' ' {
+		return nil, "malformed record"
+	}
+	sum, err := strconv.ParseUint(string(line[:8]), 16, 32)
+	if err != nil {
+		return nil, "malformed checksum"
+	}
+	data := line[9:]
+	if crc32.Checksum(data, castagnoli) != uint32(sum) {
+		return nil, "checksum mismatch"
+	}
+	if !json.Valid(data) {
+		return nil, "invalid JSON"
+	}
+	return data, ""
+}

@@ -1,0 +1,142 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// GitCommit returns the commit checked out in the git repository that
+// contains dir, or "" when dir is not in a git checkout, the repository
+// has no commits, or neither git nor the repository files can be read. It
+// never fails: provenance is best effort.
+func GitCommit(dir string) string {
+	if c := gitRevParse(dir); c != "" {
+		return c
+	}
+	return readGitHead(dir)
+}
+
+func gitRevParse(dir string) string {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if !isHexCommit(c) {
+		return ""
+	}
+	return c
+}
+
+// readGitHead resolves HEAD by reading the repository files, for machines
+// without git. It handles plain repositories and linked worktrees (.git
+// file), loose and packed refs.
+func readGitHead(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		gitPath := filepath.Join(d, ".git")
+		if fi, err := os.Stat(gitPath); err == nil {
+			gitDir := gitPath
+			if !fi.IsDir() {
+				data, err := os.ReadFile(gitPath)
+				if err != nil {
+					return ""
+				}
+				ref, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+				if !ok {
+					return ""
+				}
+				gitDir = strings.TrimSpace(ref)
+				if !filepath.IsAbs(gitDir) {
+					gitDir = filepath.Join(d, gitDir)
+				}
+			}
+			return resolveHead(gitDir)
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
+}
+
+func resolveHead(gitDir string) string {
+	commonDir := gitDir
+	if data, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(data))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		commonDir = c
+	}
+	head, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
+	if err != nil {
+		return ""
+	}
+	h := strings.TrimSpace(string(head))
+	for range 5 { // follow at most a few symbolic refs
+		ref, ok := strings.CutPrefix(h, "ref:")
+		if !ok {
+			if isHexCommit(h) {
+				return h
+			}
+			return ""
+		}
+		ref = strings.TrimSpace(ref)
+		if strings.Contains(ref, "..") {
+			return ""
+		}
+		h = ""
+		for _, base := range []string{gitDir, commonDir} {
+			if data, err := os.ReadFile(filepath.Join(base, filepath.FromSlash(ref))); err == nil {
+				h = strings.TrimSpace(string(data))
+				break
+			}
+		}
+		if h == "" {
+			return packedRef(commonDir, ref)
+		}
+	}
+	return ""
+}
+
+func packedRef(commonDir, ref string) string {
+	data, err := os.ReadFile(filepath.Join(commonDir, "packed-refs"))
+	if err != nil {
+		return ""
+	}
+	for line := range bytes.Lines(data) {
+		fields := strings.Fields(string(line))
+		if len(fields) == 2 && fields[1] == ref && isHexCommit(fields[0]) {
+			return fields[0]
+		}
+	}
+	return ""
+}
+
+func isHexCommit(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,467 @@
+// Package state persists what agentctl manages: the state file
+// (state.json), the lock that keeps one writer at a time, the per-run
+// journals that checkpoint every step of a run, and saved plan files.
+//
+// A state directory (".agentctl/" next to the configuration, or as given)
+// holds:
+//
+//	state.json          the state, replaced atomically on every change
+//	state.lock          the lock file (never removed; the lock is a kernel lock on it)
+//	state.lock.info     who holds the lock (JSON), present while it is held
+//	journals/*.jsonl    one append-only journal per run in progress
+//	snapshots/...       sandbox snapshots (written by the engine)
+//
+// See docs/state.md for the file formats and the guarantees.
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// FormatVersion is the version of the state file format this package
+// writes. A state file with a larger format_version is refused.
+const FormatVersion = 1
+
+// StateFileName is the name of the state file inside a state directory.
+const StateFileName = "state.json"
+
+// Sandbox statuses.
+const (
+	SandboxRunning = "running"
+	SandboxStopped = "stopped"
+)
+
+// Run statuses.
+const (
+	RunPending          = "pending"
+	RunRunning          = "running"
+	RunInterrupted      = "interrupted"
+	RunAwaitingApproval = "awaiting_approval"
+	RunCompleted        = "completed"
+	RunFailed           = "failed"
+)
+
+// State is the content of state.json.
+type State struct {
+	FormatVersion   int    `json:"format_version"`
+	AgentctlVersion string `json:"agentctl_version"`
+	// Serial is incremented by every Dir.Write. 0 means never written.
+	Serial uint64 `json:"serial"`
+	// Lineage is a UUID fixed when the state is created.
+	Lineage   string              `json:"lineage"`
+	Sandboxes map[string]*Sandbox `json:"sandboxes"` // by address
+	Runs      map[string]*Run     `json:"runs"`      // by address
+	Outputs   map[string]*Output  `json:"outputs"`   // by name
+}
+
+// Sandbox is one managed sandbox.
+type Sandbox struct {
+	Address string `json:"address"`
+	// Provider is the provider's configuration address.
+	Provider string `json:"provider"`
+	// Kind is the provider kind: local, docker, daytona.
+	Kind    string               `json:"kind"`
+	Session sandbox.SessionState `json:"session"`
+	// Status is SandboxRunning or SandboxStopped.
+	Status         string `json:"status"`
+	ManifestDigest string `json:"manifest_digest,omitempty"`
+	// EntryDigests maps a manifest entry path to its digest.
+	EntryDigests map[string]string `json:"entry_digests,omitempty"`
+	// ConfigDigest covers everything whose change forces a replace
+	// (image, provider, isolation, network, ports, ...).
+	ConfigDigest string            `json:"config_digest,omitempty"`
+	URLs         map[string]string `json:"urls,omitempty"`
+	// Snapshot is the path of the latest snapshot, relative to the state
+	// directory (see Dir.Abs).
+	Snapshot       string    `json:"snapshot,omitempty"`
+	SnapshotDigest string    `json:"snapshot_digest,omitempty"`
+	CreatedAt      time.Time `json:"created_at,omitzero"`
+	UpdatedAt      time.Time `json:"updated_at,omitzero"`
+}
+
+// Run is one execution of an agent on an input.
+type Run struct {
+	Address string `json:"address"`
+	Agent   string `json:"agent"`
+	// Status is one of the Run* constants.
+	Status string `json:"status"`
+	Digest string `json:"digest,omitempty"`
+	// DigestInputs are the named component digests the Digest is made
+	// of, so plan can say which inputs changed.
+	DigestInputs map[string]string `json:"digest_inputs,omitempty"`
+	Sandboxes    []string          `json:"sandboxes,omitempty"`
+	// Output is the run's final output: a JSON string or object.
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Turns      int             `json:"turns"`
+	Usage      model.Usage     `json:"usage"`
+	Provenance Provenance      `json:"provenance"`
+	// Journal is the run's journal path, relative to the state directory,
+	// while the run is in progress (see Dir.JournalPath).
+	Journal string `json:"journal,omitempty"`
+	// Steps is the number of journal steps folded into this run.
+	Steps int `json:"steps"`
+}
+
+// Provenance records where a run's result came from.
+type Provenance struct {
+	ConfigDigest string `json:"config_digest,omitempty"`
+	// GitCommit is the commit of the git checkout holding the
+	// configuration, if any (see GitCommit).
+	GitCommit   string    `json:"git_commit,omitempty"`
+	Models      []string  `json:"models,omitempty"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	CompletedAt time.Time `json:"completed_at,omitzero"`
+}
+
+// Output is one root output value. Sensitive outputs are stored (they are
+// needed by `agentctl output`) but never printed unless asked for.
+type Output struct {
+	Value     json.RawMessage `json:"value"`
+	Sensitive bool            `json:"sensitive,omitempty"`
+}
+
+// New returns an empty state with a fresh lineage and serial 0.
+func New() *State {
+	return &State{
+		FormatVersion: FormatVersion,
+		Lineage:       uuid.NewString(),
+		Sandboxes:     map[string]*Sandbox{},
+		Runs:          map[string]*Run{},
+		Outputs:       map[string]*Output{},
+	}
+}
+
+// Clone returns a deep copy of s.
+func (s *State) Clone() *State {
+	data, err := json.Marshal(s)
+	if err != nil {
+		// State holds only JSON-encodable values; json.RawMessage fields
+		// that are invalid JSON are the only way to get here.
+		return nil
+	}
+	c, err := decodeState("state", data)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// SandboxAddresses returns the addresses of the sandboxes, sorted.
+func (s *State) SandboxAddresses() []string {
+	return sortedKeys(s.Sandboxes)
+}
+
+// RunAddresses returns the addresses of the runs, sorted.
+func (s *State) RunAddresses() []string {
+	return sortedKeys(s.Runs)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Dir is a state directory.
+type Dir struct {
+	path      string
+	stateFile string
+	version   string
+
+	mu   sync.Mutex // guards held; serializes Write
+	held *Lock      // the lock taken through this Dir, if any
+}
+
+// Option configures OpenDir.
+type Option func(*Dir)
+
+// WithStateFile makes the state file path differ from DIR/state.json (the
+// -state flag). Journals, snapshots and the lock stay in the directory.
+func WithStateFile(path string) Option {
+	return func(d *Dir) { d.stateFile = path }
+}
+
+// WithAgentctlVersion sets the agentctl_version Write records.
+func WithAgentctlVersion(v string) Option {
+	return func(d *Dir) { d.version = v }
+}
+
+// OpenDir returns the state directory at path. It does not create it:
+// Write, Lock and OpenJournal create it when first needed.
+func OpenDir(path string, opts ...Option) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("state directory path is empty")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", path, err)
+	}
+	d := &Dir{path: abs}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.stateFile == "" {
+		d.stateFile = filepath.Join(abs, StateFileName)
+	} else if d.stateFile, err = filepath.Abs(d.stateFile); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", d.stateFile, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("state directory %s is a file, not a directory; remove it or choose another location", abs)
+	}
+	if fi, err := os.Stat(d.stateFile); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("state file %s is a directory; give the path of a file", d.stateFile)
+	}
+	return d, nil
+}
+
+// Path returns the absolute path of the state directory.
+func (d *Dir) Path() string { return d.path }
+
+// StateFile returns the absolute path of the state file.
+func (d *Dir) StateFile() string { return d.stateFile }
+
+// Abs resolves a path stored in state (relative to the state directory).
+func (d *Dir) Abs(rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return filepath.Join(d.path, filepath.FromSlash(rel))
+}
+
+// Rel returns path relative to the state directory, with forward slashes,
+// as stored in state.
+func (d *Dir) Rel(path string) (string, error) {
+	r, err := filepath.Rel(d.path, path)
+	if err != nil {
+		return "", fmt.Errorf("path %s is not inside the state directory %s: %w", path, d.path, err)
+	}
+	return filepath.ToSlash(r), nil
+}
+
+// Ensure creates the state directory if needed. A new directory gets a
+// .gitignore that ignores everything in it, so state, journals and
+// snapshots are never committed by accident.
+func (d *Dir) Ensure() error {
+	if _, err := os.Stat(d.path); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(d.path, 0o755); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	gi := filepath.Join(d.path, ".gitignore")
+	if err := os.WriteFile(gi, []byte("# Created by agentctl: state, journals and snapshots are local.\n*\n"), 0o644); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	return syncDir(filepath.Dir(d.path))
+}
+
+// Exists reports whether the state file exists.
+func (d *Dir) Exists() bool {
+	_, err := os.Stat(d.stateFile)
+	return err == nil
+}
+
+// Read reads the state file. A missing file yields New() (serial 0, a
+// fresh lineage, nothing written). A file written by a newer agentctl is
+// refused with a *NewerFormatError; invalid content is reported with the
+// file name and position.
+func (d *Dir) Read() (*State, error) {
+	data, err := os.ReadFile(d.stateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return New(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading state: %w", err)
+	}
+	return decodeState(d.stateFile, data)
+}
+
+// Write increments s.Serial and replaces the state file atomically. On
+// error s.Serial is left unchanged.
+func (d *Dir) Write(s *State) error {
+	if s == nil {
+		return errors.New("writing state: nil state")
+	}
+	if s.Lineage == "" {
+		return fmt.Errorf("writing state %s: the state has no lineage (create states with state.New or Dir.Read)", d.stateFile)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held != nil {
+		if err := d.held.Check(); err != nil {
+			return fmt.Errorf("writing state: %w", err)
+		}
+	}
+	if err := d.Ensure(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(d.stateFile), 0o755); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	s.FormatVersion = FormatVersion
+	if d.version != "" {
+		s.AgentctlVersion = d.version
+	}
+	if s.Sandboxes == nil {
+		s.Sandboxes = map[string]*Sandbox{}
+	}
+	if s.Runs == nil {
+		s.Runs = map[string]*Run{}
+	}
+	if s.Outputs == nil {
+		s.Outputs = map[string]*Output{}
+	}
+	s.Serial++
+	data, err := encodeState(s)
+	if err == nil {
+		err = WriteFileAtomic(d.stateFile, data, 0o600)
+	}
+	if err != nil {
+		s.Serial--
+		return fmt.Errorf("writing state: %w", err)
+	}
+	return nil
+}
+
+func encodeState(s *State) ([]byte, error) {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// NewerFormatError is returned when a file was written by a newer
+// agentctl than this one.
+type NewerFormatError struct {
+	File   string
+	What   string // "state", "saved plan", "journal"
+	Format int
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("%s: %s was written by a newer agentctl (format %d); upgrade agentctl (this version reads format %d)",
+		e.File, e.What, e.Format, FormatVersion)
+}
+
+// decodeState parses and checks a state file's content. name is used in
+// error messages.
+func decodeState(name string, data []byte) (*State, error) {
+	var head struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, jsonError(name, "state file", data, err)
+	}
+	if head.FormatVersion == nil {
+		return nil, fmt.Errorf("%s is not an agentctl state file: it has no format_version; check the -state path", name)
+	}
+	v := *head.FormatVersion
+	if v > FormatVersion {
+		return nil, &NewerFormatError{File: name, What: "state", Format: v}
+	}
+	if v < 1 {
+		return nil, fmt.Errorf("%s: unsupported state format_version %d; the file is damaged or not an agentctl state file", name, v)
+	}
+	s := &State{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, jsonError(name, "state file", data, err)
+	}
+	if s.Lineage == "" {
+		return nil, fmt.Errorf("%s: state has no lineage; the file is damaged (restore a backup or remove it to start over)", name)
+	}
+	if s.Sandboxes == nil {
+		s.Sandboxes = map[string]*Sandbox{}
+	}
+	if s.Runs == nil {
+		s.Runs = map[string]*Run{}
+	}
+	if s.Outputs == nil {
+		s.Outputs = map[string]*Output{}
+	}
+	for addr, sb := range s.Sandboxes {
+		if sb == nil {
+			return nil, fmt.Errorf("%s: sandboxes[%q] is null; the file is damaged (remove the entry with `agentctl state rm` or edit the file)", name, addr)
+		}
+		if sb.Address == "" {
+			sb.Address = addr
+		} else if sb.Address != addr {
+			return nil, fmt.Errorf("%s: sandboxes[%q] has address %q; the key and the address must match", name, addr, sb.Address)
+		}
+	}
+	for addr, r := range s.Runs {
+		if r == nil {
+			return nil, fmt.Errorf("%s: runs[%q] is null; the file is damaged (remove the entry with `agentctl state rm` or edit the file)", name, addr)
+		}
+		if r.Address == "" {
+			r.Address = addr
+		} else if r.Address != addr {
+			return nil, fmt.Errorf("%s: runs[%q] has address %q; the key and the address must match", name, addr, r.Address)
+		}
+	}
+	for k, o := range s.Outputs {
+		if o == nil {
+			return nil, fmt.Errorf("%s: outputs[%q] is null; the file is damaged", name, k)
+		}
+	}
+	return s, nil
+}
+
+// jsonError turns a JSON decoding error into one that names the file and
+// the line, column and byte offset of the problem.
+func jsonError(name, what string, data []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off := se.Offset
+		if len(bytes.TrimSpace(data)) == 0 {
+			return fmt.Errorf("%s: %s is empty; the file is damaged (restore a backup or remove it to start over)", name, what)
+		}
+		line, col := position(data, off)
+		return fmt.Errorf("%s: %s is not valid JSON at line %d, column %d (byte offset %d): %v; the file is damaged (restore a backup or remove it to start over)",
+			name, what, line, col, off, se)
+	case errors.As(err, &te):
+		line, col := position(data, te.Offset)
+		field := te.Field
+		if field == "" {
+			field = "(top level)"
+		}
+		return fmt.Errorf("%s: %s has a %s where a %s is expected, in %s at line %d, column %d (byte offset %d)",
+			name, what, te.Value, te.Type, field, line, col, te.Offset)
+	default:
+		return fmt.Errorf("%s: reading %s: %w", name, what, err)
+	}
+}
+
+// position converts a byte offset into a 1-based line and column.
+func position(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	if off < 0 {
+		off = 0
+	}
+	before := data[:off]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	col = int(off) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
