@@ -205,7 +205,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		return err
 	}
 	if restore && prev != nil && prev.Snapshot != "" {
-		if err := sandbox.Restore(ctx, sb, a.e.State.Path(prev.Snapshot)); err != nil {
+		if err := sandbox.Restore(ctx, sb, a.e.State.Abs(prev.Snapshot)); err != nil {
 			return fmt.Errorf("%s: restoring snapshot %s: %w", addr, prev.Snapshot, err)
 		}
 	}
@@ -269,7 +269,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 		}
 	}
 	if ss.Snapshot != "" {
-		if err := os.Remove(a.e.State.Path(ss.Snapshot)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(a.e.State.Abs(ss.Snapshot)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s: removing snapshot: %w", addr, err)
 		}
 	}
@@ -335,7 +335,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if c.Action == ActionForget {
 		return a.update(func(st *state.State) {
 			if r := st.Runs[addr]; r != nil && r.Journal != "" {
-				os.Remove(e.State.Path(r.Journal))
+				os.Remove(e.State.Abs(r.Journal))
 			}
 			delete(st.Runs, addr)
 		})
@@ -378,7 +378,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		if err != nil {
 			return fmt.Errorf("%s: reading its journal to resume: %w", addr, err)
 		}
-	} else if err := os.Remove(e.State.Path(journalRel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	} else if err := os.Remove(e.State.Abs(journalRel)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s: clearing old journal: %w", addr, err)
 	}
 
@@ -400,10 +400,10 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 
-	if err := os.MkdirAll(e.State.Path("journals"), 0o700); err != nil {
+	if err := os.MkdirAll(e.State.Abs("journals"), 0o700); err != nil {
 		return err
 	}
-	journal, err := state.OpenJournal(e.State.Path(journalRel))
+	journal, err := state.OpenJournal(e.State.Abs(journalRel))
 	if err != nil {
 		return fmt.Errorf("%s: opening journal: %w", addr, err)
 	}
@@ -489,10 +489,10 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 // snapshot saves the sandbox's workspace under the state directory.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
 	rel := filepath.Join("snapshots", safeName(addr)+".tar")
-	if err := os.MkdirAll(a.e.State.Path("snapshots"), 0o700); err != nil {
+	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
-	digest, err := sandbox.Snapshot(ctx, sb, a.e.State.Path(rel))
+	digest, err := sandbox.Snapshot(ctx, sb, a.e.State.Abs(rel))
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
@@ -592,7 +592,7 @@ func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
 		return nil, nil
 	}
 	var steps []runtime.Step
-	_, err := state.ReadJournal(e.State.Path(r.Journal), func(raw json.RawMessage) error {
+	_, err := state.ReadJournal(e.State.Abs(r.Journal), func(raw json.RawMessage) error {
 		var s runtime.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err

@@ -53,7 +53,7 @@ func (e *Engine) sandboxSpec(sb *config.SandboxInstance, lineage string) sandbox
 			PIDs: sb.Resources.PIDs, GPUs: sb.Resources.GPUs,
 		},
 		Settings: sb.Settings,
-		StateDir: e.State.Path("sandboxes"),
+		StateDir: e.State.Abs("sandboxes"),
 	}
 }
 

@@ -74,7 +74,7 @@ func (e *Engine) openSandbox(ctx context.Context, st *state.State, addr string) 
 	if err != nil {
 		return nil, err
 	}
-	spec := sandbox.Spec{Address: addr, Lineage: st.Lineage, StateDir: e.State.Path("sandboxes")}
+	spec := sandbox.Spec{Address: addr, Lineage: st.Lineage, StateDir: e.State.Abs("sandboxes")}
 	if sb := e.Config.SandboxInstances[addr]; sb != nil {
 		spec = e.sandboxSpec(sb, st.Lineage)
 	}
