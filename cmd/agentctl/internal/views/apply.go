@@ -1,0 +1,198 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/runtime"
+)
+
+// Apply renders engine events for a person as they happen: progress lines
+// like Terraform's and the runs' streamed model output.
+type Apply struct {
+	mu sync.Mutex
+	w  io.Writer
+	c  Colors
+	// inText tracks whether the last thing printed was a partial line of
+	// model text, per run.
+	inText string
+}
+
+// NewApply returns a human apply view.
+func NewApply(w io.Writer, c Colors) *Apply { return &Apply{w: w, c: c} }
+
+func ing(a engine.Action) string {
+	switch a {
+	case engine.ActionCreate:
+		return "Creating"
+	case engine.ActionUpdate:
+		return "Modifying"
+	case engine.ActionReplace:
+		return "Replacing"
+	case engine.ActionRestore:
+		return "Restoring"
+	case engine.ActionDelete:
+		return "Destroying"
+	case engine.ActionExecute, engine.ActionRerun:
+		return "Executing"
+	case engine.ActionResume:
+		return "Resuming"
+	case engine.ActionForget:
+		return "Forgetting"
+	}
+	return "Working on"
+}
+
+func done(a engine.Action) string {
+	switch a {
+	case engine.ActionCreate:
+		return "Creation complete"
+	case engine.ActionUpdate:
+		return "Modifications complete"
+	case engine.ActionReplace:
+		return "Replacement complete"
+	case engine.ActionRestore:
+		return "Restore complete"
+	case engine.ActionDelete:
+		return "Destruction complete"
+	case engine.ActionForget:
+		return "Removed from state"
+	}
+	return "Run complete"
+}
+
+func (v *Apply) endText() {
+	if v.inText != "" {
+		fmt.Fprintln(v.w)
+		v.inText = ""
+	}
+}
+
+// Event renders one engine event.
+func (v *Apply) Event(ev engine.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	c := v.c
+	switch ev.Type {
+	case engine.EventApplyStart:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: %s...%s\n", c.Bold, ev.Address, ing(ev.Action), c.Reset)
+	case engine.EventApplyProgress:
+		v.endText()
+		if ev.Message != "" {
+			fmt.Fprintf(v.w, "%s: %s\n", ev.Address, ev.Message)
+			return
+		}
+		fmt.Fprintf(v.w, "%s: Still %s... [%s elapsed]\n", ev.Address, strings.ToLower(ing(ev.Action)), ev.Elapsed.Round(time.Second))
+	case engine.EventApplyComplete:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: %s after %s%s\n", c.Bold, ev.Address, done(ev.Action), ev.Elapsed.Round(time.Second), c.Reset)
+	case engine.EventApplyErrored:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: failed after %s%s\n", c.Red+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
+	case engine.EventRuntime:
+		v.runtime(ev.Address, ev.Runtime)
+	}
+}
+
+func (v *Apply) runtime(addr string, e *runtime.Event) {
+	c := v.c
+	who := addr + " " + e.Agent
+	if e.Path != "" {
+		who += " (via tool)"
+	}
+	switch e.Type {
+	case runtime.EventTextDelta:
+		if v.inText != who {
+			v.endText()
+			fmt.Fprintf(v.w, "%s%s:%s ", c.Cyan, who, c.Reset)
+			v.inText = who
+		}
+		fmt.Fprint(v.w, e.Text)
+	case runtime.EventToolCall:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s → %s%s %s\n", c.Cyan, who, e.Name, c.Reset, oneLine(e.Arguments, 200))
+	case runtime.EventToolResult:
+		v.endText()
+		mark := "←"
+		if e.IsError {
+			mark = c.Yellow + "← (error)" + c.Reset
+		}
+		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, e.Name, oneLine(e.Text, 200))
+	case runtime.EventHandoff:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, e.Text, c.Reset)
+	case runtime.EventAgentToolCall:
+		v.endText()
+		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, e.Text, e.Name)
+	case runtime.EventFinal:
+		v.endText()
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// JSON writes newline-delimited JSON events, each with a type, the way
+// Terraform's -json output does; the first is the version event.
+type JSON struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+// NewJSON writes the version event and returns the view.
+func NewJSON(w io.Writer, version string) *JSON {
+	j := &JSON{enc: json.NewEncoder(w)}
+	j.Emit(map[string]any{"type": "version", "agentctl": version, "ui": "1.0"})
+	return j
+}
+
+// Emit writes one event.
+func (j *JSON) Emit(v any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_ = j.enc.Encode(v)
+}
+
+// Event writes an engine event.
+func (j *JSON) Event(ev engine.Event) {
+	m := map[string]any{"type": string(ev.Type), "address": ev.Address}
+	if ev.Action != "" {
+		m["action"] = ev.Action
+	}
+	if ev.Message != "" {
+		m["message"] = ev.Message
+	}
+	if ev.Elapsed > 0 {
+		m["elapsed_seconds"] = ev.Elapsed.Seconds()
+	}
+	if ev.Runtime != nil {
+		m["type"] = string(ev.Runtime.Type)
+		m["run_event"] = ev.Runtime
+	}
+	j.Emit(m)
+}
+
+// PlanJSON writes each planned change and the summary as events.
+func (j *JSON) PlanJSON(p *engine.Plan) {
+	for _, c := range p.Changes {
+		if c.Action == engine.ActionNoop {
+			continue
+		}
+		j.Emit(map[string]any{"type": "planned_change", "change": c})
+	}
+	s := p.Summary()
+	j.Emit(map[string]any{"type": "change_summary", "changes": map[string]int{
+		"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume,
+	}, "message": s.String()})
+}
