@@ -280,6 +280,10 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 		}
 		return finish(req, []byte(logs.Stdout), []byte(logs.Stderr), -1, true), nil
 	}
+	if *code == 137 && req.Timeout > 0 && time.Since(begin) >= req.Timeout {
+		// Killed by the in-sandbox timeout just before our own deadline.
+		return finish(req, []byte(logs.Stdout), []byte(logs.Stderr), -1, true), nil
+	}
 	return finish(req, []byte(logs.Stdout), []byte(logs.Stderr), *code, false), nil
 }
 

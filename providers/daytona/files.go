@@ -395,7 +395,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, fmt.Errorf("daytona: %s: copy out of %q: not a directory", w.spec.Address, dir)
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
-	script := "tar -cf " + shq(tmp) + " -C " + shq(r.follow) + " .\n"
+	script := "mkdir -p -- " + shq(w.p.tempDir) + " && tar -cf " + shq(tmp) + " -C " + shq(r.follow) + " .\n"
 	_, code, stderr, err := w.run(ctx, "copy out of "+strconv.Quote(dir), script)
 	if err != nil {
 		return nil, err
