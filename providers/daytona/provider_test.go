@@ -337,9 +337,11 @@ func TestPathPolicy(t *testing.T) {
 	}
 	// Hostile archives.
 	for name, build := range map[string]func(*tar.Writer){
-		"dotdot":   func(tw *tar.Writer) { tw.WriteHeader(&tar.Header{Name: "../x", Typeflag: tar.TypeReg}) },
-		"abs":      func(tw *tar.Writer) { tw.WriteHeader(&tar.Header{Name: "/etc/x", Typeflag: tar.TypeReg}) },
-		"hardlink": func(tw *tar.Writer) { tw.WriteHeader(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}) },
+		"dotdot": func(tw *tar.Writer) { tw.WriteHeader(&tar.Header{Name: "../x", Typeflag: tar.TypeReg}) },
+		"abs":    func(tw *tar.Writer) { tw.WriteHeader(&tar.Header{Name: "/etc/x", Typeflag: tar.TypeReg}) },
+		"hardlink": func(tw *tar.Writer) {
+			tw.WriteHeader(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"})
+		},
 		"symlink-out": func(tw *tar.Writer) {
 			tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../../.."})
 		},
