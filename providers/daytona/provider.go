@@ -306,7 +306,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	params := CreateParams{
 		Snapshot: st.Snapshot, Image: spec.Image, Env: st.Env, Labels: labels, Public: st.Public,
-		NetworkBlockAll:  st.NetworkBlockAll || spec.Network == "none" && st.NetworkAllowList == "" && spec.Network != "",
+		NetworkBlockAll:  st.NetworkBlockAll || (spec.Network == "none" && st.NetworkAllowList == ""),
 		NetworkAllowList: st.NetworkAllowList, AutoStopInterval: st.AutoStopInterval,
 		AutoArchiveInterval: st.AutoArchiveInterval, AutoDeleteInterval: st.AutoDeleteInterval,
 	}
