@@ -1,0 +1,1003 @@
+// Package fakedaytona is an in-process fake of the Daytona API and of a
+// sandbox's toolbox daemon for tests. Every request and every response
+// is validated against the published OpenAPI documents
+// (shared/specs/daytona, found by walking up from the working directory);
+// a violation fails the test. It models the sandbox state machine
+// (creating/pending_build → started → stopped → archived, error,
+// build_failed, destroyed), sessions with asynchronous commands, files
+// and preview links. Toolbox commands really run, with /bin/sh on the
+// host: a sandbox's filesystem is the host's, confined to Root, so tests
+// use workspace roots under Root.
+package fakedaytona
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+)
+
+// Fault makes requests fail: the next Count requests whose method
+// matches (empty = any) and whose path contains PathContains are answered
+// with Status (and Retry-After when set).
+type Fault struct {
+	Method       string
+	PathContains string
+	Status       int
+	RetryAfter   string
+	Count        int
+}
+
+// Server is the fake.
+type Server struct {
+	t      testing.TB
+	srv    *httptest.Server
+	URL    string // API base: URL + "/api"
+	APIKey string
+	// Root confines every sandbox filesystem path.
+	Root string
+	// PollsToSettle is how many GETs a transitional state survives.
+	PollsToSettle int
+
+	apiRouter, tbRouter routers.Router
+
+	mu         sync.Mutex
+	sandboxes  map[string]*fsb
+	faults     []*Fault
+	seq        int
+	violations []string
+	requests   []string
+}
+
+type fsb struct {
+	dto      map[string]any
+	state    string
+	target   string // state a transitional state settles into
+	polls    int
+	sessions map[string]*session
+	owned    map[string]bool // top-level entries under Root it created
+	deleted  bool
+}
+
+type session struct {
+	cmds map[string]*command
+}
+
+type command struct {
+	id, cmd        string
+	stdout, stderr bytes.Buffer
+	exit           *int
+	proc           *exec.Cmd
+	done           chan struct{}
+}
+
+var (
+	specOnce sync.Once
+	apiDoc   *openapi3.T
+	tbDoc    *openapi3.T
+	specErr  error
+)
+
+// SpecDir finds shared/specs/daytona by walking up from the working
+// directory.
+func SpecDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "shared", "specs", "daytona")
+		if _, err := os.Stat(filepath.Join(p, "api.openapi.yaml")); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("shared/specs/daytona not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func loadSpecs() {
+	dir, err := SpecDir()
+	if err != nil {
+		specErr = err
+		return
+	}
+	load := func(name string) *openapi3.T {
+		l := openapi3.NewLoader()
+		d, err := l.LoadFromFile(filepath.Join(dir, name))
+		if err != nil {
+			specErr = err
+			return nil
+		}
+		d.Servers = nil
+		return d
+	}
+	apiDoc, tbDoc = load("api.openapi.yaml"), load("toolbox.openapi.yaml")
+}
+
+// New starts a fake; it is closed, and checked for spec violations, when
+// the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	specOnce.Do(loadSpecs)
+	if specErr != nil {
+		t.Skipf("Daytona OpenAPI documents unavailable: %v", specErr)
+	}
+	ar, err := legacy.NewRouter(apiDoc, openapi3.DisableExamplesValidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := legacy.NewRouter(tbDoc, openapi3.DisableExamplesValidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, APIKey: "dtn_test_key_0123456789", Root: root, PollsToSettle: 2,
+		apiRouter: ar, tbRouter: tr, sandboxes: map[string]*fsb{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL + "/api"
+	t.Cleanup(func() {
+		s.srv.Close()
+		s.killAll()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, v := range s.violations {
+			t.Errorf("fakedaytona: OpenAPI violation: %s", v)
+		}
+	})
+	return s
+}
+
+// Fail installs a fault.
+func (s *Server) Fail(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &f)
+}
+
+// Requests returns "METHOD path" of every request served so far.
+func (s *Server) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.requests...)
+}
+
+// State returns a sandbox's state ("" if unknown).
+func (s *Server) State(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		return b.state
+	}
+	return ""
+}
+
+// SetState forces a sandbox into state (e.g. archived, error) with reason.
+func (s *Server) SetState(id, state, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		b.state, b.target = state, ""
+		b.dto["errorReason"] = reason
+	}
+}
+
+// Forget deletes a sandbox behind the client's back, files included.
+func (s *Server) Forget(id string) {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	delete(s.sandboxes, id)
+	s.mu.Unlock()
+	if b != nil {
+		s.destroy(b)
+	}
+}
+
+// Labels returns a sandbox's labels.
+func (s *Server) Labels(id string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	if b := s.sandboxes[id]; b != nil {
+		for k, v := range b.dto["labels"].(map[string]any) {
+			out[k] = v.(string)
+		}
+	}
+	return out
+}
+
+// Created returns the create request body of a sandbox.
+func (s *Server) Created(id string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		return b.dto["_create"].(map[string]any)
+	}
+	return nil
+}
+
+// IDs returns the ids of live sandboxes.
+func (s *Server) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id := range s.sandboxes {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (s *Server) violation(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+}
+
+// recorder captures a response for validation.
+type recorder struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.h }
+func (r *recorder) WriteHeader(c int)           { r.status = c }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	s.mu.Lock()
+	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
+	var fault *Fault
+	for _, f := range s.faults {
+		if f.Count > 0 && (f.Method == "" || f.Method == r.Method) && strings.Contains(r.URL.Path, f.PathContains) {
+			f.Count--
+			fault = f
+			break
+		}
+	}
+	s.mu.Unlock()
+
+	var router routers.Router
+	var inner string
+	var sbxID string
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
+		router, inner = s.apiRouter, strings.TrimPrefix(r.URL.Path, "/api")
+	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		rest := strings.TrimPrefix(r.URL.Path, "/toolbox/")
+		id, ep, _ := strings.Cut(rest, "/")
+		router, inner, sbxID = s.tbRouter, "/"+ep, id
+	default:
+		s.violation("%s %s: not an API or toolbox path", r.Method, r.URL.Path)
+		writeErr(w, 404, "not found")
+		return
+	}
+	// Validate the request against the document.
+	vr := r.Clone(context.Background())
+	vr.URL.Path, vr.URL.RawPath = inner, ""
+	vr.Body = io.NopCloser(bytes.NewReader(body))
+	route, params, err := router.FindRoute(vr)
+	if err != nil {
+		s.violation("%s %s: no such operation: %v", r.Method, inner, err)
+		writeErr(w, 404, "no such operation")
+		return
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+		s.violation("%s %s: request: %v", r.Method, inner, err)
+		writeErr(w, 400, "request does not match the API: "+err.Error())
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+s.APIKey {
+		writeErr(w, 401, "Invalid credentials")
+		return
+	}
+	if fault != nil {
+		if fault.RetryAfter != "" {
+			w.Header().Set("Retry-After", fault.RetryAfter)
+		}
+		writeErr(w, fault.Status, fmt.Sprintf("injected %d", fault.Status))
+		return
+	}
+	rec := &recorder{h: http.Header{}, status: 200}
+	vr.Body = io.NopCloser(bytes.NewReader(body))
+	if sbxID != "" {
+		s.toolbox(rec, vr, sbxID, route.Operation.OperationID, params, body)
+	} else {
+		s.api(rec, vr, route.Operation.OperationID, params, body)
+	}
+	// Validate the response (error statuses are not declared by the documents).
+	if rec.status < 400 && rec.h.Get("X-Fake-Skip-Validation") == "" {
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.status, Header: rec.h,
+			Options: &openapi3filter.Options{MultiError: true}}
+		out.SetBodyBytes(rec.body.Bytes())
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+			s.violation("%s %s: response %d: %v", r.Method, inner, rec.status, err)
+		}
+	}
+	rec.h.Del("X-Fake-Skip-Validation")
+	for k, v := range rec.h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
+}
+
+// ---- API ----
+
+func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params map[string]string, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op == "createSandbox" {
+		s.create(w, body)
+		return
+	}
+	if op == "listSandboxes" {
+		var filter map[string]string
+		if l := r.URL.Query().Get("labels"); l != "" {
+			json.Unmarshal([]byte(l), &filter)
+		}
+		items := []any{}
+		for _, b := range s.sandboxes {
+			ok := true
+			for k, v := range filter {
+				if lv, _ := b.dto["labels"].(map[string]any)[k].(string); lv != v {
+					ok = false
+				}
+			}
+			if ok {
+				items = append(items, s.view(b, true))
+			}
+		}
+		writeJSON(w, 200, map[string]any{"items": items, "nextCursor": nil})
+		return
+	}
+	id := params["sandboxIdOrName"]
+	if id == "" {
+		id = params["sandboxId"]
+	}
+	b := s.sandboxes[id]
+	if b == nil {
+		writeErr(w, 404, fmt.Sprintf("Sandbox with ID or name %s not found", id))
+		return
+	}
+	switch op {
+	case "getSandbox":
+		if b.deleted {
+			delete(s.sandboxes, id)
+			s.killSessions(b)
+			for top := range b.owned {
+				os.RemoveAll(filepath.Join(s.Root, top))
+			}
+			b.owned = map[string]bool{}
+			writeErr(w, 404, fmt.Sprintf("Sandbox with ID or name %s not found", id))
+			return
+		}
+		s.advance(b)
+	case "startSandbox":
+		switch b.state {
+		case "started", "starting":
+		case "stopped", "archived", "paused":
+			b.state, b.target, b.polls = "starting", "started", 0
+			if b.dto["_archived"] == true {
+				b.state = "restoring"
+			}
+		default:
+			writeErr(w, 409, "Sandbox is not in a state that can be started: "+b.state)
+			return
+		}
+	case "stopSandbox":
+		switch b.state {
+		case "stopped", "stopping":
+		case "started":
+			b.state, b.target, b.polls = "stopping", "stopped", 0
+		default:
+			writeErr(w, 409, "Sandbox is not started: "+b.state)
+			return
+		}
+	case "deleteSandbox":
+		b.state, b.deleted = "destroying", true
+		s.killSessions(b)
+	case "getSignedPortPreviewUrl", "getPortPreviewUrl":
+		port, _ := strconv.Atoi(params["port"])
+		tok := fmt.Sprintf("tok%06d", s.seq)
+		s.seq++
+		if op == "getPortPreviewUrl" {
+			writeJSON(w, 200, map[string]any{"sandboxId": id, "url": fmt.Sprintf("https://%d-%s.preview.example", port, id), "token": tok})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"sandboxId": id, "port": port, "token": tok, "url": fmt.Sprintf("https://%d-%s.preview.example", port, tok)})
+		return
+	default:
+		writeErr(w, 501, "the fake does not implement "+op)
+		return
+	}
+	writeJSON(w, 200, s.view(b, false))
+}
+
+func (s *Server) create(w http.ResponseWriter, body []byte) {
+	var req map[string]any
+	json.Unmarshal(body, &req)
+	if snap, _ := req["snapshot"].(string); snap != "" {
+		for _, k := range []string{"cpu", "memory", "disk", "gpu"} {
+			if _, ok := req[k]; ok {
+				writeErr(w, 400, "Cannot specify Sandbox resources when using a snapshot")
+				return
+			}
+		}
+		if _, ok := req["buildInfo"]; ok {
+			writeErr(w, 400, "Cannot specify both snapshot and buildInfo")
+			return
+		}
+	}
+	s.seq++
+	id := fmt.Sprintf("sbx-%04d", s.seq)
+	labels := map[string]any{}
+	if l, ok := req["labels"].(map[string]any); ok {
+		labels = l
+	}
+	env := map[string]any{}
+	if e, ok := req["env"].(map[string]any); ok {
+		env = e
+	}
+	num := func(k string, d float64) float64 {
+		if v, ok := req[k].(float64); ok {
+			return v
+		}
+		return d
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	dto := map[string]any{
+		"id": id, "name": id, "organizationId": "org-fake", "user": "daytona", "env": env, "labels": labels,
+		"public": req["public"] == true, "networkBlockAll": req["networkBlockAll"] == true, "target": "us",
+		"cpu": num("cpu", 1), "gpu": num("gpu", 0), "memory": num("memory", 1), "disk": num("disk", 3),
+		"toolboxProxyUrl": s.srv.URL + "/toolbox", "createdAt": now, "updatedAt": now,
+		"autoStopInterval": num("autoStopInterval", 15), "autoArchiveInterval": num("autoArchiveInterval", 10080),
+		"autoDeleteInterval": num("autoDeleteInterval", -1), "_create": req,
+	}
+	if v, ok := req["networkAllowList"].(string); ok {
+		dto["networkAllowList"] = v
+	}
+	b := &fsb{dto: dto, state: "creating", target: "started", sessions: map[string]*session{}, owned: map[string]bool{}}
+	if snap, ok := req["snapshot"].(string); ok {
+		dto["snapshot"] = snap
+	}
+	if bi, ok := req["buildInfo"].(map[string]any); ok {
+		df, _ := bi["dockerfileContent"].(string)
+		dto["buildInfo"] = map[string]any{"dockerfileContent": df, "snapshotRef": "fake-build-" + id, "createdAt": now, "updatedAt": now}
+		b.state = "pending_build"
+		if strings.Contains(df, "FROM fail") {
+			b.target = "build_failed"
+			dto["errorReason"] = "failed to pull image " + strings.TrimPrefix(df, "FROM ")
+		}
+	}
+	s.sandboxes[id] = b
+	writeJSON(w, 200, s.view(b, false))
+}
+
+// advance settles transitional states after PollsToSettle GETs.
+func (s *Server) advance(b *fsb) {
+	if b.target == "" || b.state == b.target {
+		return
+	}
+	b.polls++
+	if b.polls < s.PollsToSettle {
+		return
+	}
+	if b.state == "pending_build" && b.target != "build_failed" {
+		b.state, b.polls = "creating", 0
+		return
+	}
+	b.state, b.target, b.polls = b.target, "", 0
+	if b.state == "build_failed" || b.state == "error" {
+		return
+	}
+}
+
+func (s *Server) view(b *fsb, list bool) map[string]any {
+	out := map[string]any{}
+	for k, v := range b.dto {
+		if strings.HasPrefix(k, "_") || (list && (k == "env" || k == "networkBlockAll" || k == "buildInfo" || k == "networkAllowList")) {
+			continue
+		}
+		out[k] = v
+	}
+	out["state"] = b.state
+	if b.state == "started" {
+		out["desiredState"] = "started"
+	}
+	return out
+}
+
+// ---- toolbox ----
+
+func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string, params map[string]string, body []byte) {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	state := ""
+	if b != nil {
+		state = b.state
+	}
+	s.mu.Unlock()
+	if b == nil || b.deleted {
+		writeErr(w, 404, "sandbox not found")
+		return
+	}
+	if state != "started" {
+		writeErr(w, 400, "sandbox is not running (state "+state+")")
+		return
+	}
+	q := r.URL.Query()
+	p := q.Get("path")
+	if p != "" {
+		if err := s.confine(b, p); err != nil {
+			writeErr(w, 403, err.Error())
+			return
+		}
+	}
+	switch op {
+	case "GetFileInfo":
+		fi, err := os.Stat(p)
+		if err != nil {
+			fsErr(w, err)
+			return
+		}
+		writeJSON(w, 200, fileInfo(fi))
+	case "ListFiles":
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			fsErr(w, err)
+			return
+		}
+		out := []any{}
+		for _, e := range ents {
+			fi, err := os.Stat(filepath.Join(p, e.Name()))
+			if err != nil {
+				continue
+			}
+			out = append(out, fileInfo(fi))
+		}
+		writeJSON(w, 200, out)
+	case "DownloadFile":
+		data, err := os.ReadFile(p)
+		if err != nil {
+			fsErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(200)
+		w.Write(data)
+	case "UploadFile":
+		mr, err := multipartFile(r, body)
+		if err != nil {
+			writeErr(w, 400, err.Error())
+			return
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, mr, 0o644); err != nil {
+			fsErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{})
+	case "UploadFiles":
+		if err := s.bulkUpload(b, r, body); err != nil {
+			writeErr(w, 400, err.Error())
+			return
+		}
+		writeJSON(w, 200, map[string]any{})
+	case "CreateFolder":
+		m, err := strconv.ParseUint(q.Get("mode"), 8, 32)
+		if err != nil {
+			writeErr(w, 400, "invalid mode")
+			return
+		}
+		if err := os.MkdirAll(p, os.FileMode(m)); err != nil {
+			fsErr(w, err)
+			return
+		}
+		w.WriteHeader(201)
+	case "DeleteFile":
+		var err error
+		if q.Get("recursive") == "true" {
+			err = os.RemoveAll(p)
+		} else {
+			err = os.Remove(p)
+		}
+		if err != nil {
+			fsErr(w, err)
+			return
+		}
+		w.WriteHeader(204)
+	case "SetFilePermissions":
+		m, err := strconv.ParseUint(q.Get("mode"), 8, 32)
+		if err != nil {
+			writeErr(w, 400, "invalid mode")
+			return
+		}
+		if err := os.Chmod(p, os.FileMode(m)); err != nil {
+			fsErr(w, err)
+			return
+		}
+		w.WriteHeader(200)
+	case "ExecuteCommand":
+		s.execute(w, b, body)
+	case "CreateSession":
+		var req struct{ SessionID string }
+		json.Unmarshal(body, &req)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := b.sessions[req.SessionID]; ok {
+			writeErr(w, 409, "session already exists")
+			return
+		}
+		b.sessions[req.SessionID] = &session{cmds: map[string]*command{}}
+		w.WriteHeader(201)
+	case "DeleteSession":
+		s.mu.Lock()
+		ss := b.sessions[params["sessionId"]]
+		delete(b.sessions, params["sessionId"])
+		s.mu.Unlock()
+		if ss == nil {
+			writeErr(w, 404, "session not found")
+			return
+		}
+		killSession(ss)
+		w.WriteHeader(204)
+	case "SessionExecuteCommand":
+		s.sessionExec(w, b, params["sessionId"], body)
+	case "GetSessionCommand", "GetSessionCommandLogs":
+		s.mu.Lock()
+		ss := b.sessions[params["sessionId"]]
+		var c *command
+		if ss != nil {
+			c = ss.cmds[params["commandId"]]
+		}
+		s.mu.Unlock()
+		if c == nil {
+			writeErr(w, 404, "session or command not found")
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if op == "GetSessionCommand" {
+			out := map[string]any{"id": c.id, "command": c.cmd}
+			if c.exit != nil {
+				out["exitCode"] = *c.exit
+			}
+			writeJSON(w, 200, out)
+			return
+		}
+		if !newSDK(r) {
+			w.Header().Set("X-Fake-Skip-Validation", "1")
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(200)
+			io.WriteString(w, c.stdout.String()+c.stderr.String())
+			return
+		}
+		writeJSON(w, 200, map[string]any{"output": c.stdout.String() + c.stderr.String(), "stdout": c.stdout.String(), "stderr": c.stderr.String()})
+	default:
+		writeErr(w, 501, "the fake does not implement "+op)
+	}
+}
+
+// newSDK reports whether the client's SDK version is >= 0.167.0, the
+// daemon's switch for JSON logs with separate streams.
+func newSDK(r *http.Request) bool {
+	v := strings.Split(r.Header.Get("X-Daytona-SDK-Version"), ".")
+	if len(v) < 2 {
+		return false
+	}
+	major, _ := strconv.Atoi(v[0])
+	minor, _ := strconv.Atoi(v[1])
+	return major > 0 || minor >= 167
+}
+
+func fsErr(w http.ResponseWriter, err error) {
+	switch {
+	case os.IsNotExist(err):
+		writeErr(w, 404, err.Error())
+	case os.IsPermission(err):
+		writeErr(w, 403, err.Error())
+	default:
+		writeErr(w, 400, err.Error())
+	}
+}
+
+func fileInfo(fi os.FileInfo) map[string]any {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	owner, group := "0", "0"
+	if st != nil {
+		owner, group = strconv.Itoa(int(st.Uid)), strconv.Itoa(int(st.Gid))
+	}
+	return map[string]any{"name": fi.Name(), "size": fi.Size(), "mode": fi.Mode().String(), "modTime": fi.ModTime().String(),
+		"modifiedAt": fi.ModTime().Format(time.RFC3339Nano), "isDir": fi.IsDir(), "owner": owner, "group": group,
+		"permissions": fmt.Sprintf("%04o", fi.Mode().Perm())}
+}
+
+// confine refuses paths outside Root and records what a sandbox creates.
+func (s *Server) confine(b *fsb, p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("path %q must be absolute in the fake", p)
+	}
+	c := filepath.Clean(p)
+	if c != s.Root && !strings.HasPrefix(c, s.Root+"/") {
+		return fmt.Errorf("the fake confines sandbox paths to %s; got %s", s.Root, p)
+	}
+	rel := strings.TrimPrefix(c, s.Root+"/")
+	top, _, _ := strings.Cut(rel, "/")
+	if top != "" && c != s.Root {
+		s.mu.Lock()
+		if _, err := os.Lstat(filepath.Join(s.Root, top)); err != nil {
+			b.owned[top] = true
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func multipartFile(r *http.Request, body []byte) ([]byte, error) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := r.ParseMultipartForm(64 << 20); err != nil {
+		return nil, err
+	}
+	f, _, err := r.FormFile("file")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func (s *Server) bulkUpload(b *fsb, r *http.Request, body []byte) error {
+	_, params, err := mimeParams(r.Header.Get("Content-Type"))
+	if err != nil {
+		return err
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	dests := map[string]string{}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := part.FormName()
+		idx := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "files["), "].path"), "].file")
+		data, _ := io.ReadAll(part)
+		if strings.HasSuffix(name, ".path") {
+			dests[idx] = string(data)
+			continue
+		}
+		dest, ok := dests[idx]
+		if !ok {
+			return fmt.Errorf("file[%s]: missing .path", idx)
+		}
+		if err := s.confine(b, dest); err != nil {
+			return err
+		}
+		os.MkdirAll(filepath.Dir(dest), 0o755)
+		if err := os.WriteFile(dest, data, 0o644); err != nil {
+			return err
+		}
+	}
+}
+
+func mimeParams(ct string) (string, map[string]string, error) {
+	parts := strings.Split(ct, ";")
+	params := map[string]string{}
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		params[k] = strings.Trim(v, `"`)
+	}
+	if params["boundary"] == "" {
+		return "", nil, fmt.Errorf("no multipart boundary")
+	}
+	return parts[0], params, nil
+}
+
+// parseCommand splits like the daemon: spaces separate, single or double
+// quotes group, no escapes.
+func parseCommand(command string) []string {
+	var args []string
+	var cur strings.Builder
+	var quote rune
+	has := false
+	for _, r := range command {
+		switch {
+		case (r == '"' || r == '\'') && quote == 0:
+			quote, has = r, true
+		case r == quote:
+			quote = 0
+		case r == ' ' && quote == 0:
+			if cur.Len() > 0 || has {
+				args = append(args, cur.String())
+				cur.Reset()
+				has = false
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 || has {
+		args = append(args, cur.String())
+	}
+	return args
+}
+
+func (s *Server) execute(w http.ResponseWriter, b *fsb, body []byte) {
+	var req struct {
+		Command string            `json:"command"`
+		Cwd     string            `json:"cwd"`
+		Envs    map[string]string `json:"envs"`
+		Timeout int               `json:"timeout"`
+	}
+	json.Unmarshal(body, &req)
+	argv := parseCommand(req.Command)
+	if len(argv) == 0 {
+		writeErr(w, 400, "empty command")
+		return
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = s.Root
+	if req.Cwd != "" {
+		if err := s.confine(b, req.Cwd); err != nil {
+			writeErr(w, 400, err.Error())
+			return
+		}
+		cmd.Dir = req.Cwd
+	}
+	cmd.Env = os.Environ()
+	for k, v := range req.Envs {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	timeout := 360 * time.Second
+	if req.Timeout > 0 {
+		timeout = time.Duration(req.Timeout) * time.Second
+	}
+	if err := cmd.Start(); err != nil {
+		writeJSON(w, 200, map[string]any{"exitCode": -1, "result": err.Error()})
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		writeErr(w, 408, "command execution timeout")
+		return
+	}
+	writeJSON(w, 200, map[string]any{"exitCode": cmd.ProcessState.ExitCode(), "result": out.String()})
+}
+
+func (s *Server) sessionExec(w http.ResponseWriter, b *fsb, sid string, body []byte) {
+	var req struct {
+		Command  string `json:"command"`
+		RunAsync bool   `json:"runAsync"`
+		Async    bool   `json:"async"`
+	}
+	json.Unmarshal(body, &req)
+	s.mu.Lock()
+	ss := b.sessions[sid]
+	if ss == nil {
+		s.mu.Unlock()
+		writeErr(w, 404, "session not found")
+		return
+	}
+	s.seq++
+	c := &command{id: fmt.Sprintf("cmd-%d", s.seq), cmd: req.Command, done: make(chan struct{})}
+	ss.cmds[c.id] = c
+	s.mu.Unlock()
+	cmd := exec.Command("/bin/sh", "-c", req.Command)
+	cmd.Dir = s.Root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &s.mu, b: &c.stdout}, &lockedWriter{mu: &s.mu, b: &c.stderr}
+	c.proc = cmd
+	if err := cmd.Start(); err != nil {
+		writeErr(w, 400, err.Error())
+		return
+	}
+	go func() {
+		cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		s.mu.Lock()
+		c.exit = &code
+		s.mu.Unlock()
+		close(c.done)
+	}()
+	if req.RunAsync || req.Async {
+		writeJSON(w, 202, map[string]any{"cmdId": c.id})
+		return
+	}
+	<-c.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	writeJSON(w, 200, map[string]any{"cmdId": c.id, "exitCode": *c.exit, "output": c.stdout.String() + c.stderr.String(), "stdout": c.stdout.String(), "stderr": c.stderr.String()})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func killSession(ss *session) {
+	for _, c := range ss.cmds {
+		if c.proc != nil && c.proc.Process != nil {
+			syscall.Kill(-c.proc.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func (s *Server) killSessions(b *fsb) {
+	for _, ss := range b.sessions {
+		killSession(ss)
+	}
+}
+
+func (s *Server) killAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.sandboxes {
+		s.killSessions(b)
+	}
+}
+
+// destroy removes what a sandbox created under Root.
+func (s *Server) destroy(b *fsb) {
+	s.mu.Lock()
+	s.killSessions(b)
+	owned := b.owned
+	b.owned = map[string]bool{}
+	s.mu.Unlock()
+	for top := range owned {
+		os.RemoveAll(filepath.Join(s.Root, top))
+	}
+}

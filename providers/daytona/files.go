@@ -1,0 +1,468 @@
+package daytona
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// Limits for CopyIn archives.
+const (
+	maxTarMembers = 200_000
+	maxTarBytes   = 8 << 30
+)
+
+// abs maps a workspace-relative path to an absolute sandbox path,
+// refusing lexical escapes.
+func (w *Workspace) abs(rel string) (string, error) {
+	if strings.ContainsAny(rel, "\x00\n") {
+		return "", fmt.Errorf("daytona: %s: path %q contains a NUL or newline: %w", w.spec.Address, rel, sandbox.ErrPathEscape)
+	}
+	p := rel
+	if !path.IsAbs(p) {
+		p = path.Join(w.root, p)
+	}
+	p = path.Clean(p)
+	if p != w.root && !strings.HasPrefix(p, w.root+"/") {
+		return "", fmt.Errorf("daytona: %s: path %q leaves the workspace %s: %w", w.spec.Address, rel, w.root, sandbox.ErrPathEscape)
+	}
+	return p, nil
+}
+
+func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+
+// resolved is what the in-sandbox resolver learned about a path.
+type resolved struct {
+	abs      string // lexical absolute path
+	noFollow string // parent resolved, final component kept
+	follow   string // fully resolved ("" when unresolvable)
+	kind     byte   // 'F' file, 'D' dir, 'L' symlink, 'O' other, 'N' missing
+	target   string // symlink target
+	mode     uint32 // raw st_mode
+	size     int64
+	mtime    int64
+}
+
+const resolver = `set -f
+r=$(cd -P -- "$1" 2>/dev/null && pwd -P) || { echo "workspace root $1 is missing" >&2; exit 3; }
+res() {
+  p=$1; s=
+  while [ "$p" != / ] && [ ! -e "$p" ] && [ ! -L "$p" ]; do s="/${p##*/}$s"; p=${p%/*}; [ -n "$p" ] || p=/; done
+  if [ -d "$p" ]; then q=$(cd -P -- "$p" && pwd -P) || return 1
+  else q=$(readlink -f -- "$p" 2>/dev/null) || return 1; [ -n "$q" ] || return 1; fi
+  [ "$q" = / ] && q=
+  printf '%s%s\n' "$q" "$s"
+}
+printf '%s\n' "$r"
+d=$(res "${2%/*}") || d='!'
+printf '%s/%s\n' "$d" "${2##*/}"
+res "$2" || echo '!'
+if [ -L "$2" ]; then printf 'L\n%s\n' "$(readlink -- "$2")"
+elif [ -d "$2" ]; then printf 'D\n\n'
+elif [ -f "$2" ]; then printf 'F\n\n'
+elif [ -e "$2" ]; then printf 'O\n\n'
+else printf 'N\n\n'; fi
+if [ -e "$2" ] || [ -L "$2" ]; then stat -c '%f %s %Y' -- "$2" 2>/dev/null || echo '0 0 0'; else echo '0 0 0'; fi
+`
+
+// resolve checks rel against the workspace inside the sandbox: symlinks
+// are resolved there, and a path whose resolution leaves the workspace is
+// refused with sandbox.ErrPathEscape. follow says whether the final
+// component may be a symlink that is followed.
+func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (resolved, error) {
+	p, err := w.abs(rel)
+	if err != nil {
+		return resolved{}, err
+	}
+	script := "set -- " + shq(w.root) + " " + shq(p) + "\n" + resolver
+	out, code, stderr, err := w.run(ctx, op, script)
+	if err != nil {
+		return resolved{}, err
+	}
+	if code != 0 {
+		return resolved{}, fmt.Errorf("daytona: %s: %s %q: %s", w.spec.Address, op, rel, stderr)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 6 {
+		return resolved{}, fmt.Errorf("daytona: %s: %s %q: unexpected resolver output", w.spec.Address, op, rel)
+	}
+	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4]}
+	if r.follow == "!" {
+		r.follow = ""
+	}
+	f := strings.Fields(lines[5])
+	if len(f) == 3 {
+		m, _ := strconv.ParseUint(f[0], 16, 32)
+		r.mode = uint32(m)
+		r.size, _ = strconv.ParseInt(f[1], 10, 64)
+		r.mtime, _ = strconv.ParseInt(f[2], 10, 64)
+	}
+	root := lines[0]
+	escape := func(what string) error {
+		return fmt.Errorf("daytona: %s: %s %q: %s resolves outside the workspace %s: %w", w.spec.Address, op, rel, what, w.root, sandbox.ErrPathEscape)
+	}
+	if p != w.root && !strings.HasPrefix(r.noFollow, "!") && !within(r.noFollow, root) {
+		return r, escape("its parent directory")
+	}
+	if strings.HasPrefix(r.noFollow, "!") && p != w.root {
+		return r, escape("its parent directory")
+	}
+	if follow && (r.follow == "" || !within(r.follow, root)) {
+		return r, escape("a symlink in it")
+	}
+	// Use the resolved names from here on, within the real root.
+	if p == w.root {
+		r.noFollow = root
+	}
+	return r, nil
+}
+
+// ReadFile implements sandbox.Sandbox.
+func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]byte, error) {
+	r, err := w.resolve(ctx, "read", rel, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.kind == 'N' {
+		return nil, fmt.Errorf("daytona: %s: read %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+	}
+	if r.kind == 'D' {
+		return nil, fmt.Errorf("daytona: %s: read %q: is a directory", w.spec.Address, rel)
+	}
+	body, err := w.s.FileSystem.DownloadFile(ctx, r.follow)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	var rd io.Reader = body
+	if limit > 0 {
+		rd = io.LimitReader(body, limit+1)
+	}
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: %s: read %q: %w", w.spec.Address, rel, err)
+	}
+	if limit > 0 && int64(len(b)) > limit {
+		return nil, fmt.Errorf("daytona: %s: read %q: file is larger than %d bytes", w.spec.Address, rel, limit)
+	}
+	return b, nil
+}
+
+// WriteFile implements sandbox.Sandbox (parents are created by the daemon).
+func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode fs.FileMode) error {
+	r, err := w.resolve(ctx, "write", rel, true)
+	if err != nil {
+		return err
+	}
+	if r.kind == 'D' {
+		return fmt.Errorf("daytona: %s: write %q: is a directory", w.spec.Address, rel)
+	}
+	if err := w.s.FileSystem.UploadFile(ctx, data, r.follow); err != nil {
+		return err
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	if mode.Perm() != 0o644 {
+		return w.s.FileSystem.SetFilePermissions(ctx, r.follow, fmt.Sprintf("%04o", mode.Perm()))
+	}
+	return nil
+}
+
+// Remove implements sandbox.Sandbox; it does not follow a final symlink.
+func (w *Workspace) Remove(ctx context.Context, rel string) error {
+	r, err := w.resolve(ctx, "remove", rel, false)
+	if err != nil {
+		return err
+	}
+	if r.abs == w.root {
+		return fmt.Errorf("daytona: %s: refusing to remove the workspace root", w.spec.Address)
+	}
+	if r.kind == 'N' {
+		return fmt.Errorf("daytona: %s: remove %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+	}
+	return w.s.FileSystem.DeleteFile(ctx, r.noFollow, false)
+}
+
+// Mkdir implements sandbox.Sandbox.
+func (w *Workspace) Mkdir(ctx context.Context, rel string) error {
+	r, err := w.resolve(ctx, "mkdir", rel, true)
+	if err != nil {
+		return err
+	}
+	return w.s.FileSystem.CreateFolder(ctx, r.follow, "755")
+}
+
+// Stat implements sandbox.Sandbox; a final symlink is not followed.
+func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, error) {
+	r, err := w.resolve(ctx, "stat", rel, false)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if r.kind == 'N' {
+		return sandbox.FileInfo{}, fmt.Errorf("daytona: %s: stat %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+	}
+	fi := sandbox.FileInfo{Path: w.relOf(r.abs), Size: r.size, ModTime: time.Unix(r.mtime, 0), Mode: fs.FileMode(r.mode & 0o777)}
+	switch r.kind {
+	case 'D':
+		fi.Mode |= fs.ModeDir
+	case 'L':
+		fi.Mode |= fs.ModeSymlink
+		fi.Target = r.target
+	case 'O':
+		fi.Mode |= fs.ModeIrregular
+	}
+	return fi, nil
+}
+
+func (w *Workspace) relOf(abs string) string {
+	if abs == w.root {
+		return "."
+	}
+	return strings.TrimPrefix(abs, w.root+"/")
+}
+
+// ReadDir implements sandbox.Sandbox through the files list API. The
+// daemon follows symlinks when it lists (and skips dangling ones), so
+// entries describe what links point to.
+func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, error) {
+	r, err := w.resolve(ctx, "list", rel, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.kind == 'N' {
+		return nil, fmt.Errorf("daytona: %s: list %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+	}
+	list, err := w.s.FileSystem.ListFiles(ctx, r.follow)
+	if err != nil {
+		return nil, err
+	}
+	base := w.relOf(r.abs)
+	out := make([]sandbox.FileInfo, 0, len(list))
+	for _, f := range list {
+		p := f.Name
+		if base != "." {
+			p = base + "/" + f.Name
+		}
+		fi := sandbox.FileInfo{Path: p, Size: f.Size, Mode: parseMode(f.Permissions, f.IsDir)}
+		if t, err := time.Parse(time.RFC3339Nano, f.ModifiedAt); err == nil {
+			fi.ModTime = t
+		} else if t, err := time.Parse(time.RFC3339Nano, f.ModTime); err == nil {
+			fi.ModTime = t
+		}
+		out = append(out, fi)
+	}
+	return out, nil
+}
+
+func parseMode(perm string, dir bool) fs.FileMode {
+	n, _ := strconv.ParseUint(perm, 8, 32)
+	m := fs.FileMode(n) & fs.ModePerm
+	if dir {
+		m |= fs.ModeDir
+	}
+	return m
+}
+
+// CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
+// here with the safe-extraction rules (no absolute or ".." names, no
+// hardlinks, devices or FIFOs, symlink targets confined to the workspace,
+// nothing beneath a symlink of the same archive, modes reduced to
+// permission bits, member and size limits), uploaded as one file and
+// unpacked with tar inside the sandbox: three requests whatever the
+// number of files, and modes and symlinks survive (the bulk upload API
+// keeps neither).
+func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
+	r, err := w.resolve(ctx, "copy into", dir, true)
+	if err != nil {
+		return err
+	}
+	clean, err := sanitizeTar(rd, w.relOf(r.abs))
+	if err != nil {
+		return fmt.Errorf("daytona: %s: copy into %q: %w", w.spec.Address, dir, err)
+	}
+	tmp := w.p.tempDir + "/agentctl-in-" + nonce() + ".tar"
+	if err := w.s.FileSystem.UploadFile(ctx, clean, tmp); err != nil {
+		return err
+	}
+	script := "t=" + shq(tmp) + "\nmkdir -p -- " + shq(r.follow) + " && tar -xf \"$t\" -C " + shq(r.follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
+	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), script)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("daytona: %s: copy into %q: tar exited %d: %s (the image needs tar)", w.spec.Address, dir, code, stderr)
+	}
+	return nil
+}
+
+func sanitizeTar(rd io.Reader, base string) ([]byte, error) {
+	tr := tar.NewReader(rd)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	links := map[string]bool{}
+	var n int
+	var total int64
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the archive: %w", err)
+		}
+		n++
+		if n > maxTarMembers {
+			return nil, fmt.Errorf("archive has more than %d members", maxTarMembers)
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		if name == "" || name == "." || name == "./" {
+			continue
+		}
+		if strings.HasPrefix(name, "/") || strings.ContainsRune(name, 0) {
+			return nil, fmt.Errorf("member %q: absolute path: %w", h.Name, sandbox.ErrPathEscape)
+		}
+		for _, seg := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
+			if seg == ".." {
+				return nil, fmt.Errorf("member %q: \"..\" segment: %w", h.Name, sandbox.ErrPathEscape)
+			}
+		}
+		name = path.Clean(name)
+		for p := path.Dir(name); p != "."; p = path.Dir(p) {
+			if links[p] {
+				return nil, fmt.Errorf("member %q lies beneath symlink %q of the same archive: %w", h.Name, p, sandbox.ErrPathEscape)
+			}
+		}
+		nh := &tar.Header{Name: name, ModTime: h.ModTime, Format: tar.FormatPAX}
+		switch h.Typeflag {
+		case tar.TypeReg, tar.TypeRegA:
+			nh.Typeflag, nh.Mode, nh.Size = tar.TypeReg, h.Mode&0o777, h.Size
+			total += h.Size
+			if total > maxTarBytes {
+				return nil, fmt.Errorf("archive is larger than %d bytes", int64(maxTarBytes))
+			}
+		case tar.TypeDir:
+			nh.Typeflag, nh.Mode = tar.TypeDir, h.Mode&0o777|0o700
+			nh.Name += "/"
+		case tar.TypeSymlink:
+			t := h.Linkname
+			if path.IsAbs(t) {
+				return nil, fmt.Errorf("member %q: symlink to absolute path %q: %w", h.Name, t, sandbox.ErrPathEscape)
+			}
+			full := path.Join(base, path.Dir(name), t)
+			if full == ".." || strings.HasPrefix(full, "../") {
+				return nil, fmt.Errorf("member %q: symlink target %q leaves the workspace: %w", h.Name, t, sandbox.ErrPathEscape)
+			}
+			nh.Typeflag, nh.Linkname, nh.Mode = tar.TypeSymlink, t, 0o777
+			links[name] = true
+		default:
+			return nil, fmt.Errorf("member %q: type %q (hardlink, device or FIFO) is not allowed", h.Name, string(h.Typeflag))
+		}
+		if err := tw.WriteHeader(nh); err != nil {
+			return nil, err
+		}
+		if nh.Typeflag == tar.TypeReg {
+			if _, err := io.CopyN(tw, tr, h.Size); err != nil {
+				return nil, fmt.Errorf("member %q: %w", h.Name, err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// CopyOut implements sandbox.Sandbox: tar runs inside the sandbox, the
+// archive is downloaded as one file and its member names are rewritten
+// to be relative to dir. Closing the stream removes the remote archive.
+func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error) {
+	r, err := w.resolve(ctx, "copy out of", dir, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.kind != 'D' {
+		return nil, fmt.Errorf("daytona: %s: copy out of %q: not a directory", w.spec.Address, dir)
+	}
+	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
+	script := "mkdir -p -- " + shq(w.p.tempDir) + " && tar -cf " + shq(tmp) + " -C " + shq(r.follow) + " .\n"
+	_, code, stderr, err := w.run(ctx, "copy out of "+strconv.Quote(dir), script)
+	if err != nil {
+		return nil, err
+	}
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = w.s.FileSystem.DeleteFile(cctx, tmp, false)
+	}
+	if code != 0 {
+		cleanup()
+		return nil, fmt.Errorf("daytona: %s: copy out of %q: tar exited %d: %s (the image needs tar)", w.spec.Address, dir, code, stderr)
+	}
+	body, err := w.s.FileSystem.DownloadFile(ctx, tmp)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(renameTar(body, pw))
+	}()
+	return &closer{Reader: pr, close: func() error {
+		pr.Close()
+		body.Close()
+		cleanup()
+		return nil
+	}}, nil
+}
+
+type closer struct {
+	io.Reader
+	close func() error
+	done  bool
+}
+
+func (c *closer) Close() error {
+	if c.done {
+		return nil
+	}
+	c.done = true
+	return c.close()
+}
+
+// renameTar copies a tar stream, stripping "./" from names and dropping
+// the "." entry.
+func renameTar(r io.Reader, w io.Writer) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return tw.Close()
+		}
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		if name == "" || name == "." || name == "./" {
+			continue
+		}
+		h.Name = name
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+	}
+}
