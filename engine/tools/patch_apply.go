@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -243,12 +244,7 @@ func applyChunks(content, path string, chunks []patchChunk) (string, error) {
 		reps = append(reps, replacement{start: at, oldLen: len(pattern), lines: newLines})
 		idx = at + len(pattern)
 	}
-	// Stable sort by start (chunks are usually already in order).
-	for i := 1; i < len(reps); i++ {
-		for j := i; j > 0 && reps[j].start < reps[j-1].start; j-- {
-			reps[j], reps[j-1] = reps[j-1], reps[j]
-		}
-	}
+	sort.SliceStable(reps, func(i, j int) bool { return reps[i].start < reps[j].start })
 	for i := len(reps) - 1; i >= 0; i-- {
 		r := reps[i]
 		end := min(r.start+r.oldLen, len(lines))
