@@ -122,7 +122,7 @@ func (t *ApplyPatchTool) Call(ctx context.Context, arguments string) (Output, er
 	}
 	out, err := ApplyPatch(ctx, t.ws.Sandbox, t.opts.Root, patch)
 	if err != nil {
-		return Output{}, fmt.Errorf("apply_patch: %s", t.ws.Scrub.String(err.Error()))
+		return Output{}, scrubbedError{msg: "apply_patch: " + t.ws.Scrub.String(err.Error()), err: err}
 	}
 	return Output{Text: t.ws.Scrub.String(out)}, nil
 }
@@ -151,3 +151,13 @@ func patchFromArguments(arguments string) (string, error) {
 	}
 	return input, nil
 }
+
+// scrubbedError carries a scrubbed message while keeping the original
+// error chain for errors.Is.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e scrubbedError) Error() string { return e.msg }
+func (e scrubbedError) Unwrap() error { return e.err }

@@ -241,7 +241,16 @@ func applyChunks(content, path string, chunks []patchChunk) (string, error) {
 		if at < 0 {
 			return "", fmt.Errorf("Failed to find expected lines in %s:\n%s", path, strings.Join(c.oldLines, "\n"))
 		}
-		reps = append(reps, replacement{start: at, oldLen: len(pattern), lines: newLines})
+		// Context lines keep the file's text: a fuzzy match must not
+		// rewrite their whitespace or punctuation.
+		kept := make([]string, len(newLines))
+		for i, l := range newLines {
+			if k := c.ctxOf[i]; k >= 0 && k < len(pattern) {
+				l = lines[at+k]
+			}
+			kept[i] = l
+		}
+		reps = append(reps, replacement{start: at, oldLen: len(pattern), lines: kept})
 		idx = at + len(pattern)
 	}
 	sort.SliceStable(reps, func(i, j int) bool { return reps[i].start < reps[j].start })

@@ -52,6 +52,10 @@ type patchChunk struct {
 	contexts []string
 	oldLines []string
 	newLines []string
+	// ctxOf[i] is, for a context line newLines[i], its index in oldLines
+	// (so the file's own text of a fuzzily matched line is kept); -1 for
+	// an added line.
+	ctxOf []int
 	// eof anchors oldLines at the end of the file ("*** End of File").
 	eof bool
 }
@@ -234,12 +238,15 @@ loop:
 		}
 		switch {
 		case l == "":
+			c.ctxOf = append(c.ctxOf, len(c.oldLines))
 			c.oldLines = append(c.oldLines, "")
 			c.newLines = append(c.newLines, "")
 		case l[0] == ' ':
+			c.ctxOf = append(c.ctxOf, len(c.oldLines))
 			c.oldLines = append(c.oldLines, l[1:])
 			c.newLines = append(c.newLines, l[1:])
 		case l[0] == '+':
+			c.ctxOf = append(c.ctxOf, -1)
 			c.newLines = append(c.newLines, l[1:])
 		case l[0] == '-':
 			c.oldLines = append(c.oldLines, l[1:])
