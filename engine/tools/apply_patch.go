@@ -122,7 +122,7 @@ func (t *ApplyPatchTool) Call(ctx context.Context, arguments string) (Output, er
 	}
 	out, err := ApplyPatch(ctx, t.ws.Sandbox, t.opts.Root, patch)
 	if err != nil {
-		return Output{}, scrubbedError{msg: "apply_patch: " + t.ws.Scrub.String(err.Error()), err: err}
+		return Output{}, scrubErr(t.ws, fmt.Errorf("apply_patch: %w", err))
 	}
 	return Output{Text: t.ws.Scrub.String(out)}, nil
 }
@@ -161,3 +161,12 @@ type scrubbedError struct {
 
 func (e scrubbedError) Error() string { return e.msg }
 func (e scrubbedError) Unwrap() error { return e.err }
+
+// scrubErr removes sensitive values from err's message.
+func scrubErr(ws *sandbox.Workspace, err error) error {
+	msg := ws.Scrub.String(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	return scrubbedError{msg: msg, err: err}
+}

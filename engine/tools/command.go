@@ -125,7 +125,7 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 		if ctx.Err() != nil {
 			return Output{}, fmt.Errorf("%s: %w", t.name, ctx.Err())
 		}
-		return Output{}, fmt.Errorf("%s: running %s in the sandbox: %w", t.name, strings.Join(t.argv, " "), err)
+		return Output{}, scrubErr(t.ws, fmt.Errorf("%s: running %s in the sandbox: %w", t.name, strings.Join(t.argv, " "), err))
 	}
 	var notices []string
 	if res.TimedOut {

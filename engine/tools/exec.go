@@ -137,7 +137,7 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		if ctx.Err() != nil {
 			return Output{}, fmt.Errorf("exec_command: %w", ctx.Err())
 		}
-		return Output{}, fmt.Errorf("exec_command: running %q in the sandbox: %w", *a.Cmd, err)
+		return Output{}, scrubErr(t.ws, fmt.Errorf("exec_command: running %q in the sandbox: %w", *a.Cmd, err))
 	}
 	var notices []string
 	if a.TTY != nil && *a.TTY {

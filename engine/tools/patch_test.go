@@ -347,3 +347,17 @@ func FuzzApplyPatch(f *testing.F) {
 		}
 	})
 }
+
+func TestApplyPatchErrorsAreScrubbed(t *testing.T) {
+	ws, dir := newHostWorkspace(t)
+	ws.Scrub = sandbox.NewScrubber([]string{"hunter22"})
+	writeFiles(t, dir, map[string]string{"f.txt": "a\n"})
+	_, err := applyArgs(t, ws, inputArgs("*** Begin Patch\n*** Update File: f.txt\n@@\n-token=hunter22\n+x\n*** End Patch"))
+	if err == nil || strings.Contains(err.Error(), "hunter22") || !strings.Contains(err.Error(), "token=(sensitive)") {
+		t.Errorf("error %v", err)
+	}
+	_, err = applyArgs(t, ws, inputArgs("*** Begin Patch\n*** Add File: ../hunter22.txt\n+x\n*** End Patch"))
+	if err == nil || strings.Contains(err.Error(), "hunter22") || !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("error %v: want scrubbed and still wrapping ErrPathEscape", err)
+	}
+}
