@@ -121,6 +121,11 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 		OutputLimit: CommandOutputLimit,
 	})
 	wall := time.Since(start)
+	if ctx.Err() != nil {
+		// The run is being cancelled: no result is recorded, so the call
+		// runs again when the run resumes.
+		return Output{}, fmt.Errorf("%s: cancelled: %w", t.name, ctx.Err())
+	}
 	if err != nil && !res.TimedOut {
 		if ctx.Err() != nil {
 			return Output{}, fmt.Errorf("%s: %w", t.name, ctx.Err())

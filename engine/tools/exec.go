@@ -133,6 +133,11 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 	start := time.Now()
 	res, err := t.ws.Exec(ctx, req)
 	wall := time.Since(start)
+	if ctx.Err() != nil {
+		// The run is being cancelled: no result is recorded, so the call
+		// runs again when the run resumes.
+		return Output{}, fmt.Errorf("exec_command: cancelled: %w", ctx.Err())
+	}
 	if err != nil && !res.TimedOut {
 		if ctx.Err() != nil {
 			return Output{}, fmt.Errorf("exec_command: %w", ctx.Err())

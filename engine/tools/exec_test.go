@@ -238,3 +238,13 @@ func TestCleanPath(t *testing.T) {
 		}
 	}
 }
+
+func TestExecCommandCancelled(t *testing.T) {
+	ws, _ := newHostWorkspace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	_, err := NewExecCommand(ws, ExecOptions{}).Call(ctx, `{"cmd": "sleep 30"}`)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+}
