@@ -1,0 +1,140 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// CommandOutputLimit is the number of bytes of each output stream a
+// command tool keeps (head and tail halves).
+const CommandOutputLimit = 64 << 10
+
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// CommandTool is a custom tool of a "command" capability: a program in
+// the sandbox that receives the call's JSON arguments on stdin.
+type CommandTool struct {
+	ws         *sandbox.Workspace
+	name, desc string
+	params     json.RawMessage
+	schema     *jsonschema.Schema
+	argv       []string
+	timeout    time.Duration
+}
+
+// NewCommandTool returns a command tool named name. parameters is the JSON
+// Schema (an object schema) the arguments must match; argv runs at the
+// workspace root with the arguments as JSON on stdin, killed after timeout
+// (0: DefaultExecTimeout). Its output is formatted as exec_command's.
+func NewCommandTool(ws *sandbox.Workspace, name, description string, parameters json.RawMessage, argv []string, timeout time.Duration) (*CommandTool, error) {
+	if !toolNameRE.MatchString(name) {
+		return nil, fmt.Errorf("command tool name %q is invalid: use 1 to 64 letters, digits, '_' or '-'", name)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("command tool %s: the command is empty: give the program and its arguments, e.g. [\"python3\", \"tools/query.py\"]", name)
+	}
+	if len(bytes.TrimSpace(parameters)) == 0 {
+		parameters = json.RawMessage(`{"type": "object", "properties": {}, "additionalProperties": false}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(parameters))
+	if err != nil {
+		return nil, fmt.Errorf("command tool %s: parameters are not valid JSON: %w", name, err)
+	}
+	if m, ok := doc.(map[string]any); !ok || m["type"] != "object" {
+		return nil, fmt.Errorf("command tool %s: parameters must be a JSON Schema with \"type\": \"object\"", name)
+	}
+	c := jsonschema.NewCompiler()
+	url := "tool:///" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("command tool %s: parameters: %w", name, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("command tool %s: parameters are not a valid JSON Schema: %w", name, err)
+	}
+	if timeout <= 0 {
+		timeout = DefaultExecTimeout
+	}
+	return &CommandTool{
+		ws: ws, name: name, desc: description, params: parameters, schema: sch,
+		argv: append([]string(nil), argv...), timeout: timeout,
+	}, nil
+}
+
+// ParametersFromProperties builds a command tool's object schema from a
+// map of property schemas (the form a capability block declares): every
+// property is required and no others are allowed.
+func ParametersFromProperties(properties json.RawMessage) (json.RawMessage, error) {
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal(properties, &props); err != nil {
+		return nil, fmt.Errorf("parameters must map each argument name to its JSON Schema: %w", err)
+	}
+	required := make([]string, 0, len(props))
+	for k := range props {
+		required = append(required, k)
+	}
+	slices.Sort(required)
+	if props == nil {
+		props = map[string]json.RawMessage{}
+	}
+	return json.Marshal(map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"required":             required,
+		"additionalProperties": false,
+	})
+}
+
+// Definition implements Tool.
+func (t *CommandTool) Definition() model.Tool {
+	return model.Tool{Name: t.name, Description: t.desc, Parameters: t.params}
+}
+
+// Call implements Tool.
+func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error) {
+	if strings.TrimSpace(arguments) == "" {
+		arguments = "{}"
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(arguments))
+	if err != nil {
+		return Output{}, fmt.Errorf("%s: invalid arguments: not valid JSON: %v", t.name, err)
+	}
+	if err := t.schema.Validate(inst); err != nil {
+		return Output{}, fmt.Errorf("%s: arguments do not match the tool's parameters: %v", t.name, err)
+	}
+	start := time.Now()
+	res, err := t.ws.Exec(ctx, sandbox.ExecRequest{
+		Argv:        t.argv,
+		Stdin:       strings.NewReader(arguments),
+		Timeout:     t.timeout,
+		OutputLimit: CommandOutputLimit,
+	})
+	wall := time.Since(start)
+	if ctx.Err() != nil {
+		// The run is being cancelled: no result is recorded, so the call
+		// runs again when the run resumes.
+		return Output{}, fmt.Errorf("%s: cancelled: %w", t.name, ctx.Err())
+	}
+	if err != nil && !res.TimedOut {
+		if ctx.Err() != nil {
+			return Output{}, fmt.Errorf("%s: %w", t.name, ctx.Err())
+		}
+		return Output{}, scrubErr(t.ws, fmt.Errorf("%s: running %s in the sandbox: %w", t.name, strings.Join(t.argv, " "), err))
+	}
+	var notices []string
+	if res.TimedOut {
+		notices = append(notices, fmt.Sprintf("Command timed out after %.3f seconds.", t.timeout.Seconds()))
+	}
+	return Output{Text: formatExecResult(res, wall, 0, notices)}, nil
+}

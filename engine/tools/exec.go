@@ -1,0 +1,244 @@
+package tools
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// DefaultExecTimeout is the shell capability's command timeout when none is
+// configured.
+const DefaultExecTimeout = 120 * time.Second
+
+// ExecOptions are the shell capability's settings.
+type ExecOptions struct {
+	// Timeout is the longest a command may run; a model's yield_time_ms
+	// can only shorten it. 0 means DefaultExecTimeout.
+	Timeout time.Duration
+	// MaxOutputTokens caps the output returned to the model (about 4
+	// bytes per token); a model's max_output_tokens can only lower it.
+	// 0 means no cap beyond the sandbox's own head+tail limit.
+	MaxOutputTokens int
+	// Root is the workspace root inside the sandbox (the manifest root,
+	// e.g. /workspace); absolute workdirs must lie under it. Empty refuses
+	// absolute workdirs.
+	Root string
+}
+
+// ExecCommand is the exec_command tool of the shell capability.
+type ExecCommand struct {
+	ws   *sandbox.Workspace
+	opts ExecOptions
+}
+
+// NewExecCommand returns the exec_command tool running commands in ws.
+func NewExecCommand(ws *sandbox.Workspace, opts ExecOptions) *ExecCommand {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultExecTimeout
+	}
+	return &ExecCommand{ws: ws, opts: opts}
+}
+
+const execCommandDescription = "Runs a command in a PTY, returning output or a session ID for ongoing interaction."
+
+// execCommandSchema is the SDK's ExecCommandArgs schema.
+const execCommandSchema = `{
+  "properties": {
+    "cmd": {"description": "Shell command to execute.", "minLength": 1, "title": "Cmd", "type": "string"},
+    "workdir": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null, "description": "Optional working directory to run the command in; defaults to the turn cwd.", "title": "Workdir"},
+    "shell": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null, "description": "Shell binary to launch. Defaults to the user's default shell.", "title": "Shell"},
+    "login": {"default": true, "description": "Whether to run the shell with -l/-i semantics. Defaults to true.", "title": "Login", "type": "boolean"},
+    "tty": {"default": false, "description": "Whether to allocate a TTY for the command. Defaults to false (plain pipes); set to true to open a PTY and access TTY process.", "title": "Tty", "type": "boolean"},
+    "yield_time_ms": {"default": 10000, "description": "How long to wait (in milliseconds) for output before yielding.", "minimum": 0, "title": "Yield Time Ms", "type": "integer"},
+    "max_output_tokens": {"anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}], "default": null, "description": "Maximum number of tokens to return. Excess output will be truncated.", "title": "Max Output Tokens"}
+  },
+  "required": ["cmd"],
+  "title": "ExecCommandArgs",
+  "type": "object"
+}`
+
+// Definition implements Tool.
+func (t *ExecCommand) Definition() model.Tool {
+	return model.Tool{
+		Name:        "exec_command",
+		Description: execCommandDescription,
+		Parameters:  json.RawMessage(execCommandSchema),
+	}
+}
+
+type execArgs struct {
+	Cmd             *string `json:"cmd"`
+	Workdir         *string `json:"workdir"`
+	Shell           *string `json:"shell"`
+	Login           *bool   `json:"login"`
+	TTY             *bool   `json:"tty"`
+	YieldTimeMS     *int64  `json:"yield_time_ms"`
+	MaxOutputTokens *int    `json:"max_output_tokens"`
+}
+
+// Call implements Tool. A command that exits non-zero or times out is a
+// normal result; only bad arguments and sandbox failures are errors.
+func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error) {
+	var a execArgs
+	if err := decodeArgs("exec_command", arguments, &a); err != nil {
+		return Output{}, err
+	}
+	if a.Cmd == nil || strings.TrimSpace(*a.Cmd) == "" {
+		return Output{}, errors.New(`exec_command: "cmd" is required: give the shell command to run, e.g. {"cmd": "ls -la"}`)
+	}
+	if a.YieldTimeMS != nil && *a.YieldTimeMS < 0 {
+		return Output{}, fmt.Errorf("exec_command: yield_time_ms is %d: it must be 0 or more milliseconds", *a.YieldTimeMS)
+	}
+	if a.MaxOutputTokens != nil && *a.MaxOutputTokens < 1 {
+		return Output{}, fmt.Errorf("exec_command: max_output_tokens is %d: it must be at least 1", *a.MaxOutputTokens)
+	}
+
+	req := sandbox.ExecRequest{Timeout: t.opts.Timeout}
+	if a.YieldTimeMS != nil && *a.YieldTimeMS > 0 {
+		if d := time.Duration(*a.YieldTimeMS) * time.Millisecond; d < req.Timeout {
+			req.Timeout = d
+		}
+	}
+	if a.Workdir != nil && strings.TrimSpace(*a.Workdir) != "" {
+		wd, err := checkDir(ctx, t.ws, t.opts.Root, *a.Workdir)
+		if err != nil {
+			return Output{}, fmt.Errorf("exec_command: workdir: %w", err)
+		}
+		req.Workdir = wd
+	}
+	login := a.Login == nil || *a.Login
+	if a.Shell != nil && strings.TrimSpace(*a.Shell) != "" {
+		flag := "-c"
+		if login {
+			flag = "-lc"
+		}
+		req.Argv = []string{*a.Shell, flag, *a.Cmd}
+	} else {
+		req.Shell = *a.Cmd
+	}
+	maxTokens := t.opts.MaxOutputTokens
+	if a.MaxOutputTokens != nil && (maxTokens <= 0 || *a.MaxOutputTokens < maxTokens) {
+		maxTokens = *a.MaxOutputTokens
+	}
+
+	start := time.Now()
+	res, err := t.ws.Exec(ctx, req)
+	wall := time.Since(start)
+	if ctx.Err() != nil {
+		// The run is being cancelled: no result is recorded, so the call
+		// runs again when the run resumes.
+		return Output{}, fmt.Errorf("exec_command: cancelled: %w", ctx.Err())
+	}
+	if err != nil && !res.TimedOut {
+		if ctx.Err() != nil {
+			return Output{}, fmt.Errorf("exec_command: %w", ctx.Err())
+		}
+		return Output{}, scrubErr(t.ws, fmt.Errorf("exec_command: running %q in the sandbox: %w", *a.Cmd, err))
+	}
+	var notices []string
+	if a.TTY != nil && *a.TTY {
+		notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
+	}
+	if res.TimedOut {
+		notices = append(notices, fmt.Sprintf("Command timed out after %.3f seconds.", req.Timeout.Seconds()))
+	}
+	return Output{Text: formatExecResult(res, wall, maxTokens, notices)}, nil
+}
+
+// formatExecResult renders an exec result the way the SDK's exec_command
+// does: a chunk id, the wall time, the exit code (absent when the command
+// timed out), the original token count when output was cut, then the
+// output (stdout, then stderr) after "Output:".
+func formatExecResult(res sandbox.ExecResult, wall time.Duration, maxTokens int, notices []string) string {
+	out := joinStreams(res.Stdout, res.Stderr)
+	out, original := truncateTokens(out, maxTokens)
+	if res.Truncated && original == 0 {
+		original = approxTokens(int(res.OriginalStdout + res.OriginalStderr))
+	}
+	for i := len(notices) - 1; i >= 0; i-- {
+		if out == "" {
+			out = notices[i]
+		} else {
+			out = notices[i] + "\n" + out
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Chunk ID: %s\n", chunkID())
+	fmt.Fprintf(&b, "Wall time: %.4f seconds\n", wall.Seconds())
+	if !res.TimedOut {
+		fmt.Fprintf(&b, "Process exited with code %d\n", res.ExitCode)
+	}
+	if original > 0 {
+		fmt.Fprintf(&b, "Original token count: %d\n", original)
+	}
+	b.WriteString("Output:\n")
+	b.WriteString(out)
+	return b.String()
+}
+
+// joinStreams decodes both streams and puts stderr after stdout, on a new
+// line when stdout does not end with one.
+func joinStreams(stdout, stderr []byte) string {
+	o, e := decodeLossy(stdout), decodeLossy(stderr)
+	if o != "" && e != "" {
+		if !strings.HasSuffix(o, "\n") {
+			return o + "\n" + e
+		}
+		return o + e
+	}
+	return o + e
+}
+
+func chunkID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// checkDir checks p lexically and then that it is a directory in ws.
+func checkDir(ctx context.Context, ws *sandbox.Workspace, root, p string) (string, error) {
+	rel, err := cleanPath(root, p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "" {
+		return "", nil
+	}
+	fi, err := ws.Stat(ctx, rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("directory %q does not exist in the workspace: create it first or pick another", p)
+		}
+		return "", fmt.Errorf("checking %q: %w", p, err)
+	}
+	if fi.Mode&fs.ModeSymlink == 0 && !fi.Mode.IsDir() {
+		return "", fmt.Errorf("%q is not a directory", p)
+	}
+	return rel, nil
+}
+
+// decodeArgs decodes a tool's JSON arguments into v, refusing unknown
+// fields and trailing data. Empty arguments count as {}.
+func decodeArgs(tool, arguments string, v any) error {
+	if strings.TrimSpace(arguments) == "" {
+		arguments = "{}"
+	}
+	dec := json.NewDecoder(strings.NewReader(arguments))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: invalid arguments: %v: send a JSON object matching the tool's parameters", tool, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%s: invalid arguments: trailing data after the JSON object: send exactly one JSON object", tool)
+	}
+	return nil
+}
