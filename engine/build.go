@@ -93,7 +93,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ws == nil {
 				return nil, fmt.Errorf("agent %q uses %s but has no sandbox: set sandbox = sandbox.NAME on the agent or its run", name, addr)
 			}
-			ts, instr, err := capabilityTools(ws, c)
+			ts, instr, err := capabilityTools(ws, c, manifestRoot(e.Config, e.Config.SandboxInstances[sbs[name]]))
 			if err != nil {
 				return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)
 			}
@@ -112,28 +112,19 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 		for _, t := range a.Tools {
 			ra.AgentTools = append(ra.AgentTools, runtime.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
 		}
-		instr := []string{a.Instructions}
-		instr = append(instr, capInstr...)
-		if ws != nil {
-			tree, err := tools.RenderTree(ctx, ws, 200)
-			if err == nil && tree != "" {
-				instr = append(instr, tree)
+		if ws == nil {
+			ra.Instructions = a.Instructions
+		} else {
+			root := manifestRoot(e.Config, e.Config.SandboxInstances[sbs[name]])
+			tree, err := tools.RenderTree(ctx, ws, root, 200)
+			if err != nil {
+				return nil, fmt.Errorf("agent %q: rendering the workspace for its instructions: %w", name, err)
 			}
+			ra.Instructions = tools.BuildInstructions(a.Instructions, capInstr, tree)
 		}
-		ra.Instructions = strings.Join(nonEmpty(instr), "\n\n")
 		agents[name] = ra
 	}
 	return agents, nil
-}
-
-func nonEmpty(ss []string) []string {
-	out := ss[:0]
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func firstLine(s string) string {
@@ -159,12 +150,13 @@ func modelSettings(s config.AgentSettings) model.Settings {
 
 // capabilityTools returns the tools and instructions one capability gives
 // an agent.
-func capabilityTools(ws *sandbox.Workspace, c *config.Capability) ([]tools.Tool, string, error) {
+func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string) ([]tools.Tool, string, error) {
 	switch {
 	case c.Shell != nil:
-		return []tools.Tool{tools.NewExecCommand(ws, tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens})}, tools.ShellInstructions, nil
+		return []tools.Tool{tools.NewExecCommand(ws, tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens, Root: root})}, tools.ShellInstructions, nil
 	case c.Filesystem != nil:
-		return []tools.Tool{tools.NewApplyPatch(ws), tools.NewViewImage(ws, c.Filesystem.MaxImageBytes)}, tools.FilesystemInstructions, nil
+		fo := tools.FilesystemOptions{Root: root, MaxImageBytes: c.Filesystem.MaxImageBytes}
+		return []tools.Tool{tools.NewApplyPatch(ws, fo), tools.NewViewImage(ws, fo)}, tools.FilesystemInstructions, nil
 	case c.Command != nil:
 		t, err := tools.NewCommandTool(ws, c.Name, c.Command.Description, c.Command.Parameters, c.Command.Command, c.Command.Timeout)
 		if err != nil {

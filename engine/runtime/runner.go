@@ -306,7 +306,7 @@ func takenHandoff(a *Agent, calls []model.Item) string {
 	}
 	for _, c := range calls {
 		for _, h := range a.Handoffs {
-			if c.Name == handoffToolName(h.Agent) {
+			if c.Name == tools.HandoffToolName(h.Agent) {
 				return h.Agent
 			}
 		}
@@ -355,10 +355,10 @@ func toolDefinitions(a *Agent) []model.Tool {
 		defs = append(defs, t.Definition())
 	}
 	for _, h := range a.Handoffs {
-		defs = append(defs, handoffTool(h.Agent, h.Description))
+		defs = append(defs, tools.HandoffTool(h.Agent, h.Description))
 	}
 	for _, at := range a.AgentTools {
-		defs = append(defs, agentToolDefinition(at.Name, at.Description))
+		defs = append(defs, tools.AgentToolDefinition(at.Name, at.Description))
 	}
 	return defs
 }
@@ -382,7 +382,7 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	for _, c := range calls {
 		isH := false
 		for _, h := range a.Handoffs {
-			if c.Name == handoffToolName(h.Agent) {
+			if c.Name == tools.HandoffToolName(h.Agent) {
 				isH = true
 			}
 		}
@@ -444,12 +444,11 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 			return out, "", nil
 		}
 		target := takenHandoff(a, []model.Item{call})
-		b, _ := json.Marshal(map[string]string{"assistant": target})
-		result(string(b), false)
+		result(tools.HandoffOutput(target), false)
 		return out, target, nil
 	}
 	for _, at := range a.AgentTools {
-		if at.Name != call.Name {
+		if tools.FunctionName(at.Name) != call.Name {
 			continue
 		}
 		text, err := f.runAgentTool(ctx, a, at, call)
@@ -502,11 +501,9 @@ func isFatal(err error) bool {
 // runAgentTool runs at.Agent as a nested run on the call's input and
 // returns its final output as text (JSON for structured output).
 func (f *frame) runAgentTool(ctx context.Context, parent *Agent, at AgentTool, call model.Item) (string, error) {
-	var args struct {
-		Input string `json:"input"`
-	}
-	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
-		return "", fmt.Errorf("arguments must be a JSON object with a string \"input\": %v", err)
+	input, err := tools.AgentToolInput(call.Arguments)
+	if err != nil {
+		return "", err
 	}
 	sub := f.st.r.Agents[at.Agent]
 	if sub == nil {
@@ -521,7 +518,7 @@ func (f *frame) runAgentTool(ctx context.Context, parent *Agent, at AgentTool, c
 		path = f.path + "/" + call.CallID
 	}
 	f.st.emit(Event{Type: EventAgentToolCall, Path: f.path, Agent: parent.Name, Name: at.Name, CallID: call.CallID, Text: at.Agent})
-	nested := &frame{st: f.st, path: path, agent: at.Agent, input: args.Input, maxTurns: maxTurns}
+	nested := &frame{st: f.st, path: path, agent: at.Agent, input: input, maxTurns: maxTurns}
 	out, err := nested.run(ctx)
 	if err != nil {
 		return "", err
