@@ -329,6 +329,9 @@ func (d *Dir) Write(s *State) error {
 	if s.Outputs == nil {
 		s.Outputs = map[string]*Output{}
 	}
+	if err := compactRaw(s); err != nil {
+		return fmt.Errorf("writing state %s: %w", d.stateFile, err)
+	}
 	s.Serial++
 	data, err := encodeState(s)
 	if err == nil {
@@ -422,7 +425,55 @@ func decodeState(name string, data []byte) (*State, error) {
 			return nil, fmt.Errorf("%s: outputs[%q] is null; the file is damaged", name, k)
 		}
 	}
+	if err := compactRaw(s); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	return s, nil
+}
+
+// compactRaw rewrites the raw JSON values held in s (outputs, session
+// data) in compact form, so that a state read back from the indented file
+// holds exactly the bytes that were written and digests over them stay
+// stable.
+func compactRaw(s *State) error {
+	fix := func(where string, raw *json.RawMessage) error {
+		if len(*raw) == 0 {
+			return nil
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, *raw); err != nil {
+			return fmt.Errorf("%s is not valid JSON: %w", where, err)
+		}
+		if b.Len() != len(*raw) {
+			*raw = b.Bytes()
+		}
+		return nil
+	}
+	for addr, sb := range s.Sandboxes {
+		if sb == nil {
+			continue
+		}
+		if err := fix(fmt.Sprintf("sandboxes[%q].session.data", addr), &sb.Session.Data); err != nil {
+			return err
+		}
+	}
+	for addr, r := range s.Runs {
+		if r == nil {
+			continue
+		}
+		if err := fix(fmt.Sprintf("runs[%q].output", addr), &r.Output); err != nil {
+			return err
+		}
+	}
+	for name, o := range s.Outputs {
+		if o == nil {
+			continue
+		}
+		if err := fix(fmt.Sprintf("outputs[%q].value", name), &o.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // jsonError turns a JSON decoding error into one that names the file and
