@@ -246,6 +246,12 @@ func (d *Dir) Abs(rel string) string {
 	return filepath.Join(d.path, filepath.FromSlash(rel))
 }
 
+// Sub returns the path of elem inside the state directory, e.g.
+// d.Sub("snapshots") or d.Sub("providers", "local").
+func (d *Dir) Sub(elem ...string) string {
+	return filepath.Join(append([]string{d.path}, elem...)...)
+}
+
 // Rel returns path relative to the state directory, with forward slashes,
 // as stored in state.
 func (d *Dir) Rel(path string) (string, error) {
