@@ -128,8 +128,9 @@ type Provenance struct {
 	CompletedAt time.Time `json:"completed_at,omitzero"`
 }
 
-// Output is one root output value. Sensitive outputs are stored (they are
-// needed by `agentctl output`) but never printed unless asked for.
+// Output is one root output value. Sensitive marks a value that is never
+// printed unless asked for; the engine decides what value a sensitive
+// output keeps in state (DESIGN §5: sensitive values never reach state).
 type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Sensitive bool            `json:"sensitive,omitempty"`
