@@ -56,9 +56,18 @@ var (
 // address, so distinct addresses never share a journal, even on
 // case-insensitive file systems.
 func JournalName(runAddress string) string {
+	return path.Join(journalsDir, SafeName(runAddress)+".jsonl")
+}
+
+// SafeName turns an address into a file name: the address with characters
+// other than letters, digits, '.' and '-' replaced by '_' (at most 80 of
+// them), a '-', and 12 hex digits of the SHA-256 of the exact address.
+// Distinct addresses get distinct names, even on case-insensitive file
+// systems. The engine may use it for snapshot files too.
+func SafeName(address string) string {
 	var b strings.Builder
 	under := false
-	for _, r := range runAddress {
+	for _, r := range address {
 		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
 			b.WriteRune(r)
 			under = false
@@ -74,8 +83,8 @@ func JournalName(runAddress string) string {
 	if name == "" {
 		name = "run"
 	}
-	sum := sha256.Sum256([]byte(runAddress))
-	return path.Join(journalsDir, name+"-"+hex.EncodeToString(sum[:6])+".jsonl")
+	sum := sha256.Sum256([]byte(address))
+	return name + "-" + hex.EncodeToString(sum[:6])
 }
 
 // JournalPath returns the absolute path of a run's journal.

@@ -15,7 +15,7 @@ const PlanFormatVersion = 1
 // given to `apply PLANFILE` is recognised as not being a plan.
 const planKind = "agentctl-plan"
 
-// PlanFile is a saved plan (`plan -out FILE`): a plain JSON file, written
+// PlanFile is a saved plan (`plan -out FILE`): a compact JSON file, written
 // atomically with mode 0600. It records the lineage and serial of the
 // state it was made against, so apply can refuse it once the state has
 // changed. It never holds sensitive values: Vars carries only
@@ -46,7 +46,8 @@ func WritePlanFile(path string, p PlanFile) error {
 	if len(p.Plan) == 0 {
 		p.Plan = json.RawMessage("null")
 	}
-	data, err := json.MarshalIndent(p, "", "  ")
+	// Compact, so the engine-owned plan reads back byte for byte.
+	data, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("writing saved plan %s: %w", path, err)
 	}

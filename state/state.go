@@ -128,8 +128,9 @@ type Provenance struct {
 	CompletedAt time.Time `json:"completed_at,omitzero"`
 }
 
-// Output is one root output value. Sensitive outputs are stored (they are
-// needed by `agentctl output`) but never printed unless asked for.
+// Output is one root output value. Sensitive marks a value that is never
+// printed unless asked for; the engine decides what value a sensitive
+// output keeps in state (DESIGN §5: sensitive values never reach state).
 type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Sensitive bool            `json:"sensitive,omitempty"`
@@ -246,6 +247,12 @@ func (d *Dir) Abs(rel string) string {
 	return filepath.Join(d.path, filepath.FromSlash(rel))
 }
 
+// Sub returns the path of elem inside the state directory, e.g.
+// d.Sub("snapshots") or d.Sub("providers", "local").
+func (d *Dir) Sub(elem ...string) string {
+	return filepath.Join(append([]string{d.path}, elem...)...)
+}
+
 // Rel returns path relative to the state directory, with forward slashes,
 // as stored in state.
 func (d *Dir) Rel(path string) (string, error) {
@@ -328,6 +335,9 @@ func (d *Dir) Write(s *State) error {
 	}
 	if s.Outputs == nil {
 		s.Outputs = map[string]*Output{}
+	}
+	if err := compactRaw(s); err != nil {
+		return fmt.Errorf("writing state %s: %w", d.stateFile, err)
 	}
 	s.Serial++
 	data, err := encodeState(s)
@@ -422,7 +432,55 @@ func decodeState(name string, data []byte) (*State, error) {
 			return nil, fmt.Errorf("%s: outputs[%q] is null; the file is damaged", name, k)
 		}
 	}
+	if err := compactRaw(s); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	return s, nil
+}
+
+// compactRaw rewrites the raw JSON values held in s (outputs, session
+// data) in compact form, so that a state read back from the indented file
+// holds exactly the bytes that were written and digests over them stay
+// stable.
+func compactRaw(s *State) error {
+	fix := func(where string, raw *json.RawMessage) error {
+		if len(*raw) == 0 {
+			return nil
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, *raw); err != nil {
+			return fmt.Errorf("%s is not valid JSON: %w", where, err)
+		}
+		if b.Len() != len(*raw) {
+			*raw = b.Bytes()
+		}
+		return nil
+	}
+	for addr, sb := range s.Sandboxes {
+		if sb == nil {
+			continue
+		}
+		if err := fix(fmt.Sprintf("sandboxes[%q].session.data", addr), &sb.Session.Data); err != nil {
+			return err
+		}
+	}
+	for addr, r := range s.Runs {
+		if r == nil {
+			continue
+		}
+		if err := fix(fmt.Sprintf("runs[%q].output", addr), &r.Output); err != nil {
+			return err
+		}
+	}
+	for name, o := range s.Outputs {
+		if o == nil {
+			continue
+		}
+		if err := fix(fmt.Sprintf("outputs[%q].value", name), &o.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // jsonError turns a JSON decoding error into one that names the file and

@@ -1,0 +1,103 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// benchStep is a checkpoint record of realistic size (about 2 KiB: one
+// model turn with some text and a tool call).
+func benchStep(i int) map[string]any {
+	return map[string]any{
+		"step": i, "type": "model_turn",
+		"output": []map[string]any{
+			{"type": "message", "role": "assistant", "text": strings.Repeat("The build passes; next I will look at the tests. ", 30)},
+			{"type": "function_call", "name": "exec", "call_id": fmt.Sprintf("call_%d", i), "arguments": `{"cmd":"go test ./..."}`},
+		},
+		"usage": map[string]int{"input_tokens": 1200 + i, "output_tokens": 300},
+	}
+}
+
+// BenchmarkJournalAppend measures one checkpoint (encode, append, fsync)
+// on a journal already holding N steps. The cost must not depend on N.
+func BenchmarkJournalAppend(b *testing.B) {
+	for _, prefill := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("step=%d", prefill), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "j.jsonl")
+			j, err := OpenJournal(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Prefill without an fsync per record, then reopen.
+			for i := range prefill {
+				data, _ := json.Marshal(benchStep(i))
+				if _, err := j.f.Write(encodeRecord(nil, data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			j.Close()
+			j, err = OpenJournal(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close()
+			if j.Len() != prefill {
+				b.Fatalf("prefilled %d, Len %d", prefill, j.Len())
+			}
+			rec := benchStep(prefill)
+			b.ResetTimer()
+			for b.Loop() {
+				if err := j.Append(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStateWrite shows what a checkpoint would cost if it rewrote
+// state.json instead of appending to a journal: it grows with the state.
+func BenchmarkStateWrite(b *testing.B) {
+	for _, runs := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
+			d, err := OpenDir(filepath.Join(b.TempDir(), ".agentctl"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := sampleState()
+			tmpl := s.Runs[`run.review["pricing"]`]
+			for i := range runs {
+				r := *tmpl
+				r.Address = fmt.Sprintf("run.r%d", i)
+				s.Runs[r.Address] = &r
+			}
+			for b.Loop() {
+				if err := d.Write(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadJournal measures reading a 1,000-step journal (resume).
+func BenchmarkReadJournal(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "j.jsonl")
+	j, err := OpenJournal(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1000 {
+		data, _ := json.Marshal(benchStep(i))
+		j.f.Write(encodeRecord(nil, data))
+	}
+	j.Close()
+	for b.Loop() {
+		if n, err := ReadJournal(path, func(json.RawMessage) error { return nil }); err != nil || n != 1000 {
+			b.Fatal(n, err)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPlanFileRoundTripAndStaleness(t *testing.T) {
+	d := openTestDir(t)
+	s := sampleState()
+	if err := d.Write(s); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tfplan")
+	p := PlanFile{
+		AgentctlVersion: "1.0.0", Lineage: s.Lineage, Serial: s.Serial,
+		ConfigDir: "/src/pipeline", ConfigDigest: "sha256:abc",
+		Vars: map[string]json.RawMessage{"region": json.RawMessage(`"eu"`)},
+		Plan: json.RawMessage(`{"actions":[{"addr":"run.a","action":"execute"}]}`),
+	}
+	if err := WritePlanFile(path, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadPlanFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kind, p.FormatVersion = "agentctl-plan", PlanFormatVersion
+	if diff := cmp.Diff(&p, got); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("plan file mode %v", fi.Mode().Perm())
+	}
+
+	cur, _ := d.Read()
+	if err := got.CheckFresh(cur); err != nil {
+		t.Fatalf("fresh plan refused: %v", err)
+	}
+	// Any change to state makes the plan stale.
+	if err := d.Write(cur); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ = d.Read()
+	err = got.CheckFresh(cur)
+	var se *StalePlanError
+	if !errors.As(err, &se) || !strings.HasPrefix(err.Error(), "saved plan is stale") || !strings.Contains(err.Error(), "serial 1 then, 2 now") {
+		t.Fatalf("stale serial: %v", err)
+	}
+	// A different state with the same serial is stale too.
+	other := New()
+	other.Serial = got.Serial
+	if err := got.CheckFresh(other); err == nil || !strings.HasPrefix(err.Error(), "saved plan is stale") || !strings.Contains(err.Error(), "different state") {
+		t.Fatalf("stale lineage: %v", err)
+	}
+}
+
+func TestPlanFileAgainstEmptyState(t *testing.T) {
+	d := openTestDir(t)
+	planned, _ := d.Read() // nothing written yet: a made-up lineage
+	p := &PlanFile{Lineage: planned.Lineage, Serial: planned.Serial}
+	applied, _ := d.Read()
+	if err := p.CheckFresh(applied); err != nil {
+		t.Fatalf("plan against an empty state refused: %v", err)
+	}
+	if applied.Lineage != planned.Lineage {
+		t.Fatal("CheckFresh did not adopt the plan's lineage")
+	}
+	// Once something is written, a plan made against the empty state is stale.
+	d.Write(applied)
+	cur, _ := d.Read()
+	if err := p.CheckFresh(cur); err == nil {
+		t.Fatal("plan made against an empty state accepted after a write")
+	}
+}
+
+func TestReadPlanFileRefusals(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]struct{ content, want string }{
+		"state file": {`{"format_version":1,"lineage":"l","serial":1}`, "is not an agentctl saved plan"},
+		"hcl":        {"run \"a\" {}\n", "is not an agentctl saved plan"},
+		"newer":      {`{"kind":"agentctl-plan","format_version":3,"lineage":"l"}`, "saved plan was written by a newer agentctl (format 3)"},
+		"truncated":  {`{"kind":"agentctl-plan","format_version":1,"lineage":"l","plan":{`, "not valid JSON"},
+		"no lineage": {`{"kind":"agentctl-plan","format_version":1}`, "no state lineage"},
+	}
+	for name, c := range cases {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, []byte(c.content), 0o600)
+		_, err := ReadPlanFile(path)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	if _, err := ReadPlanFile(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "plan -out") {
+		t.Errorf("missing: %v", err)
+	}
+}

@@ -1,0 +1,62 @@
+package state
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGitCommit(t *testing.T) {
+	outside := t.TempDir()
+	if got := GitCommit(outside); got != "" {
+		t.Fatalf("GitCommit outside a repository = %q", got)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	repo := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	sub := filepath.Join(repo, "pipelines", "review")
+	os.MkdirAll(sub, 0o755)
+	if got := GitCommit(sub); got != "" {
+		t.Fatalf("GitCommit in a repository without commits = %q", got)
+	}
+	os.WriteFile(filepath.Join(sub, "main.hcl"), []byte("x"), 0o644)
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	want := git("rev-parse", "HEAD")
+	if got := GitCommit(sub); got != want {
+		t.Fatalf("GitCommit = %q, want %q", got, want)
+	}
+	// Without git, the repository files give the same answer: loose ref,
+	// packed ref, detached HEAD and a linked worktree.
+	if got := readGitHead(sub); got != want {
+		t.Fatalf("readGitHead (loose ref) = %q, want %q", got, want)
+	}
+	git("pack-refs", "--all")
+	if got := readGitHead(sub); got != want {
+		t.Fatalf("readGitHead (packed ref) = %q, want %q", got, want)
+	}
+	wt := filepath.Join(t.TempDir(), "wt")
+	git("worktree", "add", "-q", "-b", "other", wt)
+	if got := readGitHead(wt); got != want {
+		t.Fatalf("readGitHead (worktree) = %q, want %q", got, want)
+	}
+	git("checkout", "-q", "--detach")
+	if got := readGitHead(sub); got != want {
+		t.Fatalf("readGitHead (detached) = %q, want %q", got, want)
+	}
+}
