@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -14,7 +15,8 @@ import (
 // A relative p resolves under the root. An absolute p is accepted only
 // when it is the root or inside it. The result is workspace-relative,
 // slash-separated and clean; "." means the root itself. Paths that leave
-// the root through "..", and paths holding NUL bytes or backslashes, are
+// the root through ".." (at any point: "a/../../x" is refused even though
+// it might come back), and paths holding NUL bytes or backslashes, are
 // refused with an error wrapping ErrPathEscape that names p.
 //
 // root may be empty, in which case absolute paths are refused.
@@ -25,30 +27,43 @@ func CleanPath(root, p string) (string, error) {
 	if strings.IndexByte(p, '\\') >= 0 {
 		return "", fmt.Errorf("path %q: contains a backslash; use forward slashes: %w", p, ErrPathEscape)
 	}
+	var rootEl []string
 	if strings.HasPrefix(p, "/") {
 		r := path.Clean("/" + root)
 		if root == "" || r == "/" {
 			return "", fmt.Errorf("path %q: absolute paths are not allowed; use a path relative to the workspace: %w", p, ErrPathEscape)
 		}
-		c := path.Clean(p)
-		if c == r {
-			return ".", nil
-		}
-		if !strings.HasPrefix(c, r+"/") {
-			return "", fmt.Errorf("path %q is outside the workspace %s; use a path under it or a relative path: %w", p, r, ErrPathEscape)
-		}
-		// Refuse ".." even when cleaning would bring it back inside, so
-		// "/workspace/../workspace/x" is not accepted by accident of spelling.
-		if hasDotDot(p) {
-			return "", fmt.Errorf("path %q: \"..\" is not allowed in absolute paths: %w", p, ErrPathEscape)
-		}
-		return c[len(r)+1:], nil
+		rootEl = strings.Split(r[1:], "/")
 	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q leaves the workspace through \"..\": %w", p, ErrPathEscape)
+	// Walk the elements: once inside the root, a ".." that climbs above
+	// it is refused even if later elements come back.
+	stack := make([]string, 0, 16)
+	inside := rootEl == nil
+	for _, e := range strings.Split(p, "/") {
+		switch e {
+		case "", ".":
+			continue
+		case "..":
+			if inside && len(stack) <= len(rootEl) {
+				return "", fmt.Errorf("path %q leaves the workspace through \"..\": %w", p, ErrPathEscape)
+			}
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		default:
+			stack = append(stack, e)
+		}
+		if !inside && len(stack) >= len(rootEl) && slices.Equal(stack[:len(rootEl)], rootEl) {
+			inside = true
+		}
 	}
-	return c, nil
+	if !inside || len(stack) < len(rootEl) || !slices.Equal(stack[:len(rootEl)], rootEl) {
+		return "", fmt.Errorf("path %q is outside the workspace %s; use a path under it or a relative path: %w", p, "/"+strings.Join(rootEl, "/"), ErrPathEscape)
+	}
+	if len(stack) == len(rootEl) {
+		return ".", nil
+	}
+	return strings.Join(stack[len(rootEl):], "/"), nil
 }
 
 // hasDotDot reports whether any slash-separated element of p is "..".
