@@ -147,17 +147,21 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 // the workspace, and streams past the limits. Modes are sanitized (see
 // sanitizedFileMode); owners are not restored; modification times are.
 // Members replace existing files and symlinks; a member that would
-// replace a non-empty directory is an error. Writes go through the Dir
-// resolver, so an existing symlink in the workspace cannot redirect them
-// outside either. Extraction stops at the first refused member; members
+// replace a non-empty directory is an error. Extraction never goes
+// through a symlink: a member whose parent path (or the extraction
+// directory) holds a symlink, whether it came from the archive or was
+// already in the workspace, is refused. So a symlink's place in the tree
+// is exactly its member name, and its target is checked from there. Extraction stops at the first refused member; members
 // before it stay extracted.
 func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) error {
 	base, err := rel(dir)
 	if err != nil {
 		return err
 	}
-	if err := d.mkdirAll(base, 0); err != nil {
+	if f, err := d.walkDir(base, true); err != nil {
 		return pathErr("extract", dir, err)
+	} else {
+		f.Close()
 	}
 	c := tarChecker{lim: lim.withDefaults(), base: base}
 	tr := tar.NewReader(r)
@@ -179,10 +183,7 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 			cacheDir.Close()
 			cacheDir = nil
 		}
-		if err := d.mkdirAll(pd, 0); err != nil {
-			return -1, err
-		}
-		f, err := d.openDir(pd)
+		f, err := d.walkDir(pd, true)
 		if err != nil {
 			return -1, err
 		}
@@ -211,9 +212,11 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		target := relJoin(base, m.name)
 		switch m.kind {
 		case tar.TypeDir:
-			if err := d.mkdirAll(target, 0); err != nil {
+			f, err := d.walkDir(target, true)
+			if err != nil {
 				return pathErr("extract", target, err)
 			}
+			f.Close()
 		case tar.TypeSymlink:
 			pfd, err := parentOf(target)
 			if err != nil {
@@ -339,4 +342,38 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, lim 
 			}
 		}
 	}
+}
+
+// walkDir opens directory r (clean, workspace-relative) one component at
+// a time without following any symlink, creating missing components when
+// create is set. A symlink on the way is refused with ErrPathEscape.
+func (d *Dir) walkDir(r string, create bool) (*os.File, error) {
+	cur, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r != "." && r != "" {
+		for _, comp := range strings.Split(r, "/") {
+			next, err := unix.Openat(cur, comp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == unix.ENOENT && create {
+				if err = unix.Mkdirat(cur, comp, sanitizedDirMode); err == nil || err == unix.EEXIST {
+					next, err = unix.Openat(cur, comp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				}
+			}
+			if err == unix.ELOOP || err == unix.ENOTDIR {
+				var st unix.Stat_t
+				if unix.Fstatat(cur, comp, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = fmt.Errorf("%s is a symlink; extraction never writes through symlinks: %w", comp, ErrPathEscape)
+				} else {
+					err = fmt.Errorf("%s is not a directory", comp)
+				}
+			}
+			unix.Close(cur)
+			if err != nil {
+				return nil, err
+			}
+			cur = next
+		}
+	}
+	return os.NewFile(uintptr(cur), r), nil
 }
