@@ -92,7 +92,7 @@ func gitResolve(ctx context.Context, e Entry, url string) (string, error) {
 	if ref == "" {
 		ref = "HEAD"
 	}
-	out, err := runGit(ctx, git, "", "ls-remote", "--", url, ref)
+	out, err := runGit(ctx, git, "", "ls-remote", "--", url, ref, ref+"^{}")
 	if err != nil {
 		return "", fmt.Errorf("manifest entry git_repo %q: cannot reach %s: %w; check the repo name and your network or credentials", e.Path, url, err)
 	}
