@@ -103,7 +103,7 @@ func (a *archiver) walk(f *os.File, prefix string) error {
 			}
 			return pathErr("archive", relJoin(a.top, name), err)
 		}
-		mode := unixMode(st.Mode)
+		mode := unixMode(uint32(st.Mode))
 		isDir := mode.IsDir()
 		if a.opts.Exclude != nil && a.opts.Exclude(name, isDir) {
 			continue
