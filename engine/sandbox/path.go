@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 )
 
@@ -37,7 +36,10 @@ func CleanPath(root, p string) (string, error) {
 	}
 	// Walk the elements: once inside the root, a ".." that climbs above
 	// it is refused even if later elements come back.
+	// match counts the leading stack elements equal to rootEl's, so each
+	// element costs O(1) however long the root is.
 	stack := make([]string, 0, 16)
+	match := 0
 	inside := rootEl == nil
 	for _, e := range strings.Split(p, "/") {
 		switch e {
@@ -50,14 +52,18 @@ func CleanPath(root, p string) (string, error) {
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
+			match = min(match, len(stack))
 		default:
+			if i := len(stack); match == i && i < len(rootEl) && rootEl[i] == e {
+				match++
+			}
 			stack = append(stack, e)
 		}
-		if !inside && len(stack) >= len(rootEl) && slices.Equal(stack[:len(rootEl)], rootEl) {
+		if !inside && match == len(rootEl) {
 			inside = true
 		}
 	}
-	if !inside || len(stack) < len(rootEl) || !slices.Equal(stack[:len(rootEl)], rootEl) {
+	if !inside || match < len(rootEl) {
 		return "", fmt.Errorf("path %q is outside the workspace %s; use a path under it or a relative path: %w", p, "/"+strings.Join(rootEl, "/"), ErrPathEscape)
 	}
 	if len(stack) == len(rootEl) {
