@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -278,7 +280,10 @@ func applyEntry(ctx context.Context, sb Sandbox, e Entry) (string, error) {
 	}
 	switch e.Kind {
 	case EntryFile:
-		if err := sb.WriteFile(ctx, e.Path, e.Content, fileMode(e.Mode)); err != nil {
+		// Through CopyIn like every other entry, so an existing file is
+		// replaced with the declared mode.
+		err := copyInFile(ctx, sb, e.Path, int64(len(e.Content)), int64(fileMode(e.Mode)), time.Now(), bytes.NewReader(e.Content))
+		if err != nil {
 			return "", wrap(err)
 		}
 		return fileDigest(e), nil
@@ -375,21 +380,27 @@ func applyLocalFile(ctx context.Context, sb Sandbox, e Entry) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = copyInStream(ctx, sb, path.Dir(e.Path), func(w io.Writer) error {
-		tw := tar.NewWriter(w)
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: path.Base(e.Path), Size: st.Size(), Mode: int64(st.Mode().Perm()), ModTime: st.ModTime().Truncate(1e9)}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if n, err := io.CopyN(tw, f, st.Size()); err != nil {
-			return fmt.Errorf("read %s (%d of %d bytes): %w", e.Source, n, st.Size(), err)
-		}
-		return tw.Close()
-	})
+	err = copyInFile(ctx, sb, e.Path, st.Size(), int64(st.Mode().Perm()), st.ModTime(), f)
 	if err != nil {
 		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
 	}
 	return digest, nil
+}
+
+// copyInFile writes one file into the workspace as a one-member tar
+// stream through CopyIn.
+func copyInFile(ctx context.Context, sb Sandbox, p string, size, mode int64, mtime time.Time, r io.Reader) error {
+	return copyInStream(ctx, sb, path.Dir(p), func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: path.Base(p), Size: size, Mode: mode, ModTime: mtime.Truncate(time.Second)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if n, err := io.CopyN(tw, r, size); err != nil {
+			return fmt.Errorf("read %d of %d bytes: %w", n, size, err)
+		}
+		return tw.Close()
+	})
 }
 
 // localDirTar archives a local_dir source (excludes applied, symlinks and

@@ -374,3 +374,20 @@ func TestGitURL(t *testing.T) {
 		}
 	}
 }
+
+func TestMaterializeFileModeUpdate(t *testing.T) {
+	ctx := context.Background()
+	h := newHostDir(t)
+	m := Manifest{Entries: []Entry{{Kind: EntryFile, Path: "run.sh", Content: []byte("echo 1\n")}}}
+	res, err := Materialize(ctx, h, m, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Entries[0].Mode = 0o755
+	if _, err := Materialize(ctx, h, m, res.Digests, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(h.Path(), "run.sh")); st == nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("mode change not applied: %v", st)
+	}
+}
