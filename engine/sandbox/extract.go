@@ -1,0 +1,379 @@
+//go:build unix
+
+package sandbox
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsafeArchive is returned (wrapped) when a tar stream holds a member
+// the safe extractor refuses: a hardlink, device, FIFO or other special
+// file, a symlink leading out of the workspace, or one past the limits.
+var ErrUnsafeArchive = errors.New("unsafe archive")
+
+// Defaults for ExtractLimits fields left zero.
+const (
+	DefaultExtractMaxBytes   int64 = 16 << 30
+	DefaultExtractMaxMembers       = 1 << 20
+)
+
+// ExtractLimits bound what one tar stream may create. Zero fields take the
+// defaults (16 GiB of file content, 1,048,576 members).
+type ExtractLimits struct {
+	// MaxBytes is the total size of regular file content.
+	MaxBytes int64
+	// MaxMembers is the number of tar headers, of every type.
+	MaxMembers int
+}
+
+func (l ExtractLimits) withDefaults() ExtractLimits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultExtractMaxBytes
+	}
+	if l.MaxMembers <= 0 {
+		l.MaxMembers = DefaultExtractMaxMembers
+	}
+	return l
+}
+
+// File modes after sanitizing: every regular file becomes 0644, or 0755
+// when any execute bit was set; directories 0755. Set-id and sticky bits,
+// ownership and write permission for others never survive.
+const (
+	sanitizedFileMode = 0o644
+	sanitizedExecMode = 0o755
+	sanitizedDirMode  = 0o755
+)
+
+func sanitizeMode(m int64) uint32 {
+	if m&0o111 != 0 {
+		return sanitizedExecMode
+	}
+	return sanitizedFileMode
+}
+
+// member is one checked tar header.
+type member struct {
+	name string // clean, relative to the extraction directory
+	kind byte   // tar.TypeReg, tar.TypeDir or tar.TypeSymlink
+	mode uint32
+}
+
+// tarChecker applies the safe-extraction rules to a stream's headers.
+type tarChecker struct {
+	lim     ExtractLimits
+	base    string // workspace-relative extraction directory
+	members int
+	bytes   int64
+}
+
+func unsafeMember(name, why string, wrap ...error) error {
+	err := fmt.Errorf("archive member %q: %s: %w", name, why, ErrUnsafeArchive)
+	for _, w := range wrap {
+		err = fmt.Errorf("%w: %w", err, w)
+	}
+	return err
+}
+
+// check validates hdr; skip is true for headers that create nothing.
+func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
+	c.members++
+	if c.members > c.lim.MaxMembers {
+		return m, false, fmt.Errorf("archive has more than %d members: %w", c.lim.MaxMembers, ErrUnsafeArchive)
+	}
+	switch hdr.Typeflag {
+	case tar.TypeXGlobalHeader:
+		return m, true, nil
+	case tar.TypeReg, tar.TypeRegA, tar.TypeDir, tar.TypeSymlink:
+	case tar.TypeLink:
+		return m, false, unsafeMember(hdr.Name, "hardlinks are not allowed")
+	case tar.TypeChar, tar.TypeBlock:
+		return m, false, unsafeMember(hdr.Name, "device files are not allowed")
+	case tar.TypeFifo:
+		return m, false, unsafeMember(hdr.Name, "FIFOs are not allowed")
+	default:
+		return m, false, unsafeMember(hdr.Name, fmt.Sprintf("unsupported member type %q", hdr.Typeflag))
+	}
+	name := hdr.Name
+	for strings.HasPrefix(name, "./") {
+		name = name[2:]
+	}
+	name = strings.TrimSuffix(name, "/")
+	if name == "" || name == "." {
+		return m, true, nil // the extraction directory itself
+	}
+	clean, err := CheckEntryPath(name)
+	if err != nil {
+		return m, false, unsafeMember(hdr.Name, "bad path", err)
+	}
+	if len(clean) > 4096 {
+		return m, false, unsafeMember(hdr.Name[:64]+"…", "path longer than 4096 bytes")
+	}
+	m.name = clean
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		m.kind, m.mode = tar.TypeDir, sanitizedDirMode
+	case tar.TypeSymlink:
+		m.kind = tar.TypeSymlink
+		if !symlinkStaysInside(relJoin(c.base, clean), hdr.Linkname) {
+			return m, false, unsafeMember(hdr.Name, fmt.Sprintf("symlink target %q leaves the workspace (absolute targets are refused too)", hdr.Linkname), ErrPathEscape)
+		}
+	default:
+		m.kind, m.mode = tar.TypeReg, sanitizeMode(hdr.Mode)
+		if hdr.Size < 0 {
+			return m, false, unsafeMember(hdr.Name, "negative size")
+		}
+		c.bytes += hdr.Size
+		if c.bytes > c.lim.MaxBytes {
+			return m, false, fmt.Errorf("archive member %q: archive content exceeds the limit of %d bytes: %w", hdr.Name, c.lim.MaxBytes, ErrUnsafeArchive)
+		}
+	}
+	return m, false, nil
+}
+
+// Extract unpacks the tar stream r into directory dir of d (workspace-
+// relative, created if missing), refusing what could reach outside the
+// workspace or harm the host: absolute member names and any ".." element,
+// hardlinks, devices, FIFOs, symlinks whose target is absolute or leaves
+// the workspace, and streams past the limits. Modes are sanitized (see
+// sanitizedFileMode); owners are not restored; modification times are.
+// Members replace existing files and symlinks; a member that would
+// replace a non-empty directory is an error. Extraction never goes
+// through a symlink: a member whose parent path (or the extraction
+// directory) holds a symlink, whether it came from the archive or was
+// already in the workspace, is refused. So a symlink's place in the tree
+// is exactly its member name, and its target is checked from there. Extraction stops at the first refused member; members
+// before it stay extracted.
+func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) error {
+	base, err := rel(dir)
+	if err != nil {
+		return err
+	}
+	if f, err := d.walkDir(base, true); err != nil {
+		return pathErr("extract", dir, err)
+	} else {
+		f.Close()
+	}
+	c := tarChecker{lim: lim.withDefaults(), base: base}
+	tr := tar.NewReader(r)
+	var (
+		cacheName string
+		cacheDir  *os.File
+	)
+	defer func() {
+		if cacheDir != nil {
+			cacheDir.Close()
+		}
+	}()
+	parentOf := func(target string) (int, error) {
+		pd := path.Dir(target)
+		if cacheDir != nil && cacheName == pd {
+			return int(cacheDir.Fd()), nil
+		}
+		if cacheDir != nil {
+			cacheDir.Close()
+			cacheDir = nil
+		}
+		f, err := d.walkDir(pd, true)
+		if err != nil {
+			return -1, err
+		}
+		cacheName, cacheDir = pd, f
+		return int(f.Fd()), nil
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		m, skip, err := c.check(hdr)
+		if err != nil {
+			return err
+		}
+		if skip {
+			continue
+		}
+		target := relJoin(base, m.name)
+		switch m.kind {
+		case tar.TypeDir:
+			f, err := d.walkDir(target, true)
+			if err != nil {
+				return pathErr("extract", target, err)
+			}
+			f.Close()
+		case tar.TypeSymlink:
+			pfd, err := parentOf(target)
+			if err != nil {
+				return pathErr("extract", target, err)
+			}
+			name := path.Base(target)
+			if err := clearAt(pfd, name); err != nil {
+				return pathErr("extract", target, err)
+			}
+			if err := unix.Symlinkat(hdr.Linkname, pfd, name); err != nil {
+				return pathErr("extract", target, err)
+			}
+			// A later member's parent may now resolve differently.
+			cacheDir.Close()
+			cacheDir = nil
+		default:
+			pfd, err := parentOf(target)
+			if err != nil {
+				return pathErr("extract", target, err)
+			}
+			if err := writeMember(pfd, path.Base(target), m.mode, hdr, tr, buf); err != nil {
+				return pathErr("extract", target, err)
+			}
+		}
+	}
+}
+
+// clearAt removes a non-directory entry name in dirfd so it can be
+// replaced; a missing entry is fine, a directory is a conflict.
+func clearAt(dirfd int, name string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	switch err {
+	case nil, unix.ENOENT:
+		return nil
+	case unix.EISDIR:
+		// An empty directory may be replaced; a full one is a conflict.
+		if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil {
+			return fmt.Errorf("a directory is in the way: %w", err)
+		}
+		return nil
+	}
+	return err
+}
+
+func writeMember(dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte) error {
+	if err := clearAt(dirfd, name); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	n, err := io.CopyBuffer(onlyWriter{f}, io.LimitReader(r, hdr.Size), buf)
+	if err != nil {
+		return err
+	}
+	if n != hdr.Size {
+		return fmt.Errorf("archive truncated: %d of %d bytes: %w", n, hdr.Size, io.ErrUnexpectedEOF)
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return err
+	}
+	if !hdr.ModTime.IsZero() {
+		ts := []unix.Timespec{unix.NsecToTimespec(hdr.ModTime.UnixNano()), unix.NsecToTimespec(hdr.ModTime.UnixNano())}
+		if err := unix.UtimesNanoAt(dirfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.
+type onlyWriter struct{ io.Writer }
+
+// SanitizeTar copies the tar stream r to w applying the checks of Extract
+// (for extraction into directory dir of the workspace) and normalizing
+// every header: clean relative names, sanitized modes, no owners. It is
+// for providers whose extraction happens elsewhere (a container engine's
+// or a remote API's), so that every provider refuses the same archives.
+func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, lim ExtractLimits) error {
+	base, err := rel(dir)
+	if err != nil {
+		return err
+	}
+	c := tarChecker{lim: lim.withDefaults(), base: base}
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return tw.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		m, skip, err := c.check(hdr)
+		if err != nil {
+			return err
+		}
+		if skip {
+			continue
+		}
+		out := &tar.Header{Name: m.name, ModTime: hdr.ModTime.Truncate(1e9), Mode: int64(m.mode)}
+		switch m.kind {
+		case tar.TypeDir:
+			out.Typeflag, out.Name = tar.TypeDir, m.name+"/"
+		case tar.TypeSymlink:
+			out.Typeflag, out.Linkname, out.Mode = tar.TypeSymlink, hdr.Linkname, 0o777
+		default:
+			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
+		}
+		if err := tw.WriteHeader(out); err != nil {
+			return fmt.Errorf("archive member %q: %w", hdr.Name, err)
+		}
+		if out.Typeflag == tar.TypeReg {
+			if n, err := io.Copy(tw, tr); err != nil || n != hdr.Size {
+				return fmt.Errorf("archive member %q: copy: %v (%d of %d bytes)", hdr.Name, err, n, hdr.Size)
+			}
+		}
+	}
+}
+
+// walkDir opens directory r (clean, workspace-relative) one component at
+// a time without following any symlink, creating missing components when
+// create is set. A symlink on the way is refused with ErrPathEscape.
+func (d *Dir) walkDir(r string, create bool) (*os.File, error) {
+	cur, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r != "." && r != "" {
+		for _, comp := range strings.Split(r, "/") {
+			next, err := unix.Openat(cur, comp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == unix.ENOENT && create {
+				if err = unix.Mkdirat(cur, comp, sanitizedDirMode); err == nil || err == unix.EEXIST {
+					next, err = unix.Openat(cur, comp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				}
+			}
+			if err == unix.ELOOP || err == unix.ENOTDIR {
+				var st unix.Stat_t
+				if unix.Fstatat(cur, comp, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = fmt.Errorf("%s is a symlink; extraction never writes through symlinks: %w", comp, ErrPathEscape)
+				} else {
+					err = fmt.Errorf("%s is not a directory", comp)
+				}
+			}
+			unix.Close(cur)
+			if err != nil {
+				return nil, err
+			}
+			cur = next
+		}
+	}
+	return os.NewFile(uintptr(cur), r), nil
+}

@@ -1,0 +1,213 @@
+//go:build unix
+
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// HostDir is a Sandbox whose workspace is a host directory and whose
+// commands run as plain host processes with no isolation at all: the
+// local provider's isolation = "none" mode, and the sandbox used by tests
+// of the layers above. File operations are confined to the directory by
+// the embedded Dir; commands are not confined in any way.
+type HostDir struct {
+	*Dir
+}
+
+// NewHostDir opens root (which must exist) as an unisolated sandbox.
+func NewHostDir(root string) (*HostDir, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", root, err)
+	}
+	d, err := OpenRoot(abs)
+	if err != nil {
+		return nil, err
+	}
+	return &HostDir{Dir: d}, nil
+}
+
+var _ Sandbox = (*HostDir)(nil)
+
+// ID is the host path of the workspace.
+func (h *HostDir) ID() string { return h.Path() }
+
+// Session records the workspace path.
+func (h *HostDir) Session() SessionState {
+	data, _ := json.Marshal(map[string]string{"root": h.Path(), "isolation": "none"})
+	return SessionState{Provider: "local", ID: h.Path(), Data: data}
+}
+
+// Start does nothing: there is nothing to start.
+func (h *HostDir) Start(ctx context.Context) error { return nil }
+
+// Stop does nothing.
+func (h *HostDir) Stop(ctx context.Context) error { return nil }
+
+// Delete removes the workspace directory.
+func (h *HostDir) Delete(ctx context.Context) error {
+	if err := os.RemoveAll(h.Path()); err != nil {
+		return fmt.Errorf("delete workspace %s: %w", h.Path(), err)
+	}
+	return nil
+}
+
+// Refresh reports running while the directory exists, missing otherwise.
+func (h *HostDir) Refresh(ctx context.Context) (Status, error) {
+	st, err := os.Stat(h.Path())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return StatusMissing, nil
+	case err != nil:
+		return "", fmt.Errorf("refresh workspace %s: %w", h.Path(), err)
+	case !st.IsDir():
+		return StatusMissing, nil
+	}
+	return StatusRunning, nil
+}
+
+// PortURL is http://127.0.0.1:PORT: host processes listen on the host.
+func (h *HostDir) PortURL(ctx context.Context, port int) (string, error) {
+	if port <= 0 || port > 65535 {
+		return "", fmt.Errorf("port %d is not a TCP port (1-65535)", port)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
+}
+
+// BaseEnv is the environment every command starts from in a HostDir:
+// the host's own environment is not passed through.
+func BaseEnv(home string) map[string]string {
+	return map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": home,
+		"LANG": "C.UTF-8",
+	}
+}
+
+// Exec runs req as a host process in the workspace. The process gets its
+// own process group; a timeout (or cancelled ctx) kills the whole group.
+// A non-zero exit is not an error; failing to start is.
+func (h *HostDir) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	wd, err := CleanPath("", req.Workdir)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec: workdir: %w", err)
+	}
+	// Resolve the workdir beneath the root so a symlink cannot point the
+	// command elsewhere, then run it there by path.
+	f, err := h.openDir(wd)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec: %w", pathErr("workdir", req.Workdir, err))
+	}
+	f.Close()
+	argv := req.Argv
+	if len(argv) == 0 {
+		if req.Shell == "" {
+			return ExecResult{}, errors.New("exec: neither argv nor a shell command given")
+		}
+		argv = []string{"/bin/sh", "-c", req.Shell}
+	}
+	env := BaseEnv(h.Path())
+	maps.Copy(env, req.Env)
+	return RunProcess(ctx, ProcessSpec{
+		Argv:        argv,
+		Dir:         filepath.Join(h.Path(), filepath.FromSlash(wd)),
+		Env:         env,
+		Stdin:       req.Stdin,
+		Timeout:     req.Timeout,
+		OutputLimit: req.OutputLimit,
+	})
+}
+
+// ProcessSpec is one host process for RunProcess.
+type ProcessSpec struct {
+	Argv        []string
+	Dir         string
+	Env         map[string]string
+	Stdin       io.Reader
+	Timeout     time.Duration
+	OutputLimit int
+	// SysProcAttr, when set, is used instead of a plain new process group;
+	// Setpgid is forced on so the group can be killed.
+	SysProcAttr *syscall.SysProcAttr
+}
+
+// RunProcess runs a host process with head+tail output capture and a
+// process-group kill on timeout or cancellation. Providers that run their
+// commands as host processes (the local provider, with namespaces set in
+// SysProcAttr) share it.
+func RunProcess(ctx context.Context, ps ProcessSpec) (ExecResult, error) {
+	if len(ps.Argv) == 0 {
+		return ExecResult{}, errors.New("exec: empty command")
+	}
+	runCtx := ctx
+	if ps.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, ps.Timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(runCtx, ps.Argv[0], ps.Argv[1:]...)
+	cmd.Dir = ps.Dir
+	keys := slices.Sorted(maps.Keys(ps.Env))
+	cmd.Env = make([]string, 0, len(keys))
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+ps.Env[k])
+	}
+	if ps.Stdin != nil {
+		cmd.Stdin = ps.Stdin
+	}
+	stdout, stderr := NewHeadTail(ps.OutputLimit), NewHeadTail(ps.OutputLimit)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	attr := ps.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Setpgid = true
+	cmd.SysProcAttr = attr
+	cmd.Cancel = func() error {
+		// The group id is the child's pid (Setpgid with Pgid 0).
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	// Descendants that escaped the group could hold the pipes open.
+	cmd.WaitDelay = 2 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	res := ExecResult{
+		Wall:           time.Since(start),
+		Stdout:         stdout.Bytes(),
+		Stderr:         stderr.Bytes(),
+		OriginalStdout: stdout.Total(),
+		OriginalStderr: stderr.Total(),
+		Truncated:      stdout.Truncated() || stderr.Truncated(),
+	}
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if ps.Timeout > 0 && errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		res.TimedOut = true
+		if res.ExitCode == 0 {
+			res.ExitCode = -1
+		}
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("exec %s: %w", ps.Argv[0], err)
+	}
+	return res, nil
+}
