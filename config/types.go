@@ -227,7 +227,7 @@ type CompactionCapability struct {
 type CommandCapability struct {
 	Description string
 	// Parameters is the JSON Schema object built from the parameters map.
-	Parameters json.RawMessage
+	Parameters    json.RawMessage
 	Command       []string
 	Timeout       time.Duration
 	NeedsApproval bool
