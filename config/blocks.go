@@ -536,7 +536,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 	if a, ok := attrs["provider"]; ok {
 		ag.Provider, _ = l.resolveProvider(a.Expr, modelProviderTypes, "An agent")
 	}
-	if ag.Model == "" && !strings.HasPrefix(ag.Provider, "provider.scripted") {
+	if ag.Model == "" && !diags.HasErrors() && !strings.HasPrefix(ag.Provider, "provider.scripted") {
 		if _, ok := attrs["model"]; !ok {
 			l.errorf(b.DefRange, "Missing required argument", "Agent %q needs model = \"...\" (for example model = var.model). Only agents using a scripted provider may omit it.", name)
 		}
