@@ -198,6 +198,11 @@ func (l *loader) typeErr(rng hcl.Range, what, want string, err error) {
 
 func (l *loader) known(v cty.Value, rng hcl.Range, what string) bool {
 	if !v.IsWhollyKnown() {
+		if l.diags.HasErrors() {
+			// Unknown values at load time come from variables or locals
+			// that already failed; don't pile on.
+			return false
+		}
 		l.errorf(rng, "Value not known", "%s must be known when the configuration is loaded; it can't depend on run outputs or sandbox URLs.", what)
 		return false
 	}

@@ -48,6 +48,8 @@ type loader struct {
 
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
+	// valueRanges are where variable values set in files came from.
+	valueRanges map[string]hcl.Range
 
 	// scriptRefs are the agent names used by scripted provider scripts.
 	scriptRefs []nameRef
@@ -167,7 +169,7 @@ func configFiles(path string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(n, ".hcl") || strings.HasSuffix(n, ".test.hcl") || strings.HasPrefix(n, ".") {
+		if e.IsDir() || !strings.HasSuffix(n, ".hcl") || strings.HasSuffix(n, ".test.hcl") || strings.HasSuffix(n, ".vars.hcl") || strings.HasPrefix(n, ".") {
 			continue
 		}
 		files = append(files, filepath.Join(path, n))

@@ -2,6 +2,9 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/agentctl/agentctl/graph"
@@ -41,6 +44,7 @@ type varSource struct {
 // environment, -var-file files in order, -var arguments in order.
 func (l *loader) decodeVariables() {
 	l.vars = map[string]cty.Value{}
+	l.valueRanges = map[string]hcl.Range{}
 	type pending struct {
 		v           *Variable
 		validations []*hcl.Block
@@ -98,6 +102,9 @@ func (l *loader) decodeVariables() {
 		v := p.v
 		val := v.Default
 		if s, ok := sources[v.Name]; ok {
+			if s.rng != nil {
+				l.valueRanges[v.Name] = *s.rng
+			}
 			cv, err := convert.Convert(s.val, v.Type)
 			if err != nil {
 				r := v.DeclRange
@@ -173,7 +180,11 @@ func (l *loader) checkValidation(v *Variable, b *hcl.Block) {
 		if v.Sensitive {
 			msg = "(the error message is hidden because the variable is sensitive)"
 		}
-		l.errorf(cond.Expr.Range(), "Invalid value for variable",
+		subject := cond.Expr.Range()
+		if r, ok := l.valueRanges[v.Name]; ok {
+			subject = r // where the offending value was set
+		}
+		l.errorf(subject, "Invalid value for variable",
 			"%s\n\nThis was checked by the validation rule for var.%s at %s.", msg, v.Name, rangeString(b.DefRange))
 	}
 }
@@ -195,6 +206,9 @@ func (l *loader) variableSources() map[string]varSource {
 		if ok {
 			out[name] = varSource{val: val, src: "the environment variable " + EnvVarPrefix + name}
 		}
+	}
+	for _, f := range l.autoVarFiles() {
+		l.readVarFile(f, out)
 	}
 	for _, f := range l.opts.VarFiles {
 		l.readVarFile(f, out)
@@ -223,6 +237,41 @@ func (l *loader) variableSources() map[string]varSource {
 		}
 	}
 	return out
+}
+
+// autoVarFiles lists the variable files loaded without -var-file, as
+// Terraform loads terraform.tfvars and *.auto.tfvars: agentctl.vars.hcl
+// (or .json), then *.auto.vars.hcl (or .json) in lexical order, from the
+// configuration directory.
+func (l *loader) autoVarFiles() []string {
+	var out []string
+	for _, n := range []string{"agentctl.vars.hcl", "agentctl.vars.json"} {
+		p := filepath.Join(l.cfg.Dir, n)
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, l.relToPath(p))
+		}
+	}
+	var auto []string
+	for _, pat := range []string{"*.auto.vars.hcl", "*.auto.vars.json"} {
+		m, _ := filepath.Glob(filepath.Join(l.cfg.Dir, pat))
+		auto = append(auto, m...)
+	}
+	sort.Strings(auto)
+	for _, p := range auto {
+		out = append(out, l.relToPath(p))
+	}
+	return out
+}
+
+// relToPath shows an auto-loaded file relative to the working directory
+// when it is below it, for shorter diagnostics.
+func (l *loader) relToPath(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if r, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+	}
+	return p
 }
 
 // parseRawValue reads a command-line or environment value: taken
