@@ -769,9 +769,7 @@ func (l *loader) decodeRun(b *hcl.Block) {
 				}
 			}
 		}
-		for _, tr := range depends {
-			ri.DependsOn = append(ri.DependsOn, l.traversalTargets(tr, true)...)
-		}
+		l.dependsOn[ri.Addr] = depends
 		l.cfg.RunInstances[ri.Addr] = ri
 	}
 }
@@ -799,13 +797,6 @@ func (l *loader) traversalTargets(tr hcl.Traversal, report bool) []string {
 				all = append(all, addr)
 			}
 		}
-		if r, ok := l.cfg.Runs[name]; ok && r.ForEach == nil && len(all) == 0 {
-			// Not yet expanded (declared later): its only address.
-			all = append(all, "run."+name)
-		}
-		if r, ok := l.cfg.Runs[name]; ok && r.ForEach != nil && len(all) == 0 {
-			all = append(all, l.pendingRunAddrs(name)...)
-		}
 	} else {
 		for addr, si := range l.cfg.SandboxInstances {
 			if si.Name == name {
@@ -827,38 +818,6 @@ func (l *loader) traversalTargets(tr hcl.Traversal, report bool) []string {
 		}
 	}
 	return all
-}
-
-// pendingRunAddrs evaluates the for_each of a run not decoded yet, to
-// know its instance addresses.
-func (l *loader) pendingRunAddrs(name string) []string {
-	for _, b := range l.runBlocks {
-		if b.Labels[0] != name {
-			continue
-		}
-		attrs, _ := b.Body.JustAttributes()
-		a, ok := attrs["for_each"]
-		if !ok {
-			return nil
-		}
-		v, diags := a.Expr.Value(l.ctx(nil, nil))
-		if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() || !v.CanIterateElements() {
-			return nil
-		}
-		var out []string
-		for it := v.ElementIterator(); it.Next(); {
-			k, e := it.Element()
-			key := k
-			if v.Type().IsSetType() {
-				key = e
-			}
-			if key.Type() == cty.String && !key.IsNull() {
-				out = append(out, instanceAddr("run", name, key.AsString(), true))
-			}
-		}
-		return out
-	}
-	return nil
 }
 
 // ---- outputs ----

@@ -48,6 +48,9 @@ type loader struct {
 
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
+	// dependsOn are the depends_on traversals of each run instance,
+	// resolved once every run is known.
+	dependsOn map[string][]hcl.Traversal
 	// valueRanges are where variable values set in files came from.
 	valueRanges map[string]hcl.Range
 
@@ -103,6 +106,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 		col:        &sensitiveCollector{},
 		localAttrs: map[string]*hcl.Attribute{},
 		names:      map[string]map[string]hcl.Range{},
+		dependsOn:  map[string][]hcl.Traversal{},
 	}
 	files, err := configFiles(path)
 	if err != nil {
@@ -372,9 +376,6 @@ func (l *loader) decodeAll() {
 	}
 	l.cfg.vars = l.vars
 	l.cfg.locals = l.locals
-	if l.diags.HasErrors() {
-		return
-	}
 	l.validateLate()
 	if l.diags.HasErrors() {
 		return

@@ -201,6 +201,9 @@ func (l *loader) validateLate() {
 	for _, addr := range sortedKeys(c.RunInstances) {
 		ri := c.RunInstances[addr]
 		hasEach := c.Runs[ri.Name].ForEach != nil
+		for _, tr := range l.dependsOn[addr] {
+			ri.DependsOn = append(ri.DependsOn, l.traversalTargets(tr, true)...)
+		}
 		if !l.checkRefs(ri.InputExpr, scope{each: hasEach, run: true, sandbox: true, where: "a run input"}) {
 			continue
 		}

@@ -50,6 +50,7 @@ func (l *loader) decodeVariables() {
 		validations []*hcl.Block
 	}
 	var all []pending
+	hasDefaultAttr := map[string]bool{}
 	for _, b := range l.varBlocks {
 		name := b.Labels[0]
 		if oneOf(name, "each", "run", "sandbox", "agent", "count", "for_each", "depends_on") {
@@ -75,6 +76,10 @@ func (l *loader) decodeVariables() {
 			if !diags.HasErrors() {
 				v.Sensitive, _ = l.toBool(val, a.Expr.Range(), "sensitive")
 			}
+		}
+		_, hasDefault := content.Attributes["default"]
+		if hasDefault {
+			hasDefaultAttr[name] = true
 		}
 		if a, ok := content.Attributes["default"]; ok {
 			val, diags := a.Expr.Value(&hcl.EvalContext{Functions: l.funcs})
@@ -117,9 +122,11 @@ func (l *loader) decodeVariables() {
 			}
 			val = cv
 		}
-		if val == cty.NilVal {
+		if val == cty.NilVal && !hasDefaultAttr[v.Name] {
 			l.errorf(v.DeclRange, "No value for required variable",
 				"The variable %q has no default, so it needs a value: pass -var '%s=...', a -var-file, or set %s%s in the environment.", v.Name, v.Name, EnvVarPrefix, v.Name)
+		}
+		if val == cty.NilVal {
 			val = cty.UnknownVal(v.Type)
 		}
 		if v.Sensitive {
