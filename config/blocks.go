@@ -435,6 +435,9 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 // sandbox reference as an address: sandbox.NAME is the string
 // "sandbox.NAME", sandbox.NAME["k"] the instance's address.
 func (l *loader) sandboxAddrValue() cty.Value {
+	if l.sandboxAddrs != cty.NilVal {
+		return l.sandboxAddrs
+	}
 	m := map[string]cty.Value{}
 	for name, s := range l.cfg.Sandboxes {
 		if s.ForEach == nil {
@@ -454,7 +457,9 @@ func (l *loader) sandboxAddrValue() cty.Value {
 			m[name] = cty.DynamicVal // failed to decode; errors already reported
 		}
 	}
-	return objectOf(m)
+	// Sandboxes are all decoded before agents and runs refer to them.
+	l.sandboxAddrs = objectOf(m)
+	return l.sandboxAddrs
 }
 
 // sandboxRef reads sandbox = sandbox.NAME or sandbox.NAME[KEY] (KEY may

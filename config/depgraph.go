@@ -32,25 +32,127 @@ func (c *Config) AgentClosure(name string) []string {
 }
 
 // RunSandboxes returns the sandbox instance addresses a run uses: its
-// own (the run's override or its agent's) and those of every agent it
-// reaches through handoffs and agent tools.
+// own (the run's override or its agent's) and those of every other agent
+// it reaches through handoffs and agent tools.
 func (c *Config) RunSandboxes(ri *RunInstance) []string {
+	return newSandboxReach(c).forRun(ri)
+}
+
+// sandboxReach computes, per agent, the sandboxes of the agents it
+// reaches, once per strongly connected component of the agent graph so
+// that large cyclic teams stay cheap.
+type sandboxReach struct {
+	c     *Config
+	comp  map[string]int    // agent -> component
+	mem   [][]string        // component -> members
+	succ  []map[int]bool    // component -> successor components
+	local []map[string]int  // component -> sandbox -> members using it
+	below []map[string]bool // component -> sandboxes reached through successors
+	all   []map[string]bool // component -> below plus its members' sandboxes
+	done  []bool
+}
+
+func newSandboxReach(c *Config) *sandboxReach {
+	r := &sandboxReach{c: c, comp: map[string]int{}}
+	g := c.AgentGraph()
+	for _, cyc := range g.Cycles() {
+		if len(cyc) == 1 && !g.HasEdge(cyc[0], cyc[0]) {
+			continue
+		}
+		id := len(r.mem)
+		r.mem = append(r.mem, nil)
+		for _, n := range cyc {
+			r.comp[n[len("agent."):]] = id
+			r.mem[id] = append(r.mem[id], n[len("agent."):])
+		}
+	}
+	for _, name := range sortedKeys(c.Agents) {
+		if _, ok := r.comp[name]; !ok {
+			r.comp[name] = len(r.mem)
+			r.mem = append(r.mem, []string{name})
+		}
+	}
+	n := len(r.mem)
+	r.succ = make([]map[int]bool, n)
+	r.local = make([]map[string]int, n)
+	r.below = make([]map[string]bool, n)
+	r.all = make([]map[string]bool, n)
+	r.done = make([]bool, n)
+	for id, members := range r.mem {
+		r.succ[id] = map[int]bool{}
+		r.local[id] = map[string]int{}
+		for _, m := range members {
+			a := c.Agents[m]
+			if a.Sandbox != "" {
+				r.local[id][a.Sandbox]++
+			}
+			for _, t := range r.targets(a) {
+				if tc, ok := r.comp[t]; ok && tc != id {
+					r.succ[id][tc] = true
+				}
+			}
+		}
+	}
+	return r
+}
+
+func (r *sandboxReach) targets(a *Agent) []string {
+	out := append([]string{}, a.Handoffs...)
+	for _, t := range a.Tools {
+		out = append(out, t.Agent)
+	}
+	return out
+}
+
+// reach returns every sandbox used by the agents of the components
+// reachable from id, id's own members included.
+func (r *sandboxReach) reach(id int) map[string]bool {
+	if r.done[id] {
+		return r.all[id]
+	}
+	r.done[id] = true // the condensation is acyclic
+	below := map[string]bool{}
+	for s := range r.succ[id] {
+		for sb := range r.reach(s) {
+			below[sb] = true
+		}
+	}
+	r.below[id] = below
+	all := make(map[string]bool, len(below)+len(r.local[id]))
+	for sb := range below {
+		all[sb] = true
+	}
+	for sb := range r.local[id] {
+		all[sb] = true
+	}
+	r.all[id] = all
+	return all
+}
+
+func (r *sandboxReach) forRun(ri *RunInstance) []string {
 	set := map[string]bool{}
+	a, ok := r.c.Agents[ri.Agent]
+	if !ok {
+		return nil
+	}
 	entry := ri.Sandbox
 	if entry == "" {
-		if a, ok := c.Agents[ri.Agent]; ok {
-			entry = a.Sandbox
-		}
+		entry = a.Sandbox
 	}
 	if entry != "" {
 		set[entry] = true
 	}
-	for _, n := range c.AgentClosure(ri.Agent) {
-		if n == ri.Agent {
-			continue
-		}
-		if a, ok := c.Agents[n]; ok && a.Sandbox != "" {
-			set[a.Sandbox] = true
+	id := r.comp[ri.Agent]
+	r.reach(id)
+	for sb := range r.below[id] {
+		set[sb] = true
+	}
+	// The other members of the agent's component (its cycle) are
+	// reachable; its own sandbox counts only when another agent uses it,
+	// since a run's override replaces it for the entry agent.
+	for sb, n := range r.local[id] {
+		if sb != a.Sandbox || n > 1 {
+			set[sb] = true
 		}
 	}
 	return sortedKeys(set)
@@ -65,9 +167,10 @@ func (c *Config) DependencyGraph() (*graph.Graph, hcl.Diagnostics) {
 	for addr := range c.SandboxInstances {
 		g.AddNode(addr)
 	}
+	reach := newSandboxReach(c)
 	for addr, ri := range c.RunInstances {
 		g.AddNode(addr)
-		for _, sb := range c.RunSandboxes(ri) {
+		for _, sb := range reach.forRun(ri) {
 			g.AddEdge(addr, sb)
 		}
 		for _, d := range ri.DependsOn {

@@ -51,6 +51,8 @@ type loader struct {
 	// dependsOn are the depends_on traversals of each run instance,
 	// resolved once every run is known.
 	dependsOn map[string][]hcl.Traversal
+	// sandboxAddrs caches sandboxAddrValue.
+	sandboxAddrs cty.Value
 	// valueRanges are where variable values set in files came from.
 	valueRanges map[string]hcl.Range
 
