@@ -394,3 +394,58 @@ func TestSingleFileConfig(t *testing.T) {
 		t.Errorf("dir=%s agent=%+v", c.Dir, c.Agents["a"])
 	}
 }
+
+func TestRunSandboxesChain(t *testing.T) {
+	c := mustLoad(t, map[string]string{"main.hcl": `
+provider "local" {}
+sandbox "a" { provider = provider.local }
+sandbox "b" { provider = provider.local }
+sandbox "o" { provider = provider.local }
+agent "lead" {
+  model    = "m"
+  sandbox  = sandbox.a
+  handoffs = [agent.mid]
+}
+agent "mid" {
+  model = "m"
+  tool "t" {
+    agent = agent.leaf
+  }
+}
+agent "leaf" {
+  model   = "m"
+  sandbox = sandbox.b
+}
+agent "twin" {
+  model    = "m"
+  sandbox  = sandbox.a
+  handoffs = [agent.lead]
+}
+run "plain" {
+  agent = agent.lead
+  input = "x"
+}
+run "override" {
+  agent   = agent.lead
+  sandbox = sandbox.o
+  input   = "x"
+}
+run "shared" {
+  agent   = agent.twin
+  sandbox = sandbox.o
+  input   = "x"
+}
+`}, Options{})
+	cases := map[string][]string{
+		"run.plain":    {"sandbox.a", "sandbox.b"},
+		"run.override": {"sandbox.b", "sandbox.o"},
+		// twin's own sandbox is replaced, but lead (reached by handoff)
+		// uses the same sandbox.
+		"run.shared": {"sandbox.a", "sandbox.b", "sandbox.o"},
+	}
+	for addr, want := range cases {
+		if diff := cmp.Diff(want, c.RunSandboxes(c.RunInstances[addr])); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", addr, diff)
+		}
+	}
+}
