@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
 )
 
 // Config is a loaded, validated configuration. Maps are keyed by the
@@ -34,6 +35,13 @@ type Config struct {
 	// for_each, keyed by instance address (sandbox.NAME, run.NAME["key"]).
 	SandboxInstances map[string]*SandboxInstance
 	RunInstances     map[string]*RunInstance
+
+	// Evaluation state kept for the late evaluation of run inputs and
+	// outputs (EvalRunInput, EvalOutputs).
+	funcs  map[string]function.Function
+	vars   map[string]cty.Value
+	locals map[string]cty.Value
+	col    *sensitiveCollector
 }
 
 // Settings is the agentctl block.
@@ -170,8 +178,14 @@ type SandboxInstance struct {
 	Ports     []int
 	OnExit    string // stop (default) | keep | delete
 	Resources Resources
-	// Settings are provider-specific settings (docker: user, commit;
-	// daytona: snapshot, env, labels, auto_*_interval, public, ...).
+	// Settings are provider-specific settings, already validated:
+	//   docker:  "user" string, "commit_snapshot" bool
+	//   daytona: "snapshot" string, "env" and "labels" map[string]string,
+	//            "auto_stop_interval", "auto_archive_interval",
+	//            "auto_delete_interval" int (minutes), "network_block_all"
+	//            and "public" bool, "network_allow_list" []string (CIDRs),
+	//            "create_timeout" and "start_timeout" time.Duration.
+	// Absent keys were not set in the configuration.
 	Settings  map[string]any
 	DeclRange hcl.Range
 }
@@ -213,9 +227,10 @@ type CompactionCapability struct {
 type CommandCapability struct {
 	Description string
 	// Parameters is the JSON Schema object built from the parameters map.
-	Parameters json.RawMessage
-	Command    []string
-	Timeout    time.Duration
+	Parameters    json.RawMessage
+	Command       []string
+	Timeout       time.Duration
+	NeedsApproval bool
 }
 
 type Agent struct {
@@ -269,4 +284,7 @@ type RunInstance struct {
 	DependsOn []string // addresses, from depends_on and from references
 	InputExpr hcl.Expression
 	DeclRange hcl.Range
+
+	// eachValue is each.value for a for_each instance (each.key is Key).
+	eachValue cty.Value
 }

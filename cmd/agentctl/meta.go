@@ -1,0 +1,45 @@
+package main
+
+import (
+	"io"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
+	"github.com/agentctl/agentctl/config"
+	"github.com/hashicorp/hcl/v2"
+)
+
+// meta is shared by every command: the output streams, the environment
+// and the global flags.
+type meta struct {
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Environ []string
+	global  *arguments.Global
+	// noColor is set by a command's own -no-color flag.
+	noColor bool
+}
+
+// view returns the view for the command's output.
+func (m *meta) view() *views.View {
+	noColor := m.noColor || (m.global != nil && m.global.NoColor)
+	return &views.View{
+		Stdout: m.Stdout,
+		Stderr: m.Stderr,
+		Color:  views.Colorize(m.Stderr, noColor, m.Environ),
+	}
+}
+
+// loadConfig loads the configuration at path (a file or a directory,
+// relative to the working directory after -chdir).
+func (m *meta) loadConfig(path string, vars arguments.Vars) (*config.Config, hcl.Diagnostics) {
+	return config.Load(path, config.Options{Vars: vars.Vars, VarFiles: vars.VarFiles, Environ: m.Environ})
+}
+
+// files returns the parsed files of cfg for diagnostic snippets.
+func files(cfg *config.Config) map[string]*hcl.File {
+	if cfg == nil {
+		return nil
+	}
+	return cfg.Files
+}

@@ -1,0 +1,252 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// RuntimeValues are the values known only during apply.
+type RuntimeValues struct {
+	// RunOutputs maps a run instance address to the run's output: a
+	// string, or an object when the agent has an output_schema.
+	RunOutputs map[string]cty.Value
+	// SandboxURLs maps a sandbox instance address to its exposed ports'
+	// URLs, keyed by port number.
+	SandboxURLs map[string]map[string]string
+}
+
+// OutputValue is an evaluated output.
+type OutputValue struct {
+	Value     cty.Value
+	Sensitive bool
+}
+
+// lateObjects builds the run and sandbox objects of the evaluation
+// context. With rv nil every value is unknown (load-time validation).
+func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
+	runVal := func(addr string) cty.Value {
+		out := cty.DynamicVal
+		if rv != nil {
+			if v, ok := rv.RunOutputs[addr]; ok && v != cty.NilVal {
+				out = v
+			}
+		}
+		return cty.ObjectVal(map[string]cty.Value{"output": out})
+	}
+	sbVal := func(addr string) cty.Value {
+		urls := cty.DynamicVal
+		if rv != nil {
+			if m, ok := rv.SandboxURLs[addr]; ok {
+				if len(m) == 0 {
+					urls = cty.MapValEmpty(cty.String)
+				} else {
+					vm := map[string]cty.Value{}
+					for k, u := range m {
+						vm[k] = cty.StringVal(u)
+					}
+					urls = cty.MapVal(vm)
+				}
+			}
+		}
+		return cty.ObjectVal(map[string]cty.Value{"urls": urls})
+	}
+	runs := map[string]cty.Value{}
+	for name, r := range c.Runs {
+		if r.ForEach == nil {
+			runs[name] = runVal("run." + name)
+			continue
+		}
+		keys := map[string]cty.Value{}
+		for _, ri := range c.RunInstances {
+			if ri.Name == name {
+				keys[ri.Key] = runVal(ri.Addr)
+			}
+		}
+		runs[name] = objectOf(keys)
+	}
+	sbs := map[string]cty.Value{}
+	for name, s := range c.Sandboxes {
+		if s.ForEach == nil {
+			sbs[name] = sbVal("sandbox." + name)
+			continue
+		}
+		keys := map[string]cty.Value{}
+		for _, si := range c.SandboxInstances {
+			if si.Name == name {
+				keys[si.Key] = sbVal(si.Addr)
+			}
+		}
+		sbs[name] = objectOf(keys)
+	}
+	return &lateVals{run: objectOf(runs), sandbox: objectOf(sbs)}
+}
+
+func (c *Config) runCtx(ri *RunInstance, late *lateVals) *hcl.EvalContext {
+	var each *eachVal
+	if r, ok := c.Runs[ri.Name]; ok && r.ForEach != nil {
+		each = &eachVal{key: ri.Key, value: ri.eachValue}
+	}
+	return buildCtx(c.funcs, c.vars, c.locals, each, late)
+}
+
+// EvalRunInput evaluates a run instance's input with the outputs of the
+// runs it depends on and the sandbox URLs known at apply time.
+func (c *Config) EvalRunInput(ri *RunInstance, rv RuntimeValues) (string, hcl.Diagnostics) {
+	v, diags := ri.InputExpr.Value(c.runCtx(ri, c.lateObjects(&rv)))
+	if diags.HasErrors() {
+		return "", diags
+	}
+	rng := ri.InputExpr.Range()
+	if v.ContainsMarked() {
+		return "", hcl.Diagnostics{sensitiveInputDiag(rng)}
+	}
+	if !v.IsWhollyKnown() {
+		return "", hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Run input not known yet",
+			Detail:   fmt.Sprintf("The input of %s depends on runs or sandboxes that have not completed (%s).", ri.Addr, strings.Join(ri.DependsOn, ", ")),
+			Subject:  &rng,
+		}}
+	}
+	s, err := convert.Convert(v, cty.String)
+	if err != nil || s.IsNull() {
+		return "", hcl.Diagnostics{inputTypeDiag(rng, err)}
+	}
+	return s.AsString(), nil
+}
+
+// EvalOutputs evaluates every output. Values that depend on runs not in
+// rv are unknown.
+func (c *Config) EvalOutputs(rv RuntimeValues) (map[string]OutputValue, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	ctx := buildCtx(c.funcs, c.vars, c.locals, nil, c.lateObjects(&rv))
+	out := map[string]OutputValue{}
+	for _, name := range sortedKeys(c.Outputs) {
+		o := c.Outputs[name]
+		v, ds := o.Expr.Value(ctx)
+		diags = append(diags, ds...)
+		if ds.HasErrors() {
+			continue
+		}
+		if v.ContainsMarked() && !o.Sensitive {
+			diags = append(diags, sensitiveOutputDiag(o))
+			continue
+		}
+		v, _ = v.UnmarkDeep()
+		out[name] = OutputValue{Value: v, Sensitive: o.Sensitive}
+	}
+	return out, diags
+}
+
+// SensitiveValues returns every sensitive string the configuration
+// holds (sensitive variables, env() results, provider credentials),
+// longest first, for scrubbing output.
+func (c *Config) SensitiveValues() []string {
+	if c.col == nil {
+		return nil
+	}
+	c.col.mu.Lock()
+	defer c.col.mu.Unlock()
+	out := make([]string, 0, len(c.col.values))
+	for v := range c.col.values {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func sensitiveInputDiag(rng hcl.Range) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Sensitive value not allowed here",
+		Detail:   "A run input can't use a sensitive value (a sensitive variable, env() or a value derived from them): it is sent to the model and stored in state. Sensitive values may flow only into ephemeral env entries (env \"NAME\" { value = ..., ephemeral = true }), provider settings and outputs with sensitive = true.",
+		Subject:  &rng,
+	}
+}
+
+func inputTypeDiag(rng hcl.Range, err error) *hcl.Diagnostic {
+	detail := "A run input must be a string."
+	if err != nil {
+		detail = fmt.Sprintf("A run input must be a string: %s. Use jsonencode(...) to pass structured values.", err)
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Incorrect attribute value type", Detail: detail, Subject: &rng}
+}
+
+func sensitiveOutputDiag(o *Output) *hcl.Diagnostic {
+	r := o.Expr.Range()
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Output refers to sensitive values",
+		Detail:   fmt.Sprintf("The value of output %q uses a sensitive value. Add sensitive = true to the output block to show it only on request and never in plans or logs.", o.Name),
+		Subject:  &r,
+	}
+}
+
+// validateLate checks run inputs and outputs with unknown run outputs and
+// sandbox URLs, and records the runs and sandboxes each input references
+// in its DependsOn.
+func (l *loader) validateLate() {
+	c := l.cfg
+	late := c.lateObjects(nil)
+	for _, addr := range sortedKeys(c.RunInstances) {
+		ri := c.RunInstances[addr]
+		hasEach := c.Runs[ri.Name].ForEach != nil
+		for _, tr := range l.dependsOn[addr] {
+			ri.DependsOn = append(ri.DependsOn, l.traversalTargets(tr, true)...)
+		}
+		if !l.checkRefs(ri.InputExpr, scope{each: hasEach, run: true, sandbox: true, where: "a run input"}) {
+			continue
+		}
+		deps := map[string]bool{}
+		for _, d := range ri.DependsOn {
+			deps[d] = true
+		}
+		for _, tr := range ri.InputExpr.Variables() {
+			if oneOf(tr.RootName(), "run", "sandbox") {
+				for _, t := range l.traversalTargets(tr, false) {
+					deps[t] = true
+				}
+			}
+		}
+		ri.DependsOn = sortedKeys(deps)
+		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
+		l.diags = append(l.diags, diags...)
+		if diags.HasErrors() {
+			continue
+		}
+		rng := ri.InputExpr.Range()
+		if v.ContainsMarked() {
+			l.diags = append(l.diags, sensitiveInputDiag(rng))
+			continue
+		}
+		if v.IsNull() {
+			l.diags = append(l.diags, inputTypeDiag(rng, fmt.Errorf("it is null")))
+			continue
+		}
+		if _, err := convert.Convert(v, cty.String); err != nil {
+			l.diags = append(l.diags, inputTypeDiag(rng, err))
+		}
+	}
+	ctx := buildCtx(c.funcs, c.vars, c.locals, nil, late)
+	for _, name := range sortedKeys(c.Outputs) {
+		o := c.Outputs[name]
+		if !l.checkRefs(o.Expr, scope{run: true, sandbox: true, where: "an output"}) {
+			continue
+		}
+		v, diags := o.Expr.Value(ctx)
+		l.diags = append(l.diags, diags...)
+		if !diags.HasErrors() && v.ContainsMarked() && !o.Sensitive {
+			l.diags = append(l.diags, sensitiveOutputDiag(o))
+		}
+	}
+}
