@@ -45,10 +45,11 @@ func mustFail(t *testing.T, sb sandbox.Sandbox, script, leak string) sandbox.Exe
 
 func TestEscapeReadShadow(t *testing.T) {
 	sb, _ := escapeSandbox(t, sandbox.Spec{})
-	host, err := os.ReadFile("/etc/shadow")
-	if err != nil {
-		t.Skipf("no readable /etc/shadow on the host to protect: %v", err)
+	if _, err := os.Stat("/etc/shadow"); err != nil {
+		t.Skipf("no /etc/shadow on this host: %v", err)
 	}
+	// When the test can read it, no line of it may show up.
+	host, _ := os.ReadFile("/etc/shadow")
 	line, _, _ := strings.Cut(string(host), "\n")
 	for _, script := range []string{
 		"cat /etc/shadow",

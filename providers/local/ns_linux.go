@@ -185,7 +185,7 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (
 	}
 	code, _, err := runProcess(tctx, cmd, run, afterStart, nil)
 	if err != nil && cmd.Process == nil {
-		return -1, false, namespaceError(err)
+		return -1, false, namespaceError(err, s.p.opts.HostID)
 	}
 	if ctx.Err() != nil {
 		return -1, false, ctx.Err()
@@ -211,15 +211,19 @@ func (s *Sandbox) setupError(err error) error {
 }
 
 // namespaceError explains a failure to start the namespaced init.
-func namespaceError(err error) error {
+func namespaceError(err error, hostID int) error {
 	hint := ""
 	switch {
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.EUSERS):
-		hint = "this machine does not allow creating user namespaces (check the sysctls user.max_user_namespaces and kernel.unprivileged_userns_clone, or an AppArmor/SELinux policy restricting them). "
+		hint = "This machine does not allow creating user namespaces (check the sysctls user.max_user_namespaces and kernel.unprivileged_userns_clone, and any AppArmor or SELinux policy restricting them)"
+		if os.Geteuid() == 0 {
+			hint += fmt.Sprintf(", or host uid %d, which sandboxes run as when agentctl runs as root, is not mapped in agentctl's own user namespace", hostID)
+		}
+		hint += ". "
 	case errors.Is(err, syscall.EACCES):
-		hint = "the agentctl binary must be readable and executable by the sandbox user (and by other users when agentctl runs as root). "
+		hint = "The agentctl binary must be readable and executable by the sandbox user (by other users when agentctl runs as root). "
 	}
-	return fmt.Errorf("local provider: cannot start a command in isolated namespaces: %w. %sTo run without isolation, set isolation = \"none\" in the `provider \"local\"` block: that is unsafe, commands then run directly on this machine as the agentctl user", err, hint)
+	return fmt.Errorf("local provider: cannot start a command in isolated namespaces (%w). %sTo run without isolation, set isolation = \"none\" in the `provider \"local\"` block: that is unsafe, commands then run directly on this machine as the agentctl user", err, hint)
 }
 
 // idmappedMount returns a detached clone of dir's mount, idmapped through
@@ -600,6 +604,12 @@ func buildEtc(cfg initConfig, etc string) error {
 			if err := bindReadOnly(src, dst, true); err != nil {
 				return err
 			}
+		case fi.Mode().IsRegular() && fi.Size() <= copyLimit:
+			// Small files are copied: a bind mount per file would cost
+			// more, at setup and at teardown, than the copy.
+			if err := copySmallFile(src, dst, copyLimit); err != nil {
+				return err
+			}
 		case fi.Mode().IsRegular():
 			if err := os.WriteFile(dst, nil, 0o644); err != nil {
 				return err
@@ -610,6 +620,28 @@ func buildEtc(cfg initConfig, etc string) error {
 		}
 	}
 	return nil
+}
+
+// copyLimit is the size up to which /etc files are copied, not bound.
+const copyLimit = 256 << 10
+
+// copySmallFile copies a world-readable file; a file the sandbox user
+// could not read is not copied (the copy would be readable).
+func copySmallFile(src, dst string, limit int64) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil // unreadable for the sandbox user: leave it out
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Mode().Perm()&0o004 == 0 {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil || int64(len(b)) > limit {
+		return nil
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
 
 func slicesClone(s []string) []string { return append([]string(nil), s...) }
