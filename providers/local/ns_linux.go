@@ -712,6 +712,11 @@ func dropPrivileges(pids int64) error {
 			return fmt.Errorf("limiting processes: %w", err)
 		}
 	}
+	// A new, empty session keyring: the inherited one is agentctl's, and
+	// its keys would be readable by their possessor.
+	if _, _, errno := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); errno != 0 && errno != unix.ENOSYS {
+		return fmt.Errorf("joining a new session keyring: %w", errno)
+	}
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil {
