@@ -23,12 +23,17 @@ func BenchmarkExecTrue(b *testing.B) {
 			}
 		}
 	})
-	for _, iso := range []string{local.IsolationNone, local.IsolationNamespaces} {
-		b.Run("sandbox-"+iso, func(b *testing.B) {
-			if iso == local.IsolationNamespaces {
+	for _, tc := range []struct{ name, iso, network string }{
+		{"sandbox-none", local.IsolationNone, ""},
+		{"sandbox-namespaces", local.IsolationNamespaces, ""},
+		// The same without a new network namespace, to show its share.
+		{"sandbox-namespaces-hostnet", local.IsolationNamespaces, "host"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if tc.iso == local.IsolationNamespaces {
 				requireNamespaces(b)
 			}
-			sb, _ := newSandbox(b, local.Options{Isolation: iso}, sandbox.Spec{})
+			sb, _ := newSandbox(b, local.Options{Isolation: tc.iso}, sandbox.Spec{Network: tc.network})
 			ctx := context.Background()
 			req := sandbox.ExecRequest{Argv: []string{"true"}}
 			for b.Loop() {

@@ -259,7 +259,7 @@ func TestEscapeForkBomb(t *testing.T) {
 		t.Fatalf("copy sh: %+v", res)
 	}
 	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{
-		Argv:    []string{"./" + marker, "-c", "f() { f | f & }; f; sleep 1000"},
+		Argv:    []string{"./" + marker, "-c", "f() { f | f & }; sleep 1000 & (f) & wait"},
 		Timeout: 2 * time.Second,
 	})
 	if err != nil {
