@@ -121,7 +121,7 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (
 	// not be allowed to traverse the directories it lives in.
 	cmd := exec.CommandContext(tctx, "/proc/self/fd/3")
 	cmd.Args = []string{"agentctl-sandbox-init"}
-	cmd.Env = []string{initEnv + "=4"}
+	cmd.Env = []string{initEnv + "=4", "GOMAXPROCS=1", "GOGC=off"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{exe, childSock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
