@@ -124,18 +124,18 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 
 // runProcess starts cmd with its output on pipes drained into run's
 // writers, waits for it, calls afterExit (to kill what is left), and
-// drains the output. The timeout and ctx kill the process through
-// cmd.Cancel.
-func runProcess(ctx context.Context, cmd *exec.Cmd, run *execRun, afterStart func() error, afterExit func()) (code int, timedOut bool, err error) {
+// drains the output. The command's context (timeout, cancellation) kills
+// the process through cmd.Cancel.
+func runProcess(cmd *exec.Cmd, run *execRun, afterStart func() error, afterExit func()) (code int, err error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return -1, false, err
+		return -1, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return -1, false, err
+		return -1, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.Stdin = run.stdin
@@ -145,7 +145,7 @@ func runProcess(ctx context.Context, cmd *exec.Cmd, run *execRun, afterStart fun
 		outW.Close()
 		errR.Close()
 		errW.Close()
-		return -1, false, err
+		return -1, err
 	}
 	outW.Close()
 	errW.Close()
@@ -178,18 +178,18 @@ func runProcess(ctx context.Context, cmd *exec.Cmd, run *execRun, afterStart fun
 	errR.Close()
 
 	if startErr != nil {
-		return -1, false, startErr
+		return -1, startErr
 	}
 	ps := cmd.ProcessState
 	if ps == nil {
-		return -1, false, waitErr
+		return -1, waitErr
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	} else {
 		code = ps.ExitCode()
 	}
-	return code, false, nil
+	return code, nil
 }
 
 // withTimeout derives the command's context; timedOut reports whether it
@@ -226,7 +226,7 @@ func (s *Sandbox) runNone(ctx context.Context, run *execRun) (int, bool, error) 
 		}
 	}
 	cmd.Cancel = func() error { killGroup(); return nil }
-	code, _, err := runProcess(tctx, cmd, run, nil, killGroup)
+	code, err := runProcess(cmd, run, nil, killGroup)
 	if ctx.Err() != nil {
 		return code, false, ctx.Err()
 	}

@@ -122,8 +122,9 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 		marker := "agentctl-timeout-test-" + filepath.Base(sb.ID())
 		// Background children, one ignoring SIGTERM, that a kill of the
 		// shell alone would leave behind; named through a copy of sleep.
-		script := "cp /bin/sleep ./" + marker + " && (./" + marker + " 1000 &) && (trap '' TERM; ./" + marker + " 1000) & ./" + marker + " 1000 & echo started; wait"
-		res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: script, Timeout: 300 * time.Millisecond})
+		sh(t, sb, "cp /bin/sleep ./"+marker)
+		script := "echo started; (./" + marker + " 1000 &) && (trap '' TERM; ./" + marker + " 1000) & ./" + marker + " 1000 & wait"
+		res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: script, Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,4 +347,23 @@ func TestPortURLNeedsHostNetwork(t *testing.T) {
 	if err != nil || u != "http://127.0.0.1:8080" {
 		t.Fatalf("port url = %q, %v", u, err)
 	}
+}
+
+func TestExecCancel(t *testing.T) {
+	forEachIsolation(t, func(t *testing.T, iso string) {
+		sb, _ := newSandbox(t, local.Options{Isolation: iso}, sandbox.Spec{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Shell: "true"}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("exec with a cancelled context = %v", err)
+		}
+		marker := "agentctl-cancel-test-" + filepath.Base(sb.ID())
+		sh(t, sb, "cp /bin/sleep ./"+marker)
+		ctx, cancel = context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Shell: "./" + marker + " 1000 & ./" + marker + " 1000"}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled exec = %v", err)
+		}
+		waitNoProcess(t, marker)
+	})
 }

@@ -183,12 +183,12 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (
 		childSock.Close()
 		return sendConfig()
 	}
-	code, _, err := runProcess(tctx, cmd, run, afterStart, nil)
-	if err != nil && cmd.Process == nil {
-		return -1, false, namespaceError(err, s.p.opts.HostID)
-	}
+	code, err := runProcess(cmd, run, afterStart, nil)
 	if ctx.Err() != nil {
 		return -1, false, ctx.Err()
+	}
+	if err != nil && cmd.Process == nil {
+		return -1, false, namespaceError(err, s.p.opts.HostID)
 	}
 	if err != nil {
 		return -1, false, s.setupError(err)
