@@ -1,0 +1,47 @@
+package local_test
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/providers/local"
+)
+
+// BenchmarkExecTrue compares one exec round trip of `true` in a sandbox
+// (namespaced and unisolated) with a plain fork/exec of `true`.
+func BenchmarkExecTrue(b *testing.B) {
+	b.Run("os-exec", func(b *testing.B) {
+		prog, err := exec.LookPath("true")
+		if err != nil {
+			b.Skip(err)
+		}
+		for b.Loop() {
+			if err := exec.Command(prog).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, tc := range []struct{ name, iso, network string }{
+		{"sandbox-none", local.IsolationNone, ""},
+		{"sandbox-namespaces", local.IsolationNamespaces, ""},
+		// The same without a new network namespace, to show its share.
+		{"sandbox-namespaces-hostnet", local.IsolationNamespaces, "host"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			if tc.iso == local.IsolationNamespaces {
+				requireNamespaces(b)
+			}
+			sb, _ := newSandbox(b, local.Options{Isolation: tc.iso}, sandbox.Spec{Network: tc.network})
+			ctx := context.Background()
+			req := sandbox.ExecRequest{Argv: []string{"true"}}
+			for b.Loop() {
+				res, err := sb.Exec(ctx, req)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}

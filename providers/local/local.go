@@ -1,0 +1,227 @@
+// Package local is the sandbox provider that keeps each workspace in a
+// directory under the state directory and runs commands on this machine.
+//
+// With isolation "namespaces" (the default) every command runs in fresh
+// user, mount, PID, network, IPC and UTS namespaces, set up by a re-exec of
+// the agentctl binary itself (see MaybeRunInit). With isolation "none"
+// commands run directly on the host in the workspace directory: an
+// explicit, unsafe opt-out. docs/local-provider.md describes the model.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// Isolation modes.
+const (
+	IsolationNamespaces = "namespaces"
+	IsolationNone       = "none"
+)
+
+// DefaultHostID is the host uid and gid a namespaced sandbox runs as when
+// agentctl itself runs as root: a dedicated, otherwise unused id, so host
+// file permissions apply to the sandbox as to an unknown user.
+const DefaultHostID = 2100000000
+
+// DefaultPIDs bounds the number of processes one command may have alive
+// (RLIMIT_NPROC inside the sandbox's user namespace) when the spec sets no
+// limit, so a fork bomb stops at the limit instead of exhausting the host.
+const DefaultPIDs = 1024
+
+// Options configure the provider (the HCL `provider "local"` block).
+type Options struct {
+	// Isolation is "namespaces" (the default) or "none" (no isolation:
+	// commands run on the host as the agentctl user; unsafe).
+	Isolation string
+	// Executable is the agentctl binary re-executed to set up the
+	// namespaces; default os.Executable(). Its main must call MaybeRunInit
+	// first.
+	Executable string
+	// HostID is the host uid/gid sandboxed commands run as when agentctl
+	// runs as root; default DefaultHostID. Ignored when not root: the
+	// sandbox then runs as the invoking user.
+	HostID int
+	// ReadOnlyPaths are extra host directories (absolute) made visible
+	// read-only at the same path inside namespaced sandboxes, e.g. /opt.
+	ReadOnlyPaths []string
+}
+
+// Provider creates local sandboxes. It is safe for concurrent use.
+type Provider struct {
+	opts Options
+}
+
+// New returns a local provider.
+func New(opts Options) *Provider {
+	if opts.Isolation == "" {
+		opts.Isolation = IsolationNamespaces
+	}
+	if opts.HostID <= 0 {
+		opts.HostID = DefaultHostID
+	}
+	return &Provider{opts: opts}
+}
+
+// Kind is "local".
+func (p *Provider) Kind() string { return "local" }
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// sessionData is what state.json keeps in SessionState.Data.
+type sessionData struct {
+	Dir       string `json:"dir"`
+	Isolation string `json:"isolation"`
+	Status    string `json:"status"`
+}
+
+// markerName is the file next to the workspace directory that proves a
+// directory was created by this provider (Delete refuses anything else).
+const markerName = "agentctl-sandbox.json"
+
+type marker struct {
+	Address string `json:"address"`
+	Lineage string `json:"lineage"`
+	Created string `json:"created"`
+}
+
+func (p *Provider) check(spec *sandbox.Spec) error {
+	switch p.opts.Isolation {
+	case IsolationNamespaces, IsolationNone:
+	default:
+		return fmt.Errorf("local provider: unknown isolation %q: use %q (the default) or %q", p.opts.Isolation, IsolationNamespaces, IsolationNone)
+	}
+	if spec.StateDir == "" {
+		return errors.New("local provider: the sandbox spec has no state directory to keep the workspace in")
+	}
+	if spec.Root == "" {
+		spec.Root = "/workspace"
+	}
+	if err := checkRoot(spec.Root); err != nil {
+		return err
+	}
+	switch spec.Network {
+	case "", "none", "host":
+	default:
+		return fmt.Errorf("local provider: network %q is not supported for %s: use \"none\" (the default) or \"host\"", spec.Network, spec.Address)
+	}
+	if p.opts.Isolation == IsolationNamespaces {
+		for _, ro := range p.opts.ReadOnlyPaths {
+			if !path.IsAbs(ro) || path.Clean(ro) != ro || ro == "/" {
+				return fmt.Errorf("local provider: read-only path %q must be a clean absolute path other than /", ro)
+			}
+		}
+	}
+	return nil
+}
+
+// reservedRoots cannot hold the workspace inside a namespaced sandbox.
+var reservedRoots = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/tmp", "/sys"}
+
+func checkRoot(root string) error {
+	if !path.IsAbs(root) || path.Clean(root) != root {
+		return fmt.Errorf("local provider: workspace root %q must be a clean absolute path such as /workspace", root)
+	}
+	for _, r := range reservedRoots {
+		if root == r || (r != "/" && strings.HasPrefix(root, r+"/")) {
+			return fmt.Errorf("local provider: workspace root %q is a system directory inside the sandbox: choose another, such as /workspace", root)
+		}
+	}
+	return nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// Create makes a new workspace directory under spec.StateDir.
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := p.check(&spec); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("local provider: creating state directory: %w", err)
+	}
+	name := strings.Trim(unsafeName.ReplaceAllString(spec.Address, "-"), "-.")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	if name == "" {
+		name = "sandbox"
+	}
+	dir, err := os.MkdirTemp(spec.StateDir, name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("local provider: creating sandbox directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	mk, _ := json.Marshal(marker{Address: spec.Address, Lineage: spec.Lineage, Created: time.Now().UTC().Format(time.RFC3339)})
+	if err := os.WriteFile(filepath.Join(dir, markerName), mk, 0o600); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	for _, d := range []string{"workspace", "tmp"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("local provider: %w", err)
+		}
+	}
+	// The private /tmp is shared by the commands of one sandbox only.
+	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o777|os.ModeSticky); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	sb, err := p.newSandbox(spec, sessionData{Dir: dir, Isolation: p.opts.Isolation, Status: string(sandbox.StatusRunning)})
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	if p.opts.Isolation == IsolationNamespaces {
+		// Fail now, with the reason and the opt-out, rather than on the
+		// first tool call.
+		if err := sb.probe(ctx); err != nil {
+			sb.root.Close()
+			cleanup()
+			return nil, err
+		}
+	}
+	return sb, nil
+}
+
+// Open reconnects to a sandbox from its session state.
+func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.SessionState) (sandbox.Sandbox, error) {
+	if st.Provider != "" && st.Provider != p.Kind() {
+		return nil, fmt.Errorf("local provider: session state belongs to provider %q", st.Provider)
+	}
+	var data sessionData
+	if err := json.Unmarshal(st.Data, &data); err != nil || data.Dir == "" {
+		return nil, fmt.Errorf("local provider: session state of %s is unreadable (%v): remove it with `agentctl state rm` and apply again", spec.Address, err)
+	}
+	// Commands always run with the isolation the provider is configured
+	// with now; plan replaces a sandbox whose isolation changed.
+	data.Isolation = p.opts.Isolation
+	if err := p.check(&spec); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(data.Dir, markerName)); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("local sandbox %s (%s): %w", spec.Address, data.Dir, sandbox.ErrNotFound)
+		}
+		return nil, fmt.Errorf("local sandbox %s: %w", spec.Address, err)
+	}
+	if data.Status == "" {
+		data.Status = string(sandbox.StatusRunning)
+	}
+	return p.newSandbox(spec, data)
+}

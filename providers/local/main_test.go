@@ -1,0 +1,52 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/providers/local"
+)
+
+func TestMain(m *testing.M) {
+	if local.MaybeRunInit() {
+		return
+	}
+	if h := os.Getenv(helperEnv); h != "" {
+		os.Exit(runHelper(h))
+	}
+	os.Exit(m.Run())
+}
+
+// newSandbox creates a sandbox in a temporary state directory, deleted
+// with the test.
+func newSandbox(t testing.TB, opts local.Options, spec sandbox.Spec) (*local.Sandbox, string) {
+	t.Helper()
+	stateDir := t.TempDir()
+	if spec.StateDir == "" {
+		spec.StateDir = stateDir
+	}
+	if spec.Address == "" {
+		spec.Address = "sandbox.test"
+	}
+	sb, err := local.New(opts).Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Delete(context.Background()); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	})
+	return sb.(*local.Sandbox), stateDir
+}
+
+func sh(t testing.TB, sb sandbox.Sandbox, script string) sandbox.ExecResult {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: script})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return res
+}

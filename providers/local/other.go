@@ -1,0 +1,24 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// MaybeRunInit reports false: the namespaced sandbox init exists on Linux
+// only.
+func MaybeRunInit() bool { return false }
+
+func (s *Sandbox) probe(ctx context.Context) error {
+	_, _, err := s.runNamespaced(ctx, nil, true)
+	return err
+}
+
+func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (int, bool, error) {
+	return -1, false, errors.New(`local provider: isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
+}
+
+func groupSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -1,0 +1,145 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// Sandbox is one local workspace.
+type Sandbox struct {
+	p    *Provider
+	spec sandbox.Spec
+	dir  string // the sandbox directory (holds marker, workspace/, tmp/)
+	ws   string // dir/workspace
+	tmp  string // dir/tmp
+	root *os.Root
+
+	mu     sync.Mutex
+	status sandbox.Status
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, error) {
+	ws := filepath.Join(data.Dir, "workspace")
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("local sandbox %s: workspace %s: %w", spec.Address, ws, sandbox.ErrNotFound)
+		}
+		return nil, fmt.Errorf("local sandbox %s: opening workspace: %w", spec.Address, err)
+	}
+	return &Sandbox{
+		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), root: root,
+		status: sandbox.Status(data.Status),
+	}, nil
+}
+
+// ID is the sandbox directory.
+func (s *Sandbox) ID() string { return s.dir }
+
+// Dir is the workspace directory on the host.
+func (s *Sandbox) Dir() string { return s.ws }
+
+// Session is what state.json stores to reconnect.
+func (s *Sandbox) Session() sandbox.SessionState {
+	s.mu.Lock()
+	st := s.status
+	s.mu.Unlock()
+	b, _ := json.Marshal(sessionData{Dir: s.dir, Isolation: s.p.opts.Isolation, Status: string(st)})
+	return sandbox.SessionState{Provider: "local", ID: s.dir, Data: b}
+}
+
+func (s *Sandbox) exists() error {
+	if _, err := os.Stat(filepath.Join(s.dir, markerName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("local sandbox %s (%s): %w", s.spec.Address, s.dir, sandbox.ErrNotFound)
+		}
+		return fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
+	}
+	return nil
+}
+
+// Start marks the sandbox running. No process outlives an exec, so there
+// is nothing to start.
+func (s *Sandbox) Start(ctx context.Context) error {
+	if err := s.exists(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.status = sandbox.StatusRunning
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop marks the sandbox stopped; Exec refuses until Start.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	if err := s.exists(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.status = sandbox.StatusStopped
+	s.mu.Unlock()
+	return nil
+}
+
+// Refresh reports missing when the directory is gone.
+func (s *Sandbox) Refresh(ctx context.Context) (sandbox.Status, error) {
+	if err := s.exists(); err != nil {
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return sandbox.StatusMissing, nil
+		}
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status, nil
+}
+
+// Delete removes the sandbox directory. It refuses a directory without
+// the provider's marker file, so a tampered state file cannot make it
+// remove something else.
+func (s *Sandbox) Delete(ctx context.Context) error {
+	if _, err := os.Lstat(s.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if fi, err := os.Lstat(filepath.Join(s.dir, markerName)); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("local sandbox %s: %s was not created by agentctl (no %s): refusing to delete it", s.spec.Address, s.dir, markerName)
+	}
+	s.root.Close()
+	err := os.RemoveAll(s.dir)
+	if err != nil {
+		// A command may have left directories without write permission.
+		filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				os.Chmod(p, 0o700)
+			}
+			return nil
+		})
+		err = os.RemoveAll(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("local sandbox %s: deleting %s: %w", s.spec.Address, s.dir, err)
+	}
+	return nil
+}
+
+// PortURL returns http://127.0.0.1:PORT; only sandboxes with network
+// "host" share the host's loopback.
+func (s *Sandbox) PortURL(ctx context.Context, port int) (string, error) {
+	if port <= 0 || port > 65535 {
+		return "", fmt.Errorf("local sandbox %s: port %d is out of range 1-65535", s.spec.Address, port)
+	}
+	if s.p.opts.Isolation == IsolationNamespaces && s.spec.Network != "host" {
+		return "", fmt.Errorf("local sandbox %s has no network, so port %d is not reachable from the host: set network = \"host\" on the sandbox", s.spec.Address, port)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
+}
