@@ -1,7 +1,7 @@
 package fakeopenai
 
 import (
-		"fmt"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"

@@ -565,4 +565,3 @@ func (s *Server) WaitInFlight(ctx context.Context, n int) error {
 		}
 	}
 }
-
