@@ -1,6 +1,7 @@
 package fakeopenai
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,6 +53,15 @@ func TestSpecLoadTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("second LoadSpec: %v", time.Since(start))
+	s, _ := LoadSpec()
+	body := []byte(`{"model":"gpt-5","input":[{"type":"message","role":"user","content":"hi"}],"tools":[{"type":"function","name":"f","parameters":{},"strict":true}]}`)
+	for i := range 3 {
+		start = time.Now()
+		if err := s.ValidateRequest(context.Background(), "/responses", body); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("ValidateRequest #%d: %v", i+1, time.Since(start))
+	}
 }
 
 func TestResponsesNonStreamingAndStreamingConform(t *testing.T) {

@@ -339,6 +339,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	w.Header().Set("x-request-id", fmt.Sprintf("req_fake_%d", rec.Seq))
 	switch reply.Fault.Kind {
 	case FaultStatus:
 		served = fmt.Sprintf("status %d", reply.Fault.Status)
@@ -369,7 +370,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	w.Header().Set("x-request-id", fmt.Sprintf("req_fake_%d", rec.Seq))
 	b := &builder{reply: reply, req: rec.JSON, seq: rec.Seq}
 	if reply.Fault.Kind == FaultTruncate {
 		served = "truncated"
