@@ -240,7 +240,33 @@ func (s *Server) Pending() int {
 	return len(s.queue)
 }
 
+func (s *Server) setServed(rec *Request, what string) {
+	s.mu.Lock()
+	rec.Served = what
+	s.mu.Unlock()
+}
+
+// WaitIdle blocks until no request is being served (or ctx ends), so that
+// every recorded request has its Completed time.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n := s.inFlight
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fakeopenai: %d requests still in flight: %w", n, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
 // Requests returns a snapshot of the recorded requests in arrival order.
+// A request whose answer the client has read may still lack its
+// Completed time for a moment; call WaitIdle first when it matters.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -302,11 +328,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	snapshot := *rec
 	s.mu.Unlock()
 
-	served := "reply"
+	s.setServed(rec, "reply")
 	defer func() {
 		s.mu.Lock()
 		rec.Completed = time.Now()
-		rec.Served = served
 		s.inFlight--
 		s.mu.Unlock()
 	}()
@@ -315,14 +340,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		rec.Invalid = err
 		s.mu.Unlock()
-		served = "invalid request"
+		s.setServed(rec, "invalid request")
 		s.t.Errorf("fakeopenai: request %d (POST %s): %v\nbody: %s", rec.Seq, r.URL.Path, err, truncate(body, 4000))
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
 	if !haveReply {
 		if s.handler == nil {
-			served = "no reply queued"
+			s.setServed(rec, "no reply queued")
 			s.t.Errorf("fakeopenai: request %d (POST %s): no reply queued", rec.Seq, r.URL.Path)
 			writeError(w, http.StatusInternalServerError, "server_error", "fakeopenai: no reply queued")
 			return
@@ -334,7 +359,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(reply.Delay):
 		case <-r.Context().Done():
-			served = "client gave up during delay"
+			s.setServed(rec, "client gave up during delay")
 			return
 		}
 	}
@@ -342,7 +367,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-request-id", fmt.Sprintf("req_fake_%d", rec.Seq))
 	switch reply.Fault.Kind {
 	case FaultStatus:
-		served = fmt.Sprintf("status %d", reply.Fault.Status)
+		s.setServed(rec, fmt.Sprintf("status %d", reply.Fault.Status))
 		for k, v := range reply.Fault.Header {
 			w.Header().Set(k, v)
 		}
@@ -357,7 +382,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reply.Fault.Status, typ, msg)
 		return
 	case FaultHang:
-		served = "hang"
+		s.setServed(rec, "hang")
 		limit := reply.Fault.MaxHang
 		if limit <= 0 {
 			limit = 30 * time.Second
@@ -372,7 +397,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	b := &builder{reply: reply, req: rec.JSON, seq: rec.Seq}
 	if reply.Fault.Kind == FaultTruncate {
-		served = "truncated"
+		s.setServed(rec, "truncated")
 	}
 	if specPath == "/responses" {
 		s.serveResponses(w, b, rec.Stream, reply.Fault)

@@ -475,7 +475,7 @@ func TestResponses500ThenSuccess(t *testing.T) {
 }
 
 func TestResponsesTimeoutThenSuccess(t *testing.T) {
-	h := newHarness(t, "", func(c *openai.Config) { c.Timeout = 300 * time.Millisecond })
+	h := newHarness(t, "", func(c *openai.Config) { c.Timeout = time.Second })
 	h.fake.Enqueue(fakeopenai.Hang(), fakeopenai.Text("second try"))
 	resp := mustRespond(t, h, baseRequest(), nil)
 	if resp.Text() != "second try" {
