@@ -1,0 +1,394 @@
+// Package openai is the "openai" model provider: it implements model.Model
+// on github.com/openai/openai-go/v3, with the Responses API by default and
+// Chat Completions for OpenAI-compatible servers.
+//
+// Every turn replays the full input (store=false plus encrypted reasoning
+// content) rather than chaining previous_response_id: the conversation the
+// runtime checkpoints is then all the state there is, so a run resumes
+// from its checkpoint against any server, and nothing is kept on the
+// provider side.
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/agentctl/agentctl/engine/model"
+)
+
+// API names.
+const (
+	APIResponses       = "responses"
+	APIChatCompletions = "chat_completions"
+)
+
+// Defaults.
+const (
+	DefaultBaseURL    = "https://api.openai.com/v1"
+	DefaultMaxRetries = 3
+	DefaultTimeout    = 10 * time.Minute
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL defaults to OPENAI_BASE_URL, then DefaultBaseURL.
+	BaseURL string
+	// APIKey defaults to OPENAI_API_KEY. It is handed to the HTTP client
+	// and never kept, logged or put in an error.
+	APIKey string
+	// Organization and Project default to OPENAI_ORG_ID and
+	// OPENAI_PROJECT_ID.
+	Organization string
+	Project      string
+	// API is "responses" (default) or "chat_completions".
+	API string
+	// Timeout bounds one HTTP request including its streamed body
+	// (default 10 minutes); a request that times out is retried.
+	Timeout time.Duration
+	// MaxRetries is the number of retries after the first attempt
+	// (default 3; negative disables retries).
+	MaxRetries int
+	// HTTPClient replaces the default HTTP client (tests).
+	HTTPClient *http.Client
+	// LookupEnv reads the environment (os.LookupEnv in production, a map
+	// in tests); nil means no environment.
+	LookupEnv func(key string) (string, bool)
+	// RetryBaseDelay is the first backoff delay of the retries this
+	// package makes itself (timeouts, dropped streams; default 500ms).
+	// Retries of HTTP error statuses follow the server's Retry-After.
+	RetryBaseDelay time.Duration
+}
+
+// EnvLookup adapts an os.Environ-style list to Config.LookupEnv.
+func EnvLookup(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// Client is a configured OpenAI model provider; it is safe for concurrent
+// use.
+type Client struct {
+	api        string
+	baseURL    string
+	timeout    time.Duration
+	maxRetries int
+	baseDelay  time.Duration
+	responses  responses.ResponseService
+	chat       oai.ChatCompletionService
+	// redact removes the API key from text that came back from the
+	// server, so it cannot leak into an error.
+	redact func(string) string
+}
+
+var _ model.Model = (*Client)(nil)
+
+// New validates cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	env := cfg.LookupEnv
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	fromEnv := func(v, key string) string {
+		if v != "" {
+			return v
+		}
+		s, _ := env(key)
+		return strings.TrimSpace(s)
+	}
+	key := fromEnv(cfg.APIKey, "OPENAI_API_KEY")
+	if key == "" {
+		return nil, errors.New(`openai provider: no API key: set OPENAI_API_KEY in the environment (for a local OpenAI-compatible server that needs none, set it to any placeholder such as "none")`)
+	}
+	baseURL := strings.TrimRight(fromEnv(cfg.BaseURL, "OPENAI_BASE_URL"), "/")
+	if baseURL == "" {
+		baseURL = DefaultBaseURL
+	}
+	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("openai provider: base URL %q must start with http:// or https:// (set base_url or OPENAI_BASE_URL)", baseURL)
+	}
+	api := cfg.API
+	switch api {
+	case "":
+		api = APIResponses
+	case APIResponses, APIChatCompletions:
+	default:
+		return nil, fmt.Errorf("openai provider: api %q is not supported: use %q (default) or %q", api, APIResponses, APIChatCompletions)
+	}
+	c := &Client{
+		api:        api,
+		baseURL:    baseURL,
+		timeout:    cfg.Timeout,
+		maxRetries: cfg.MaxRetries,
+		baseDelay:  cfg.RetryBaseDelay,
+		redact:     redactor(key),
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	switch {
+	case c.maxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case c.maxRetries < 0:
+		c.maxRetries = 0
+	}
+	if c.baseDelay <= 0 {
+		c.baseDelay = 500 * time.Millisecond
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	// The services are built directly (not through openai.NewClient) so
+	// that no ambient OPENAI_* variable is read behind LookupEnv's back.
+	opts := []option.RequestOption{
+		option.WithBaseURL(baseURL + "/"),
+		option.WithAPIKey(key),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(c.maxRetries),
+		option.WithRequestTimeout(c.timeout),
+		option.WithMiddleware(countAttempts),
+	}
+	if org := fromEnv(cfg.Organization, "OPENAI_ORG_ID"); org != "" {
+		opts = append(opts, option.WithOrganization(org))
+	}
+	if proj := fromEnv(cfg.Project, "OPENAI_PROJECT_ID"); proj != "" {
+		opts = append(opts, option.WithProject(proj))
+	}
+	c.responses = responses.NewResponseService(opts...)
+	c.chat = oai.NewChatCompletionService(opts...)
+	return c, nil
+}
+
+// API reports which API the client speaks.
+func (c *Client) API() string { return c.api }
+
+// Respond runs one turn. HTTP error statuses 408, 409, 429 and 5xx and
+// connection errors are retried by openai-go, honouring Retry-After and
+// retry-after-ms; a request that times out or a stream that breaks off
+// before the response completed is retried here, since nothing of it has
+// been committed.
+func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(model.Event)) (*model.Response, error) {
+	if req == nil {
+		return nil, errors.New("openai provider: nil request")
+	}
+	if req.Model == "" {
+		return nil, fmt.Errorf("openai provider: agent %q has no model name: set model in the agent block", req.Agent)
+	}
+	if sink == nil {
+		sink = func(model.Event) {}
+	}
+	tally := &attemptTally{}
+	ctx = context.WithValue(ctx, tallyKey{}, tally)
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		var resp *model.Response
+		var err error
+		if c.api == APIChatCompletions {
+			resp, err = c.chatOnce(ctx, req, sink)
+		} else {
+			resp, err = c.responsesOnce(ctx, req, sink)
+		}
+		if err == nil {
+			return resp, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return nil, c.wrap(req, tally, ctx.Err())
+		}
+		if !c.retryHere(err) || attempt >= c.maxRetries {
+			return nil, c.wrap(req, tally, lastErr)
+		}
+		if err := sleep(ctx, c.backoff(attempt)); err != nil {
+			return nil, c.wrap(req, tally, err)
+		}
+	}
+}
+
+// permanentError marks failures that retrying cannot fix (bad requests we
+// built, undecodable replies).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err} }
+
+// errIncomplete is a stream that ended before response.completed.
+var errIncomplete = errors.New("the response stream ended before the response completed")
+
+// retryHere reports whether this package retries err itself. HTTP error
+// statuses are not: openai-go already retried those that are retryable.
+func (c *Client) retryHere(err error) bool {
+	var apiErr *oai.Error
+	if errors.As(err, &apiErr) {
+		return false
+	}
+	var p *permanentError
+	return !errors.As(err, &p)
+}
+
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.baseDelay << min(attempt, 6)
+	if d > 8*time.Second {
+		d = 8 * time.Second
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Error is a model API failure that survived the retries. It carries no
+// request or headers, so it cannot leak the API key.
+type Error struct {
+	API      string
+	Model    string
+	Attempts int
+	// StatusCode, RequestID, Type, Code and Message are set when the
+	// server answered with an error status.
+	StatusCode int
+	RequestID  string
+	Type       string
+	Code       string
+	Message    string
+	// Err is the underlying transport or context error, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "openai %s API, model %q: ", strings.ReplaceAll(e.API, "_", " "), e.Model)
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, "HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+		if e.RequestID != "" {
+			fmt.Fprintf(&b, " (request id %s)", e.RequestID)
+		}
+		if e.Message != "" {
+			fmt.Fprintf(&b, ": %s", e.Message)
+		}
+	} else if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
+	fmt.Fprintf(&b, " (after %d attempt%s)", e.Attempts, plural(e.Attempts))
+	if hint := e.hint(); hint != "" {
+		b.WriteString("; " + hint)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Temporary reports whether a later retry (a resumed run) may succeed.
+func (e *Error) Temporary() bool {
+	if e.StatusCode != 0 {
+		return e.StatusCode == 408 || e.StatusCode == 409 || e.StatusCode == 429 || e.StatusCode >= 500
+	}
+	var p *permanentError
+	return !errors.As(e.Err, &p)
+}
+
+func (e *Error) hint() string {
+	switch {
+	case e.StatusCode == 401:
+		return "check OPENAI_API_KEY"
+	case e.StatusCode == 403:
+		return "check the key's organization and project access to this model"
+	case e.StatusCode == 404:
+		return "check the model name and base URL"
+	case e.StatusCode == 429:
+		return "rate limited or out of quota; resume the run later"
+	case e.StatusCode >= 500 || (e.StatusCode == 0 && e.Temporary()):
+		return "the run can be resumed once the service recovers"
+	}
+	return ""
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// attemptTally counts the HTTP requests of one Respond call, including
+// the retries openai-go makes on its own.
+type attemptTally struct{ n atomic.Int32 }
+
+type tallyKey struct{}
+
+func countAttempts(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	if t, ok := req.Context().Value(tallyKey{}).(*attemptTally); ok {
+		t.n.Add(1)
+	}
+	return next(req)
+}
+
+// wrap turns err into an *Error with no trace of the key.
+func (c *Client) wrap(req *model.Request, tally *attemptTally, err error) error {
+	e := &Error{API: c.api, Model: req.Model, Attempts: int(tally.n.Load())}
+	var apiErr *oai.Error
+	if errors.As(err, &apiErr) {
+		e.StatusCode = apiErr.StatusCode
+		e.Type = apiErr.Type
+		e.Code = apiErr.Code
+		e.Message = c.redact(apiErr.Message)
+		if apiErr.Response != nil {
+			e.RequestID = apiErr.Response.Header.Get("x-request-id")
+		}
+		// The openai-go error holds the request (with its Authorization
+		// header), so it is not wrapped.
+		return e
+	}
+	e.Err = &redactedError{msg: c.redact(err.Error()), err: err}
+	return e
+}
+
+// redactedError is an error whose message was scrubbed of the key; it
+// still unwraps to the original for errors.Is (context.DeadlineExceeded).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{4,}`)
+
+// redactor returns a function that removes key, and anything shaped like
+// an OpenAI key (servers echo masked keys in 401 messages), from s.
+func redactor(key string) func(string) string {
+	return func(s string) string {
+		if key != "" {
+			s = strings.ReplaceAll(s, key, "[redacted]")
+		}
+		return keyLike.ReplaceAllString(s, "sk-[redacted]")
+	}
+}

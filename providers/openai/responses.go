@@ -1,0 +1,356 @@
+package openai
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/agentctl/agentctl/engine/model"
+)
+
+// responsesOnce makes one streamed Responses API call.
+func (c *Client) responsesOnce(ctx context.Context, req *model.Request, sink func(model.Event)) (*model.Response, error) {
+	params, err := responsesParams(req)
+	if err != nil {
+		return nil, permanent(err)
+	}
+	stream := c.responses.NewStreaming(ctx, params)
+	defer stream.Close()
+
+	done := map[int64]responses.ResponseOutputItemUnion{}
+	var final *responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			sink(model.Event{Type: model.EventTextDelta, Delta: ev.Delta})
+		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+			sink(model.Event{Type: model.EventReasoning, Delta: ev.Delta})
+		case "response.output_item.added":
+			if ev.Item.Type == "function_call" {
+				sink(model.Event{Type: model.EventToolCallStart, Name: ev.Item.Name, CallID: ev.Item.CallID})
+			}
+		case "response.output_item.done":
+			done[ev.OutputIndex] = ev.Item
+		case "response.completed", "response.incomplete":
+			r := ev.Response
+			final = &r
+		case "response.failed":
+			msg, code := ev.Response.Error.Message, string(ev.Response.Error.Code)
+			return nil, streamFailure(code, msg)
+		case "error":
+			return nil, streamFailure(ev.Code, ev.Message)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	if final == nil {
+		return nil, errIncomplete
+	}
+	out := final.Output
+	if len(out) == 0 && len(done) > 0 {
+		idx := make([]int64, 0, len(done))
+		for i := range done {
+			idx = append(idx, i)
+		}
+		sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+		for _, i := range idx {
+			out = append(out, done[i])
+		}
+	}
+	resp := &model.Response{ID: final.ID, Usage: model.Usage{
+		InputTokens:     final.Usage.InputTokens,
+		OutputTokens:    final.Usage.OutputTokens,
+		CachedTokens:    final.Usage.InputTokensDetails.CachedTokens,
+		ReasoningTokens: final.Usage.OutputTokensDetails.ReasoningTokens,
+	}}
+	for _, it := range out {
+		if item, ok := outputItem(it, req.Agent); ok {
+			resp.Output = append(resp.Output, item)
+		}
+	}
+	return resp, nil
+}
+
+// streamFailure turns an in-stream error into an error; server-side
+// failures are retried, everything else (invalid prompt, ...) is not.
+func streamFailure(code, msg string) error {
+	err := fmt.Errorf("the response failed: %s (%s)", msg, code)
+	switch code {
+	case "server_error", "rate_limit_exceeded", "":
+		return err
+	}
+	return permanent(err)
+}
+
+// outputItem converts one Responses output item to a model.Item.
+func outputItem(it responses.ResponseOutputItemUnion, agent string) (model.Item, bool) {
+	switch it.Type {
+	case "message":
+		var text strings.Builder
+		for _, part := range it.Content {
+			switch part.Type {
+			case "output_text":
+				text.WriteString(part.Text)
+			case "refusal":
+				text.WriteString(part.Refusal)
+			}
+		}
+		role := it.Role
+		if role == "" {
+			role = "assistant"
+		}
+		return model.Item{Type: model.ItemMessage, Role: role, Text: text.String(), Agent: agent}, true
+	case "function_call":
+		fc := it.AsFunctionCall()
+		return model.Item{Type: model.ItemFunctionCall, CallID: fc.CallID, Name: fc.Name, Arguments: fc.Arguments, Agent: agent}, true
+	case "reasoning":
+		var summary []string
+		for _, s := range it.Summary {
+			summary = append(summary, s.Text)
+		}
+		return model.Item{Type: model.ItemReasoning, Text: strings.Join(summary, "\n"), Raw: json.RawMessage(it.RawJSON()), Agent: agent}, true
+	case "compaction":
+		return model.Item{Type: model.ItemCompaction, Raw: json.RawMessage(it.RawJSON()), Agent: agent}, true
+	}
+	return model.Item{}, false
+}
+
+// FromLastCompaction drops the items before the last compaction item: the
+// compaction item stands for everything before it.
+func FromLastCompaction(items []model.Item) []model.Item {
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Type == model.ItemCompaction {
+			return items[i:]
+		}
+	}
+	return items
+}
+
+// responsesParams builds the Responses API request for a turn.
+func responsesParams(req *model.Request) (responses.ResponseNewParams, error) {
+	p := responses.ResponseNewParams{
+		Model: req.Model,
+		// Stateless: the whole conversation is replayed each turn, with
+		// reasoning carried as encrypted content.
+		Store:   param.NewOpt(false),
+		Include: []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent},
+	}
+	if req.Instructions != "" {
+		p.Instructions = param.NewOpt(req.Instructions)
+	}
+	input, err := responsesInput(req.Input)
+	if err != nil {
+		return p, err
+	}
+	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
+
+	for _, t := range req.Tools {
+		schema, err := schemaMap(t.Parameters)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+		}
+		ft := &responses.FunctionToolParam{Name: t.Name, Parameters: schema, Strict: param.NewOpt(t.Strict)}
+		if t.Description != "" {
+			ft.Description = param.NewOpt(t.Description)
+		}
+		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: ft})
+	}
+
+	s := req.Settings
+	if s.ReasoningEffort != "" || s.ReasoningSummary != "" {
+		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(s.ReasoningEffort), Summary: shared.ReasoningSummary(s.ReasoningSummary)}
+	}
+	if s.Temperature != nil {
+		p.Temperature = param.NewOpt(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = param.NewOpt(*s.TopP)
+	}
+	if s.MaxOutputTokens > 0 {
+		p.MaxOutputTokens = param.NewOpt(s.MaxOutputTokens)
+	}
+	if s.ParallelToolCalls != nil && len(req.Tools) > 0 {
+		p.ParallelToolCalls = param.NewOpt(*s.ParallelToolCalls)
+	}
+	switch s.ToolChoice {
+	case "":
+	case "auto", "none", "required":
+		p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptions(s.ToolChoice))}
+	default:
+		p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: s.ToolChoice}}
+	}
+	if s.Verbosity != "" {
+		p.Text.Verbosity = responses.ResponseTextConfigVerbosity(s.Verbosity)
+	}
+	if len(req.OutputSchema) > 0 {
+		schema, err := schemaMap(req.OutputSchema)
+		if err != nil {
+			return p, fmt.Errorf("output schema: %w", err)
+		}
+		p.Text.Format = responses.ResponseFormatTextConfigUnionParam{OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{
+			Name: SchemaName(req.OutputSchemaName), Schema: schema, Strict: param.NewOpt(true),
+		}}
+	}
+	if req.Compaction != nil {
+		p.ContextManagement = []responses.ResponseNewParamsContextManagement{{
+			Type:             "compaction",
+			CompactThreshold: param.NewOpt(CompactionThreshold(req.Model, req.Compaction.Threshold)),
+		}}
+	}
+	return p, nil
+}
+
+// responsesInput converts conversation items to Responses input items,
+// starting at the last compaction item.
+func responsesInput(items []model.Item) (responses.ResponseInputParam, error) {
+	items = FromLastCompaction(items)
+	out := make(responses.ResponseInputParam, 0, len(items))
+	for i, it := range items {
+		switch it.Type {
+		case model.ItemMessage:
+			role := it.Role
+			if role == "" {
+				role = "user"
+			}
+			msg := &responses.EasyInputMessageParam{Role: responses.EasyInputMessageRole(role), Type: responses.EasyInputMessageTypeMessage}
+			if len(it.Images) > 0 && role == "user" {
+				var parts responses.ResponseInputMessageContentListParam
+				if it.Text != "" {
+					parts = append(parts, responses.ResponseInputContentUnionParam{OfInputText: &responses.ResponseInputTextParam{Text: it.Text}})
+				}
+				for _, img := range it.Images {
+					parts = append(parts, responses.ResponseInputContentUnionParam{OfInputImage: &responses.ResponseInputImageParam{
+						ImageURL: param.NewOpt(dataURL(img)), Detail: responses.ResponseInputImageDetail(detail(img)),
+					}})
+				}
+				msg.Content = responses.EasyInputMessageContentUnionParam{OfInputItemContentList: parts}
+			} else {
+				msg.Content = responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(it.Text)}
+			}
+			out = append(out, responses.ResponseInputItemUnionParam{OfMessage: msg})
+		case model.ItemFunctionCall:
+			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{
+				CallID: it.CallID, Name: it.Name, Arguments: it.Arguments,
+			}})
+		case model.ItemFunctionCallOutput:
+			fo := &responses.ResponseInputItemFunctionCallOutputParam{CallID: param.NewOpt(it.CallID)}
+			if len(it.Images) == 0 {
+				fo.Output = responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(it.Output)}
+			} else {
+				var parts responses.ResponseFunctionCallOutputItemListParam
+				if it.Output != "" {
+					parts = append(parts, responses.ResponseFunctionCallOutputItemUnionParam{OfInputText: &responses.ResponseInputTextContentParam{Text: it.Output}})
+				}
+				for _, img := range it.Images {
+					parts = append(parts, responses.ResponseFunctionCallOutputItemUnionParam{OfInputImage: &responses.ResponseInputImageContentParam{
+						ImageURL: param.NewOpt(dataURL(img)), Detail: responses.ResponseInputImageContentDetail(detail(img)),
+					}})
+				}
+				fo.Output = responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfResponseFunctionCallOutputItemArray: parts}
+			}
+			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: fo})
+		case model.ItemReasoning:
+			if len(it.Raw) == 0 {
+				continue // produced by another provider; nothing to replay
+			}
+			r, err := reasoningParam(it.Raw)
+			if err != nil {
+				return nil, fmt.Errorf("input item %d (reasoning): %w", i, err)
+			}
+			out = append(out, responses.ResponseInputItemUnionParam{OfReasoning: r})
+		case model.ItemCompaction:
+			var raw struct {
+				ID               string `json:"id"`
+				EncryptedContent string `json:"encrypted_content"`
+			}
+			if err := json.Unmarshal(it.Raw, &raw); err != nil || raw.EncryptedContent == "" {
+				return nil, fmt.Errorf("input item %d (compaction): no encrypted content to replay", i)
+			}
+			cp := &responses.ResponseCompactionItemParam{EncryptedContent: raw.EncryptedContent}
+			if raw.ID != "" {
+				cp.ID = param.NewOpt(raw.ID)
+			}
+			out = append(out, responses.ResponseInputItemUnionParam{OfCompaction: cp})
+		default:
+			return nil, fmt.Errorf("input item %d: unknown item type %q", i, it.Type)
+		}
+	}
+	return out, nil
+}
+
+// reasoningParam rebuilds a reasoning input item from the output item the
+// API returned, keeping only the fields an input item may carry.
+func reasoningParam(raw json.RawMessage) (*responses.ResponseReasoningItemParam, error) {
+	var r struct {
+		ID      string `json:"id"`
+		Summary []struct {
+			Text string `json:"text"`
+		} `json:"summary"`
+		EncryptedContent *string `json:"encrypted_content"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("decoding the stored item: %w", err)
+	}
+	if r.ID == "" {
+		return nil, fmt.Errorf("the stored item has no id")
+	}
+	p := &responses.ResponseReasoningItemParam{ID: r.ID, Summary: []responses.ResponseReasoningItemSummaryParam{}}
+	for _, s := range r.Summary {
+		p.Summary = append(p.Summary, responses.ResponseReasoningItemSummaryParam{Text: s.Text})
+	}
+	if r.EncryptedContent != nil {
+		p.EncryptedContent = param.NewOpt(*r.EncryptedContent)
+	}
+	return p, nil
+}
+
+func schemaMap(raw json.RawMessage) (map[string]any, error) {
+	if len(raw) == 0 {
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	return m, nil
+}
+
+var schemaNameBad = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+// SchemaName makes a valid json_schema format name (letters, digits, _
+// and -, at most 64) from name, "final_output" when empty.
+func SchemaName(name string) string {
+	name = schemaNameBad.ReplaceAllString(name, "_")
+	if name == "" {
+		name = "final_output"
+	}
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+func dataURL(img model.Image) string {
+	mt := img.MediaType
+	if mt == "" {
+		mt = "image/png"
+	}
+	return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
+}
+
+func detail(img model.Image) string {
+	if img.Detail == "" {
+		return "auto"
+	}
+	return img.Detail
+}
