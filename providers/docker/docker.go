@@ -376,11 +376,20 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if s.d.UID, s.d.GID, err = s.lookupUser(ctx, user); err != nil {
 		return fail(err)
 	}
-	if err := s.Start(ctx); err != nil {
-		return fail(err)
+	if _, err := p.cli.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
+		return fail(s.wrap("start", err))
 	}
-	if err := s.ensureRoot(ctx); err != nil {
-		return fail(err)
+	if len(spec.Ports) > 0 {
+		if err := s.refreshURLs(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	// Docker creates the working directory (owned by root) when it starts
+	// the container; only another owner needs fixing.
+	if s.d.UID != 0 || s.d.GID != 0 {
+		if err := s.ensureRoot(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	return s, nil
 }
