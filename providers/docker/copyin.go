@@ -30,7 +30,8 @@ var ErrUnsafeArchive = errors.New("unsafe archive member")
 //
 //   - names must be relative, without "..": else sandbox.ErrPathEscape;
 //   - only regular files, directories and symlinks are accepted;
-//     hardlinks, devices, FIFOs and anything else are refused;
+//     hardlinks, devices, FIFOs, sparse files and anything else are
+//     refused;
 //   - symlink targets must stay inside the workspace;
 //   - modes keep only the permission bits, owners become the sandbox
 //     user, extended attributes and PAX records are dropped;
@@ -130,6 +131,13 @@ func (s *Sandbox) filterTar(in io.Reader, out io.Writer, base string) error {
 			return fmt.Errorf("member %q is a FIFO: %w", hdr.Name, ErrUnsafeArchive)
 		default:
 			return fmt.Errorf("member %q has unsupported type %q: %w", hdr.Name, hdr.Typeflag, ErrUnsafeArchive)
+		}
+		for k := range hdr.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				// A sparse file can expand a tiny archive into gigabytes
+				// of zeros.
+				return fmt.Errorf("member %q is a sparse file: %w", hdr.Name, ErrUnsafeArchive)
+			}
 		}
 		// Parents first, as real directories.
 		parts := strings.Split(name, "/")

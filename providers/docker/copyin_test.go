@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
 )
@@ -159,4 +160,78 @@ func TestRelPath(t *testing.T) {
 			t.Errorf("relPath(%q) = %v, want ErrPathEscape", in, err)
 		}
 	}
+}
+
+// FuzzFilterTar checks that whatever CopyIn lets through is safe: relative
+// names without "..", only files, directories and symlinks whose targets
+// stay in the workspace, no special mode bits, parents before children.
+func FuzzFilterTar(f *testing.F) {
+	seed := func(hs ...*tar.Header) []byte {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range hs {
+			tw.WriteHeader(h)
+		}
+		tw.Close()
+		return buf.Bytes()
+	}
+	f.Add(seed(&tar.Header{Name: "a/b", Typeflag: tar.TypeReg}), "")
+	f.Add(seed(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../x"}), "sub")
+	f.Add(seed(&tar.Header{Name: "../x", Typeflag: tar.TypeReg}), "")
+	f.Add(seed(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "a"}), "")
+	f.Add(seed(&tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o7777}), "x/y")
+	f.Fuzz(func(t *testing.T, data []byte, base string) {
+		if _, err := (&Sandbox{d: sessionData{Root: "/w"}}).relPath(base); err != nil {
+			return
+		}
+		s := &Sandbox{d: sessionData{Root: "/w"}}
+		var out bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- s.filterTar(bytes.NewReader(data), &out, strings.Trim(base, "/")) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				return
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("filterTar hangs on %q", data)
+		}
+		seen := map[string]bool{}
+		tr := tar.NewReader(&out)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatalf("filter wrote an unreadable archive: %v", err)
+			}
+			name := strings.TrimSuffix(h.Name, "/")
+			if strings.HasPrefix(name, "/") || name == "" {
+				t.Fatalf("bad name %q", h.Name)
+			}
+			for _, c := range strings.Split(name, "/") {
+				if c == ".." || c == "." || c == "" {
+					t.Fatalf("bad component in %q", h.Name)
+				}
+			}
+			if i := strings.LastIndex(name, "/"); i > 0 && !seen[name[:i]] {
+				t.Fatalf("%q sent before its parent", h.Name)
+			}
+			switch h.Typeflag {
+			case tar.TypeDir:
+				seen[name] = true
+			case tar.TypeReg:
+			case tar.TypeSymlink:
+				if err := s.checkLink(strings.Trim(base, "/"), name, h.Linkname); err != nil {
+					t.Fatalf("unsafe link passed: %v", err)
+				}
+			default:
+				t.Fatalf("type %q passed", h.Typeflag)
+			}
+			if h.Mode&^0o777 != 0 {
+				t.Fatalf("mode %o passed", h.Mode)
+			}
+		}
+	})
 }

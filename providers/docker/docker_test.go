@@ -9,8 +9,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +42,14 @@ func TestProviderBasics(t *testing.T) {
 	}
 	if v := p.APIVersion(); v == "" || v > client.MaxAPIVersion {
 		t.Fatalf("negotiated API version %q", v)
+	}
+	pinned, err := New(context.Background(), Options{Environ: []string{"DOCKER_API_VERSION=1.41"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	if v := pinned.APIVersion(); v != "1.41" {
+		t.Fatalf("DOCKER_API_VERSION from Environ ignored: %q", v)
 	}
 }
 
@@ -292,6 +298,19 @@ func TestExec(t *testing.T) {
 	}
 }
 
+func TestExecContextCancel(t *testing.T) {
+	sb := newSandbox(t, testSpec(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(500 * time.Millisecond); cancel() }()
+	_, err := sb.Exec(ctx, sandbox.ExecRequest{Shell: "sleep 1006"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec with a cancelled context: %v", err)
+	}
+	if ps := execOK(t, sb, "ps -o args"); strings.Contains(ps, "sleep 1006") {
+		t.Fatalf("process left after cancel:\n%s", ps)
+	}
+}
+
 func TestExecTimeoutKillsTree(t *testing.T) {
 	spec := testSpec(t)
 	spec.Resources.PIDs = 64 // the fork bomb below must stay small
@@ -306,7 +325,7 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.TimedOut || string(res.Stdout) != "started\n" {
+	if !res.TimedOut || string(res.Stdout) != "started\n" || res.ExitCode != 137 {
 		t.Fatalf("timeout result %+v", res)
 	}
 	ps := execOK(t, sb, "ps -o pid,args")
@@ -343,6 +362,9 @@ func TestLifecycle(t *testing.T) {
 	// Files are readable from a stopped container.
 	if b, err := sb.ReadFile(ctx, "keep.txt", 0); err != nil || string(b) != "kept" {
 		t.Fatalf("read stopped: %q %v", b, err)
+	}
+	if _, err := sb.Exec(ctx, sandbox.ExecRequest{Shell: "true"}); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("Exec on a stopped sandbox: %v", err)
 	}
 	// Reconnect from session state, as the next apply does, and restart.
 	sb2, err := p.Open(ctx, spec, sb.Session())
@@ -576,6 +598,3 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
-
-var _ = exec.Command
-var _ = sort.Strings
