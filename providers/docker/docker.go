@@ -1,0 +1,495 @@
+// Package docker is the Docker sandbox provider: every sandbox is one
+// container created through the Docker Engine API
+// (github.com/moby/moby/client), labelled as agentctl's, kept alive by an
+// idle command under docker's init, and driven through exec and the
+// container archive API.
+//
+// Approach in short (docs/docker-provider.md has the details):
+//
+//   - Files go through the archive API (HEAD/GET/PUT /containers/ID/archive),
+//     which works on stopped containers too. Every path is resolved one
+//     component at a time with the archive stat call, which reports the
+//     fully evaluated target of a symlink; a link that leaves the workspace
+//     root is refused with sandbox.ErrPathEscape.
+//   - Tar streams given to CopyIn are checked member by member before they
+//     are sent (no absolute names, no "..", no hardlinks, devices or FIFOs,
+//     symlink targets inside the workspace, modes sanitized) and every
+//     parent directory is sent as an explicit directory member, so the
+//     daemon replaces an existing symlink instead of writing through it.
+//   - Exec timeouts kill the whole process tree: every exec carries a
+//     random marker in its environment, and on timeout a second exec
+//     finds every process whose environment holds the marker (grep over
+//     /proc/*/environ) and stops then kills them, repeating until none is
+//     left. This catches children that changed their process group or
+//     session, which a process-group kill would miss.
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/go-connections/tlsconfig"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// Kind is the provider kind.
+const Kind = "docker"
+
+// Labels put on every container this provider creates.
+const (
+	LabelManaged = "dev.agentctl.managed"
+	LabelLineage = "dev.agentctl.lineage"
+	LabelAddress = "dev.agentctl.address"
+)
+
+// Sandbox settings read from sandbox.Spec.Settings.
+const (
+	// SettingUser is the user commands run as ("uid", "uid:gid" or a name
+	// from the image's /etc/passwd).
+	SettingUser = "user"
+	// SettingCommitSnapshot enables Sandbox.Commit (docker commit).
+	SettingCommitSnapshot = "commit_snapshot"
+)
+
+// idleScript keeps the container alive. It works with busybox sh, dash
+// and bash, and exits at once on SIGTERM so stop is fast.
+const idleScript = `trap "exit 0" TERM INT; while :; do sleep 3600 & wait $!; done`
+
+// Options configure the provider.
+type Options struct {
+	// Host is the daemon address (unix:///var/run/docker.sock,
+	// tcp://host:2376, ...). Empty: DOCKER_HOST from Environ, else the
+	// local socket.
+	Host string
+	// Environ is where DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH
+	// and DOCKER_API_VERSION are read from. Nil: the process environment.
+	Environ []string
+	// Progress, when set, receives one line per image pull progress
+	// message.
+	Progress func(line string)
+	// StopTimeout is how long Stop waits before killing (default 10s).
+	StopTimeout time.Duration
+}
+
+// Provider creates Docker sandboxes.
+type Provider struct {
+	cli  *client.Client
+	opts Options
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New connects to the Docker daemon and negotiates the API version (unless
+// DOCKER_API_VERSION pins one).
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	env := opts.Environ
+	if env == nil {
+		env = os.Environ()
+	}
+	getenv := func(k string) string {
+		v := ""
+		for _, kv := range env {
+			if name, val, ok := strings.Cut(kv, "="); ok && name == k {
+				v = val
+			}
+		}
+		return v
+	}
+	host := opts.Host
+	if host == "" {
+		host = getenv("DOCKER_HOST")
+	}
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	copts := []client.Opt{}
+	if certPath := getenv("DOCKER_CERT_PATH"); certPath != "" {
+		tc, err := tlsconfig.Client(tlsconfig.Options{
+			CAFile:             filepath.Join(certPath, "ca.pem"),
+			CertFile:           filepath.Join(certPath, "cert.pem"),
+			KeyFile:            filepath.Join(certPath, "key.pem"),
+			InsecureSkipVerify: getenv("DOCKER_TLS_VERIFY") == "",
+			MinVersion:         tls.VersionTLS12,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("docker: TLS material in DOCKER_CERT_PATH=%s (ca.pem, cert.pem, key.pem): %w", certPath, err)
+		}
+		copts = append(copts, client.WithHTTPClient(&http.Client{
+			Transport:     &http.Transport{TLSClientConfig: tc},
+			CheckRedirect: client.CheckRedirect,
+		}))
+	} else if getenv("DOCKER_TLS_VERIFY") != "" {
+		return nil, errors.New("docker: DOCKER_TLS_VERIFY is set but DOCKER_CERT_PATH is not; set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem")
+	}
+	copts = append(copts, client.WithHost(host))
+	if v := strings.TrimSpace(getenv("DOCKER_API_VERSION")); v != "" {
+		copts = append(copts, client.WithAPIVersion(v))
+	}
+	cli, err := client.New(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker: client for %s: %w", host, err)
+	}
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker: cannot reach the Docker daemon at %s: %w; start Docker or set the provider's host (or DOCKER_HOST)", host, err)
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 10 * time.Second
+	}
+	return &Provider{cli: cli, opts: opts}, nil
+}
+
+// Kind returns "docker".
+func (p *Provider) Kind() string { return Kind }
+
+// Client exposes the underlying moby client (tests, diagnostics).
+func (p *Provider) Client() *client.Client { return p.cli }
+
+// APIVersion is the negotiated API version.
+func (p *Provider) APIVersion() string { return p.cli.ClientVersion() }
+
+// Close releases the client's connections.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// sessionData is SessionState.Data for a docker sandbox.
+type sessionData struct {
+	Name  string `json:"name"`
+	Image string `json:"image"`
+	// ImageID is the id of the image the container was created from; the
+	// engine compares it with ImageID(spec.Image) to plan a replace.
+	ImageID string `json:"image_id"`
+	Root    string `json:"root"`
+	User    string `json:"user,omitempty"`
+	UID     int    `json:"uid"`
+	GID     int    `json:"gid"`
+	// URLs maps exposed container ports to host URLs as of the last start.
+	URLs   map[string]string `json:"urls,omitempty"`
+	Commit bool              `json:"commit_snapshot,omitempty"`
+}
+
+// SessionData decodes the docker-specific part of a session state.
+func SessionData(st sandbox.SessionState) (image, imageID string, urls map[string]string, err error) {
+	var d sessionData
+	if len(st.Data) > 0 {
+		if err := json.Unmarshal(st.Data, &d); err != nil {
+			return "", "", nil, fmt.Errorf("docker: session data of %s: %w", st.ID, err)
+		}
+	}
+	return d.Image, d.ImageID, d.URLs, nil
+}
+
+// ImageID returns the id of the local image ref ("" and an error wrapping
+// sandbox.ErrNotFound when it is not present locally). The engine compares
+// it with the image id in session state to decide on a replace.
+func (p *Provider) ImageID(ctx context.Context, ref string) (string, error) {
+	res, err := p.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", fmt.Errorf("docker: image %q: %w", ref, sandbox.ErrNotFound)
+		}
+		return "", fmt.Errorf("docker: inspect image %q: %w", ref, err)
+	}
+	return res.ID, nil
+}
+
+// ensureImage returns the image id, pulling the image when it is missing.
+func (p *Provider) ensureImage(ctx context.Context, ref string) (string, error) {
+	id, err := p.ImageID(ctx, ref)
+	if err == nil {
+		return id, nil
+	}
+	if !errors.Is(err, sandbox.ErrNotFound) {
+		return "", err
+	}
+	pullErr := p.pull(ctx, ref)
+	if pullErr == nil {
+		if id, err = p.ImageID(ctx, ref); err == nil {
+			return id, nil
+		}
+		pullErr = err
+	}
+	return "", fmt.Errorf("docker: image %q is not present locally and could not be pulled: %v; build or load it (docker build -t %s ., docker load), or check the name and the registry's reachability", ref, pullErr, ref)
+}
+
+func (p *Provider) pull(ctx context.Context, ref string) error {
+	resp, err := p.cli.ImagePull(ctx, ref, client.ImagePullOptions{})
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	for msg, err := range resp.JSONMessages(ctx) {
+		if err != nil {
+			return err
+		}
+		if msg.Error != nil {
+			return errors.New(msg.Error.Message)
+		}
+		if p.opts.Progress != nil {
+			line := strings.TrimSpace(strings.Join(nonEmpty(msg.ID, msg.Status), ": "))
+			if msg.Progress != nil && msg.Progress.Total > 0 {
+				line += fmt.Sprintf(" %d/%d", msg.Progress.Current, msg.Progress.Total)
+			}
+			if line != "" {
+				p.opts.Progress(fmt.Sprintf("pull %s: %s", ref, line))
+			}
+		}
+	}
+	return nil
+}
+
+func nonEmpty(ss ...string) []string {
+	out := ss[:0:0]
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+func containerName(address string) string {
+	base := strings.Trim(nameUnsafe.ReplaceAllString(address, "-"), "-.")
+	if len(base) > 60 {
+		base = base[:60]
+	}
+	if base == "" {
+		base = "sandbox"
+	}
+	return "agentctl-" + base + "-" + randHex(4)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Create pulls the image if needed, creates and starts the container, and
+// makes the workspace root (owned by the sandbox user).
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	where := spec.Address
+	if where == "" {
+		where = "sandbox"
+	}
+	if spec.Image == "" {
+		return nil, fmt.Errorf("docker: %s: no image; set image = \"...\" in the sandbox block", where)
+	}
+	root := path.Clean("/" + spec.Root)
+	if spec.Root == "" {
+		root = "/workspace"
+	}
+	user, _ := spec.Settings[SettingUser].(string)
+	commit, _ := spec.Settings[SettingCommitSnapshot].(bool)
+
+	netMode := spec.Network
+	if netMode == "" {
+		netMode = "none"
+	}
+	if len(spec.Ports) > 0 && (netMode == "none" || netMode == "host") {
+		return nil, fmt.Errorf("docker: %s: ports %v need a container network, but network is %q; set network = \"bridge\" (or a named network)", where, spec.Ports, netMode)
+	}
+
+	imageID, err := p.ensureImage(ctx, spec.Image)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+
+	exposed := network.PortSet{}
+	bindings := network.PortMap{}
+	for _, port := range spec.Ports {
+		cp, err := network.ParsePort(strconv.Itoa(port) + "/tcp")
+		if err != nil {
+			return nil, fmt.Errorf("docker: %s: port %d: %w", where, port, err)
+		}
+		exposed[cp] = struct{}{}
+		// An empty host port lets the daemon pick a free one.
+		bindings[cp] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+	}
+	labels := map[string]string{
+		LabelManaged: "true",
+		LabelLineage: spec.Lineage,
+		LabelAddress: spec.Address,
+	}
+	init := true
+	hc := &container.HostConfig{
+		NetworkMode:  container.NetworkMode(netMode),
+		PortBindings: bindings,
+		Init:         &init,
+	}
+	if r := spec.Resources; r.CPUs > 0 || r.MemoryMB > 0 || r.PIDs > 0 {
+		hc.Resources.NanoCPUs = int64(r.CPUs * 1e9)
+		hc.Resources.Memory = r.MemoryMB * 1024 * 1024
+		if r.PIDs > 0 {
+			pids := r.PIDs
+			hc.Resources.PidsLimit = &pids
+		}
+	}
+	name := containerName(spec.Address)
+	cfg := &container.Config{
+		Image:        spec.Image,
+		Entrypoint:   []string{"/bin/sh", "-c", idleScript},
+		Cmd:          []string{},
+		WorkingDir:   root,
+		User:         user,
+		Labels:       labels,
+		ExposedPorts: exposed,
+	}
+	created, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     cfg,
+		HostConfig: hc,
+		Name:       name,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: %s: create container from %q: %w", where, spec.Image, err)
+	}
+	s := &Sandbox{p: p, id: created.ID, d: sessionData{
+		Name: name, Image: spec.Image, ImageID: imageID, Root: root, User: user, Commit: commit,
+	}}
+	fail := func(err error) (sandbox.Sandbox, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = s.Delete(cctx)
+		return nil, fmt.Errorf("docker: %s: %w", where, err)
+	}
+	if s.d.UID, s.d.GID, err = s.lookupUser(ctx, user); err != nil {
+		return fail(err)
+	}
+	if _, err := p.cli.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
+		return fail(s.wrap("start", err))
+	}
+	if len(spec.Ports) > 0 {
+		if err := s.refreshURLs(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	// Docker creates the working directory (owned by root) when it starts
+	// the container; only another owner needs fixing.
+	if s.d.UID != 0 || s.d.GID != 0 {
+		if err := s.ensureRoot(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	return s, nil
+}
+
+// Open reconnects to the container named by st without starting it.
+func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.SessionState) (sandbox.Sandbox, error) {
+	if st.Provider != "" && st.Provider != Kind {
+		return nil, fmt.Errorf("docker: session state of %s belongs to provider %q", spec.Address, st.Provider)
+	}
+	var d sessionData
+	if len(st.Data) > 0 {
+		if err := json.Unmarshal(st.Data, &d); err != nil {
+			return nil, fmt.Errorf("docker: session data of %s: %w", spec.Address, err)
+		}
+	}
+	if st.ID == "" {
+		return nil, fmt.Errorf("docker: %s: session state has no container id: %w", spec.Address, sandbox.ErrNotFound)
+	}
+	res, err := p.cli.ContainerInspect(ctx, st.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("docker: %s: container %s: %w", spec.Address, short(st.ID), sandbox.ErrNotFound)
+		}
+		return nil, fmt.Errorf("docker: %s: inspect container %s: %w", spec.Address, short(st.ID), err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[LabelManaged] != "true" {
+		return nil, fmt.Errorf("docker: %s: container %s is not managed by agentctl (no %s label); refusing to use it", spec.Address, short(st.ID), LabelManaged)
+	}
+	if d.Root == "" {
+		d.Root = c.Config.WorkingDir
+		if d.Root == "" {
+			d.Root = path.Clean("/" + spec.Root)
+		}
+	}
+	if d.Image == "" {
+		d.Image = c.Config.Image
+	}
+	if d.ImageID == "" {
+		d.ImageID = c.Image
+	}
+	if d.Name == "" {
+		d.Name = strings.TrimPrefix(c.Name, "/")
+	}
+	return &Sandbox{p: p, id: c.ID, d: d}, nil
+}
+
+// Managed is one container carrying agentctl's labels.
+type Managed struct {
+	ID      string
+	Name    string
+	Address string
+	Lineage string
+	State   string
+}
+
+// ListManaged lists every container (running or not) labelled as
+// agentctl's; with a non-empty lineage, only that state lineage's.
+func (p *Provider) ListManaged(ctx context.Context, lineage string) ([]Managed, error) {
+	f := client.Filters{}.Add("label", LabelManaged+"=true")
+	if lineage != "" {
+		f = f.Add("label", LabelLineage+"="+lineage)
+	}
+	res, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list agentctl containers: %w", err)
+	}
+	out := make([]Managed, 0, len(res.Items))
+	for _, c := range res.Items {
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, Managed{
+			ID: c.ID, Name: name, State: string(c.State),
+			Address: c.Labels[LabelAddress], Lineage: c.Labels[LabelLineage],
+		})
+	}
+	return out, nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// readAll reads at most limit bytes from r and reports whether there was more.
+func readAll(r io.Reader, limit int64) ([]byte, bool, error) {
+	if limit <= 0 {
+		b, err := io.ReadAll(r)
+		return b, false, err
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(b)) > limit {
+		return b[:limit], true, nil
+	}
+	return b, false, nil
+}

@@ -1,0 +1,255 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// MarkerEnv is the environment variable every exec carries; its random
+// value identifies the exec's whole process tree when a timeout fires.
+const MarkerEnv = "AGENTCTL_EXEC"
+
+// killScript stops and kills every process whose environment holds the
+// marker given as $1, repeating until none is left (a fork bomb gets a
+// pass per generation). It uses only shell builtins (read, kill, test), so
+// it works in images with nothing but a POSIX sh and never needs to fork,
+// even when a fork bomb has used up the container's pids limit. sh, dash,
+// bash and busybox ash all drop the NUL separators of /proc/PID/environ
+// when reading it, which leaves the marker intact. It runs as the exec's
+// user so /proc/PID/environ is readable without CAP_SYS_PTRACE.
+const killScript = `m="` + MarkerEnv + `=$1"
+n=0
+while [ $n -lt 200 ]; do
+  found=
+  for f in /proc/[0-9]*; do
+    p=${f#/proc/}
+    [ "$p" = "$$" ] && continue
+    e=
+    { while IFS= read -r l; do e="$e$l"; done; e="$e$l"; } <"$f/environ" 2>/dev/null
+    case "$e" in *"$m"*) kill -STOP "$p" 2>/dev/null; found="$found $p" ;; esac
+  done
+  [ -z "$found" ] && exit 0
+  kill -KILL $found 2>/dev/null
+  n=$((n+1))
+done
+exit 1`
+
+// killGrace is how long output may keep flowing after the process tree
+// was killed before the stream is cut.
+const killGrace = 5 * time.Second
+
+type execSpec struct {
+	user    string
+	argv    []string
+	env     []string
+	workdir string
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	timeout time.Duration
+	marker  string
+}
+
+// Exec runs a command in the container: argv directly, or Shell with
+// /bin/sh -c, in Workdir beneath the workspace root, as the sandbox user,
+// with separate stdout and stderr kept head+tail within OutputLimit. On
+// timeout every process of the command's tree is killed and TimedOut is
+// set; ExitCode is then what the daemon reports for the killed command
+// (137 for SIGKILL).
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	argv := req.Argv
+	if len(argv) == 0 {
+		if req.Shell == "" {
+			return sandbox.ExecResult{}, errors.New("docker: exec: no command (set Argv or Shell)")
+		}
+		argv = []string{"/bin/sh", "-c", req.Shell}
+	}
+	comps, err := s.relPath(req.Workdir)
+	if err != nil {
+		return sandbox.ExecResult{}, fmt.Errorf("docker: exec workdir: %w", err)
+	}
+	wd := s.d.Root
+	if len(comps) > 0 {
+		r, err := s.resolve(ctx, req.Workdir, comps, true)
+		if err != nil {
+			return sandbox.ExecResult{}, fmt.Errorf("docker: exec workdir: %w", err)
+		}
+		if !r.exists || !r.stat.Mode.IsDir() {
+			return sandbox.ExecResult{}, fmt.Errorf("docker: exec: workdir %q is not a directory in the workspace", req.Workdir)
+		}
+		wd = r.path
+	}
+	keys := make([]string, 0, len(req.Env))
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
+			return sandbox.ExecResult{}, fmt.Errorf("docker: exec: invalid environment variable %q", k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	marker := randHex(16)
+	env := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		env = append(env, k+"="+req.Env[k])
+	}
+	env = append(env, MarkerEnv+"="+marker)
+
+	stdout := sandbox.NewHeadTail(req.OutputLimit)
+	stderr := sandbox.NewHeadTail(req.OutputLimit)
+	start := time.Now()
+	code, timedOut, err := s.execStream(ctx, execSpec{
+		user: s.d.User, argv: argv, env: env, workdir: wd, stdin: req.Stdin,
+		stdout: stdout, stderr: stderr, timeout: req.Timeout, marker: marker,
+	})
+	res := sandbox.ExecResult{
+		ExitCode:       code,
+		Stdout:         stdout.Bytes(),
+		Stderr:         stderr.Bytes(),
+		Wall:           time.Since(start),
+		Truncated:      stdout.Truncated() || stderr.Truncated(),
+		OriginalStdout: stdout.Total(),
+		OriginalStderr: stderr.Total(),
+		TimedOut:       timedOut,
+	}
+	return res, err
+}
+
+// execStream runs one exec to completion and returns its exit code.
+func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error) {
+	created, err := s.p.cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
+		User:         sp.user,
+		AttachStdin:  sp.stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          sp.env,
+		WorkingDir:   sp.workdir,
+		Cmd:          sp.argv,
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "is not running") {
+			return -1, false, fmt.Errorf("docker: exec %s: container %s is stopped; start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err)
+		}
+		return -1, false, s.wrap("exec "+sp.argv[0], err)
+	}
+	att, err := s.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return -1, false, s.wrap("exec "+sp.argv[0], err)
+	}
+	defer att.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(sp.stdout, sp.stderr, att.Reader)
+		done <- err
+	}()
+	if sp.stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, sp.stdin)
+			_ = att.CloseWrite()
+		}()
+	}
+	var timer <-chan time.Time
+	if sp.timeout > 0 {
+		t := time.NewTimer(sp.timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	timedOut := false
+	var streamErr error
+	select {
+	case streamErr = <-done:
+	case <-timer:
+		timedOut = true
+		streamErr = s.stopTree(ctx, sp, att.Close, done)
+	case <-ctx.Done():
+		_ = s.stopTree(ctx, sp, att.Close, done)
+		return -1, false, fmt.Errorf("docker: exec %s: %w", sp.argv[0], ctx.Err())
+	}
+	if streamErr != nil && !timedOut {
+		return -1, false, s.wrap("exec "+sp.argv[0]+": reading output", streamErr)
+	}
+	// The stream ends when the process's stdio closes; the daemon may
+	// record the exit a moment later.
+	ictx := ctx
+	if timedOut {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+	}
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		ins, err := s.p.cli.ExecInspect(ictx, created.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return -1, timedOut, s.wrap("exec inspect", err)
+		}
+		if !ins.Running {
+			return ins.ExitCode, timedOut, nil
+		}
+		select {
+		case <-ictx.Done():
+			if timedOut {
+				return -1, true, nil
+			}
+			return -1, false, fmt.Errorf("docker: exec %s: %w", sp.argv[0], ictx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// stopTree kills the exec's process tree, then waits a little for the
+// output stream to drain before cutting it.
+func (s *Sandbox) stopTree(ctx context.Context, sp execSpec, closeConn func(), done <-chan error) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var kerr error
+	// The killer itself may fail to start while a fork bomb holds every
+	// pid the container may use: retry until it gets one.
+	for attempt := 0; attempt < 20; attempt++ {
+		var out, errOut bytes.Buffer
+		var code int
+		code, _, kerr = s.execStream(kctx, execSpec{
+			user: sp.user, argv: []string{"/bin/sh", "-c", killScript, "sh", sp.marker},
+			stdout: &out, stderr: &errOut,
+		})
+		if kerr == nil && code == 0 {
+			break
+		}
+		if kerr == nil {
+			kerr = fmt.Errorf("kill helper exited %d: %s", code, strings.TrimSpace(errOut.String()))
+		}
+		if isNoSuchContainer(kerr) || kctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(killGrace):
+		closeConn()
+		<-done
+		if kerr != nil {
+			return fmt.Errorf("docker: exec timed out and killing its processes failed: %w", kerr)
+		}
+		return nil
+	}
+}
+
+// run executes an internal helper command as user and collects its output.
+func (s *Sandbox) run(ctx context.Context, user string, argv []string, stdin io.Reader) ([]byte, []byte, int, error) {
+	var out, errOut bytes.Buffer
+	code, _, err := s.execStream(ctx, execSpec{
+		user: user, argv: argv, stdin: stdin, stdout: &out, stderr: &errOut,
+		env: []string{MarkerEnv + "=" + randHex(16)},
+	})
+	return out.Bytes(), errOut.Bytes(), code, err
+}
