@@ -222,14 +222,14 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 	a.mu.Lock()
 	prev := a.st.Sandboxes[addr].EntryDigests
 	a.mu.Unlock()
-	digests, err := sandbox.Materialize(ctx, sb, m, prev, a.e.parallelism())
+	res, err := sandbox.Materialize(ctx, sb, m, prev, a.e.parallelism())
 	if err != nil {
 		return fmt.Errorf("%s: materializing the manifest: %w", addr, err)
 	}
 	return a.update(func(st *state.State) {
 		ss := st.Sandboxes[addr]
-		ss.EntryDigests = digests
-		ss.ManifestDigest = sandbox.ManifestDigest(m, digests)
+		ss.EntryDigests = res.Digests
+		ss.ManifestDigest = sandbox.ManifestDigest(m, res.Digests)
 		ss.UpdatedAt = time.Now().UTC()
 	})
 }
@@ -437,7 +437,6 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		Interrupt:  e.Interrupt,
 		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(s) },
 		Events: func(ev runtime.Event) {
-			ev := ev
 			e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
 		},
 	}
@@ -492,13 +491,13 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
-	digest, err := sandbox.Snapshot(ctx, sb, a.e.State.Abs(rel))
+	info, err := sandbox.Snapshot(ctx, sb, "", nil, a.e.State.Abs(rel))
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
 	return a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
-		st.Sandboxes[addr].SnapshotDigest = digest
+		st.Sandboxes[addr].SnapshotDigest = info.SHA256
 	})
 }
 

@@ -69,7 +69,7 @@ func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, e
 			API:          p.OpenAI.API,
 			Timeout:      p.OpenAI.Timeout,
 			MaxRetries:   p.OpenAI.MaxRetries,
-			Environ:      e.Environ,
+			LookupEnv:    openai.EnvLookup(e.Environ),
 		})
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", addr, err)
