@@ -4,8 +4,15 @@ package main
 
 import (
 	"os"
+
+	"github.com/agentctl/agentctl/providers/local"
 )
 
 func main() {
+	// A sandbox's init process is this binary re-executed: it sets up the
+	// namespaces and runs the command, then exits here.
+	if local.MaybeRunInit() {
+		return
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 }

@@ -36,6 +36,15 @@ var commands = []command{
 	validateCommand,
 	fmtCommand,
 	graphCommand,
+	planCommand,
+	applyCommand,
+	destroyCommand,
+	showCommand,
+	outputCommand,
+	stateCommand,
+	forceUnlockCommand,
+	execCommand,
+	toolCommand,
 	versionCommand,
 }
 

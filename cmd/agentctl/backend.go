@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/state"
+)
+
+// backend is what the state-using commands share: the loaded
+// configuration, its state directory and, while held, the state lock.
+type backend struct {
+	m    *meta
+	cfg  *config.Config
+	dir  *state.Dir
+	lock *state.Lock
+}
+
+// stateDirFor is where a configuration's state lives (DESIGN §5):
+// DIR/.agentctl for a directory, .agentctl/<stem> beside a single file.
+func stateDirFor(cfgPath string) (string, error) {
+	abs, err := filepath.Abs(cfgPath)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("configuration %s: %w", cfgPath, err)
+	}
+	if fi.IsDir() {
+		return filepath.Join(abs, ".agentctl"), nil
+	}
+	stem := strings.TrimSuffix(filepath.Base(abs), filepath.Ext(abs))
+	return filepath.Join(filepath.Dir(abs), ".agentctl", stem), nil
+}
+
+// errDiagnostics is returned after diagnostics have been printed.
+var errDiagnostics = exitCode(exitError)
+
+// openBackend loads the configuration at path and opens its state
+// directory, printing diagnostics on failure.
+func (m *meta) openBackend(path string, vars arguments.Vars, sa arguments.State) (*backend, error) {
+	cfg, diags := m.loadConfig(path, vars)
+	if diags.HasErrors() {
+		m.view().Diagnostics(diags, files(cfg))
+		return nil, errDiagnostics
+	}
+	if len(diags) > 0 {
+		m.view().Diagnostics(diags, files(cfg))
+	}
+	sdir, err := stateDirFor(path)
+	if err != nil {
+		return nil, err
+	}
+	var opts []state.Option
+	opts = append(opts, state.WithAgentctlVersion(config.Version))
+	if sa.StatePath != "" {
+		p, err := filepath.Abs(sa.StatePath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, state.WithStateFile(p))
+	}
+	dir, err := state.OpenDir(sdir, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &backend{m: m, cfg: cfg, dir: dir}, nil
+}
+
+// takeLock takes the state lock for operation unless -lock=false.
+func (b *backend) takeLock(ctx context.Context, sa arguments.State, operation string) error {
+	if !sa.Lock {
+		return nil
+	}
+	l, err := b.dir.Lock(ctx, state.LockInfo{Operation: operation}, sa.LockTimeout)
+	if err != nil {
+		return err
+	}
+	b.lock = l
+	return nil
+}
+
+func (b *backend) unlock() {
+	if b.lock != nil {
+		if err := b.lock.Unlock(); err != nil {
+			b.m.view().Error(fmt.Errorf("releasing the state lock: %w", err))
+		}
+		b.lock = nil
+	}
+}
+
+// engine returns an engine for the backend's configuration and state.
+func (b *backend) engine(parallelism int, events func(engine.Event), interrupt <-chan struct{}) *engine.Engine {
+	return &engine.Engine{
+		Config:      b.cfg,
+		State:       b.dir,
+		Environ:     b.m.Environ,
+		Events:      events,
+		Parallelism: parallelism,
+		Version:     config.Version,
+		Interrupt:   interrupt,
+	}
+}
+
+// interrupts returns a context cancelled by a second SIGINT/SIGTERM and a
+// channel closed by the first: runs finish the step in flight, checkpoint
+// and stop, as terraform apply does on the first Ctrl-C.
+func interrupts(parent context.Context, onFirst func()) (context.Context, <-chan struct{}, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	first := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				return
+			case <-sigs:
+				n++
+				if n == 1 {
+					close(first)
+					if onFirst != nil {
+						onFirst()
+					}
+				} else {
+					cancel()
+				}
+			}
+		}
+	}()
+	return ctx, first, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+}
+
+// printErr prints an error, as diagnostics when it carries them.
+func (m *meta) printErr(err error, cfg *config.Config) {
+	var diags hcl.Diagnostics
+	if errors.As(err, &diags) {
+		m.view().Diagnostics(diags, files(cfg))
+		return
+	}
+	m.view().Error(err)
+}
+
+// colors is the palette for human views.
+func (m *meta) colors(noColor bool) views.Colors {
+	return views.NewColors(views.Colorize(m.Stdout, noColor || (m.global != nil && m.global.NoColor), m.Environ))
+}

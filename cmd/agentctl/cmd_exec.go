@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/tools"
+)
+
+// execOutputLimit is how much of each stream agentctl exec keeps.
+const execOutputLimit = 64 << 20
+
+func execCommand(m *meta) *ffcli.Command {
+	args, fs := arguments.NewInspect("exec", m.Stderr)
+	return &ffcli.Command{
+		Name:       "exec",
+		ShortUsage: "agentctl exec [options] ADDR -- CMD [ARG...]",
+		ShortHelp:  "Run a command in a managed sandbox, like docker exec.",
+		LongHelp: "  Runs CMD in the sandbox's workspace with the manifest's environment and\n" +
+			"  exits with the command's exit code. A stopped sandbox is started for the\n" +
+			"  command and stopped again afterwards.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, rest []string) error {
+			if err := args.Finish(fs, rest); err != nil {
+				return err
+			}
+			if len(args.Args) < 2 {
+				return fmt.Errorf("exec needs a sandbox address and a command: agentctl exec sandbox.NAME -- CMD [ARG...]")
+			}
+			addr, argv := args.Args[0], args.Args[1:]
+			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			if err != nil {
+				return err
+			}
+			st, err := b.dir.Read()
+			if err != nil {
+				return err
+			}
+			e := b.engine(0, nil, nil)
+			ws, restore, err := e.OpenWorkspace(ctx, st, addr)
+			if err != nil {
+				return err
+			}
+			defer restore()
+			res, err := ws.Exec(ctx, sandbox.ExecRequest{Argv: argv, Stdin: stdinIfPiped(), OutputLimit: execOutputLimit})
+			if err != nil {
+				return fmt.Errorf("%s: %w", addr, err)
+			}
+			m.Stdout.Write(res.Stdout)
+			m.Stderr.Write(res.Stderr)
+			if res.TimedOut {
+				return exitCode(124)
+			}
+			if res.ExitCode != 0 {
+				return exitCode(res.ExitCode)
+			}
+			return nil
+		},
+	}
+}
+
+// stdinIfPiped returns standard input unless it is a terminal.
+func stdinIfPiped() io.Reader {
+	fi, err := os.Stdin.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice != 0 {
+		return nil
+	}
+	return os.Stdin
+}
+
+func toolCommand(m *meta) *ffcli.Command {
+	args, fs := arguments.NewInspect("tool call", m.Stderr)
+	call := &ffcli.Command{
+		Name:       "call",
+		ShortUsage: "agentctl tool call [options] NAME (-dir DIR | -sandbox ADDR)",
+		ShortHelp:  "Run one capability tool by hand, for debugging tools and patches.",
+		LongHelp: "  Runs the tool NAME (exec_command, apply_patch, view_image, or a command\n" +
+			"  capability of the configuration) with the arguments given as JSON by\n" +
+			"  -args or on standard input. apply_patch also takes the raw patch text.\n" +
+			"  -dir runs against a host directory without any isolation; -sandbox\n" +
+			"  runs in a managed sandbox from the state.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, rest []string) error {
+			if err := args.Finish(fs, rest); err != nil {
+				return err
+			}
+			if len(args.Args) != 1 {
+				return fmt.Errorf("tool call needs exactly one tool NAME, such as apply_patch")
+			}
+			return m.toolCall(ctx, args, args.Args[0])
+		},
+	}
+	return &ffcli.Command{
+		Name:        "tool",
+		ShortUsage:  "agentctl tool call [options] NAME",
+		ShortHelp:   "Run agent tools by hand.",
+		FlagSet:     newEmptyFlagSet("tool"),
+		Subcommands: []*ffcli.Command{call},
+		Exec: func(ctx context.Context, _ []string) error {
+			return fmt.Errorf("tool needs a subcommand: call")
+		},
+	}
+}
+
+func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name string) error {
+	if (args.Dir == "") == (args.Sandbox == "") {
+		return fmt.Errorf("tool call needs exactly one of -dir DIR (a host directory, no isolation) or -sandbox ADDR (a managed sandbox)")
+	}
+	input := args.ToolArgs
+	if input == "" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return fmt.Errorf("reading the tool arguments from standard input: %w", err)
+		}
+		input = string(b)
+	}
+	var ws *sandbox.Workspace
+	var root string
+	var e *engine.Engine
+	if args.Dir != "" {
+		abs, err := filepath.Abs(args.Dir)
+		if err != nil {
+			return err
+		}
+		hd, err := sandbox.NewHostDir(abs)
+		if err != nil {
+			return fmt.Errorf("-dir %s: %w", args.Dir, err)
+		}
+		ws, root = &sandbox.Workspace{Sandbox: hd}, abs
+	} else {
+		b, err := m.openBackend(args.Config, args.Vars, args.State)
+		if err != nil {
+			return err
+		}
+		st, err := b.dir.Read()
+		if err != nil {
+			return err
+		}
+		e = b.engine(0, nil, nil)
+		w, restore, err := e.OpenWorkspace(ctx, st, args.Sandbox)
+		if err != nil {
+			return err
+		}
+		defer restore()
+		ws, root = w, e.WorkspaceRoot(args.Sandbox)
+	}
+	t, err := m.findTool(ws, root, name, args)
+	if err != nil {
+		return err
+	}
+	if name == "apply_patch" && strings.HasPrefix(strings.TrimSpace(input), "*** Begin Patch") {
+		// The raw patch text is accepted as is.
+	} else if strings.TrimSpace(input) == "" {
+		input = "{}"
+	}
+	out, err := t.Call(ctx, input)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, err.Error())
+		return exitCode(exitError)
+	}
+	fmt.Fprint(m.Stdout, out.Text)
+	if out.Text != "" && !strings.HasSuffix(out.Text, "\n") {
+		fmt.Fprintln(m.Stdout)
+	}
+	for _, img := range out.Images {
+		fmt.Fprintf(m.Stdout, "[image %s, %d bytes]\n", img.MediaType, len(img.Data))
+	}
+	return nil
+}
+
+// findTool builds the named tool over ws: a built-in capability tool, or
+// a command capability of the configuration.
+func (m *meta) findTool(ws *sandbox.Workspace, root, name string, args *arguments.Inspect) (tools.Tool, error) {
+	fo := tools.FilesystemOptions{Root: root}
+	switch name {
+	case "exec_command":
+		return tools.NewExecCommand(ws, tools.ExecOptions{Root: root}), nil
+	case "apply_patch":
+		return tools.NewApplyPatch(ws, fo), nil
+	case "view_image":
+		return tools.NewViewImage(ws, fo), nil
+	}
+	cfg, diags := m.loadConfig(args.Config, args.Vars)
+	if diags.HasErrors() {
+		m.view().Diagnostics(diags, files(cfg))
+		return nil, errDiagnostics
+	}
+	for _, c := range cfg.Capabilities {
+		if c.Command != nil && c.Name == name {
+			return tools.NewCommandTool(ws, c.Name, c.Command.Description, c.Command.Parameters, c.Command.Command, c.Command.Timeout)
+		}
+	}
+	return nil, fmt.Errorf("unknown tool %q: the built-in tools are exec_command, apply_patch and view_image; command capabilities of the configuration are called by their name", name)
+}
+
+func newEmptyFlagSet(name string) *flag.FlagSet {
+	return flag.NewFlagSet(name, flag.ContinueOnError)
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/state"
+)
+
+// exitChanges is -detailed-exitcode's "there are changes".
+const exitChanges = 2
+
+func planCommand(m *meta) *ffcli.Command {
+	args, fs := arguments.NewOperation("plan", m.Stderr)
+	return &ffcli.Command{
+		Name:       "plan",
+		ShortUsage: "agentctl plan [options] [PATH]",
+		ShortHelp:  "Show what apply would change: sandboxes to create, runs to execute.",
+		LongHelp: "  Compares the configuration in PATH with the state, after asking the\n" +
+			"  providers whether the sandboxes still exist, and shows what apply would\n" +
+			"  do and why. Nothing is changed.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, rest []string) error {
+			if err := args.Finish(fs, rest); err != nil {
+				return err
+			}
+			m.noColor = args.NoColor
+			return m.plan(ctx, args)
+		},
+	}
+}
+
+func (m *meta) plan(ctx context.Context, args *arguments.Operation) error {
+	b, err := m.openBackend(args.Path, args.Vars, args.State)
+	if err != nil {
+		return err
+	}
+	if err := b.takeLock(ctx, args.State, "plan"); err != nil {
+		return err
+	}
+	defer b.unlock()
+	st, err := b.dir.Read()
+	if err != nil {
+		return err
+	}
+	var jv *views.JSON
+	if args.JSON {
+		jv = views.NewJSON(m.Stdout, config.Version)
+	}
+	e := b.engine(args.Parallelism, nil, nil)
+	p, err := e.Plan(ctx, st, engine.PlanOptions{Destroy: args.Destroy, Refresh: args.Refresh, Targets: args.Targets, Replace: args.Replace})
+	if err != nil {
+		m.printErr(err, b.cfg)
+		return errDiagnostics
+	}
+	if jv != nil {
+		jv.PlanJSON(p)
+	} else {
+		views.Plan(m.Stdout, p, m.colors(args.NoColor))
+	}
+	if args.Out != "" {
+		if err := writePlanFile(args.Out, args.Path, b.cfg, e, p); err != nil {
+			return err
+		}
+		if jv == nil {
+			fmt.Fprintf(m.Stdout, "\nSaved the plan to: %s\n\nTo perform exactly these actions, run the following command to apply:\n    agentctl apply %q\n", args.Out, args.Out)
+		}
+	}
+	if args.DetailedExitcode && p.HasChanges() {
+		return exitCode(exitChanges)
+	}
+	return nil
+}
+
+// writePlanFile saves p with the state's lineage and serial and the
+// non-sensitive variable values, so apply can reload the same
+// configuration and refuse the plan once the state moved on.
+func writePlanFile(out, cfgPath string, cfg *config.Config, e *engine.Engine, p *engine.Plan) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(cfgPath)
+	if err != nil {
+		return err
+	}
+	vars := map[string]json.RawMessage{}
+	for name, v := range cfg.Variables {
+		if v.Sensitive || v.Value.IsMarked() || !v.Value.IsWhollyKnown() {
+			continue
+		}
+		b, err := ctyjson.Marshal(v.Value, v.Value.Type())
+		if err != nil {
+			continue
+		}
+		vars[name] = b
+	}
+	return state.WritePlanFile(out, state.PlanFile{
+		AgentctlVersion: config.Version,
+		Lineage:         p.Lineage,
+		Serial:          p.Serial,
+		ConfigDir:       abs,
+		ConfigDigest:    e.ConfigDigest(),
+		Vars:            vars,
+		Plan:            body,
+	})
+}
+
+// planVars turns a saved plan's variables back into -var arguments.
+func planVars(pf *state.PlanFile) []string {
+	names := make([]string, 0, len(pf.Vars))
+	for n := range pf.Vars {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		raw := pf.Vars[n]
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			out = append(out, n+"="+s)
+		} else {
+			out = append(out, n+"="+string(raw))
+		}
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/state"
+)
+
+func showCommand(m *meta) *ffcli.Command {
+	args, fs := arguments.NewInspect("show", m.Stderr)
+	return &ffcli.Command{
+		Name:       "show",
+		ShortUsage: "agentctl show [options] [ADDR | PLANFILE]",
+		ShortHelp:  "Show the state, one run's transcript, one sandbox, or a saved plan.",
+		FlagSet:    fs,
+		Exec: func(ctx context.Context, rest []string) error {
+			if err := args.Finish(fs, rest); err != nil {
+				return err
+			}
+			m.noColor = args.NoColor
+			if len(args.Args) > 1 {
+				return fmt.Errorf("show takes at most one argument: an address such as run.NAME, or a saved plan file")
+			}
+			if len(args.Args) == 1 {
+				if pf, ok := isPlanFile(args.Args[0]); ok {
+					return m.showPlan(pf, args.JSON)
+				}
+			}
+			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			if err != nil {
+				return err
+			}
+			st, err := b.dir.Read()
+			if err != nil {
+				return err
+			}
+			if len(args.Args) == 0 {
+				return m.showState(st, args.JSON)
+			}
+			addr := args.Args[0]
+			switch {
+			case st.Runs[addr] != nil:
+				e := b.engine(0, nil, nil)
+				steps, err := e.Transcript(st.Runs[addr])
+				if err != nil {
+					return fmt.Errorf("%s: reading its transcript: %w", addr, err)
+				}
+				if args.JSON {
+					return writeJSON(m.Stdout, map[string]any{"run": st.Runs[addr], "steps": steps})
+				}
+				showRun(m.Stdout, st.Runs[addr], steps)
+				return nil
+			case st.Sandboxes[addr] != nil:
+				if args.JSON {
+					return writeJSON(m.Stdout, st.Sandboxes[addr])
+				}
+				showSandbox(m.Stdout, st.Sandboxes[addr])
+				return nil
+			}
+			return fmt.Errorf("%s is not in the state; agentctl state list shows the addresses it holds", addr)
+		},
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (m *meta) showPlan(pf *state.PlanFile, asJSON bool) error {
+	if asJSON {
+		_, err := m.Stdout.Write(append(pf.Plan, '\n'))
+		return err
+	}
+	p := &engine.Plan{}
+	if err := json.Unmarshal(pf.Plan, p); err != nil {
+		return fmt.Errorf("reading the saved plan: %w", err)
+	}
+	fmt.Fprintf(m.Stdout, "Saved plan for %s (state lineage %s, serial %d)\n", pf.ConfigDir, pf.Lineage, pf.Serial)
+	views.Plan(m.Stdout, p, m.colors(false))
+	return nil
+}
+
+func (m *meta) showState(st *state.State, asJSON bool) error {
+	if asJSON {
+		return writeJSON(m.Stdout, st)
+	}
+	if len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
+		fmt.Fprintln(m.Stdout, "The state is empty: nothing has been applied yet.")
+		return nil
+	}
+	for _, addr := range st.SandboxAddresses() {
+		s := st.Sandboxes[addr]
+		fmt.Fprintf(m.Stdout, "# %s (%s, %s)\n", addr, s.Kind, s.Status)
+		fmt.Fprintf(m.Stdout, "    id       = %s\n", s.Session.ID)
+		for port, u := range s.URLs {
+			fmt.Fprintf(m.Stdout, "    url %s = %s\n", port, u)
+		}
+		if s.Snapshot != "" {
+			fmt.Fprintf(m.Stdout, "    snapshot = %s\n", s.Snapshot)
+		}
+	}
+	for _, addr := range st.RunAddresses() {
+		r := st.Runs[addr]
+		fmt.Fprintf(m.Stdout, "# %s (%s, %d turns, %d input + %d output tokens)\n", addr, r.Status, r.Turns, r.Usage.InputTokens, r.Usage.OutputTokens)
+		if r.Error != "" {
+			fmt.Fprintf(m.Stdout, "    error  = %s\n", r.Error)
+		}
+		if len(r.Output) > 0 {
+			fmt.Fprintf(m.Stdout, "    output = %s\n", firstLines(renderJSONValue(r.Output), 3))
+		}
+	}
+	m.printOutputs(st)
+	return nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, "\n             ")
+}
+
+func showSandbox(w io.Writer, s *state.Sandbox) {
+	fmt.Fprintf(w, "# %s\n", s.Address)
+	fmt.Fprintf(w, "provider        = %s (%s)\n", s.Provider, s.Kind)
+	fmt.Fprintf(w, "id              = %s\n", s.Session.ID)
+	fmt.Fprintf(w, "status          = %s\n", s.Status)
+	fmt.Fprintf(w, "manifest_digest = %s\n", s.ManifestDigest)
+	for _, p := range sortedStrings(s.EntryDigests) {
+		fmt.Fprintf(w, "entry %-10q  = %s\n", p, s.EntryDigests[p])
+	}
+	for _, p := range sortedStrings(s.URLs) {
+		fmt.Fprintf(w, "url %-12s = %s\n", p, s.URLs[p])
+	}
+	if s.Snapshot != "" {
+		fmt.Fprintf(w, "snapshot        = %s (sha256 %s)\n", s.Snapshot, s.SnapshotDigest)
+	}
+}
+
+// showRun prints a run's transcript: the input, each model turn's text and
+// tool calls, each tool result, handoffs, and the provenance.
+func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
+	fmt.Fprintf(w, "# %s: %s, agent.%s, %d turns\n", r.Address, r.Status, r.Agent, r.Turns)
+	turn := 0
+	for _, s := range steps {
+		indent := strings.Repeat("    ", strings.Count(s.Path, "/")+boolInt(s.Path != ""))
+		switch s.Kind {
+		case runtime.StepInput:
+			if s.Path == "" {
+				fmt.Fprintf(w, "\n%s[input → %s]\n%s%s\n", indent, s.Agent, indent, s.Input)
+			} else {
+				fmt.Fprintf(w, "%s[agent tool run of %s] input: %s\n", indent, s.Agent, s.Input)
+			}
+		case runtime.StepModel:
+			if s.Path == "" {
+				turn++
+			}
+			fmt.Fprintf(w, "\n%s[turn %d, %s]\n", indent, turn, s.Agent)
+			for _, it := range s.Response.Output {
+				switch it.Type {
+				case "message":
+					fmt.Fprintf(w, "%s%s\n", indent, it.Text)
+				case "function_call":
+					fmt.Fprintf(w, "%s→ %s %s\n", indent, it.Name, it.Arguments)
+				}
+			}
+		case runtime.StepTool:
+			out := s.Result.Output
+			if len(s.Result.Images) > 0 {
+				out += fmt.Sprintf(" [%d image(s)]", len(s.Result.Images))
+			}
+			fmt.Fprintf(w, "%s← %s\n", indent, strings.ReplaceAll(strings.TrimRight(out, "\n"), "\n", "\n"+indent+"  "))
+			if s.Handoff != "" {
+				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, s.Handoff)
+			}
+		}
+	}
+	if len(r.Output) > 0 {
+		fmt.Fprintf(w, "\nOutput: %s\n", renderJSONValue(r.Output))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "\nError: %s\n", r.Error)
+	}
+	p := r.Provenance
+	fmt.Fprintf(w, "\nProvenance: config %s", short(p.ConfigDigest))
+	if p.GitCommit != "" {
+		fmt.Fprintf(w, ", git commit %s", short(p.GitCommit))
+	}
+	fmt.Fprintf(w, ", models %s, usage %d input / %d output tokens\n", strings.Join(p.Models, ", "), r.Usage.InputTokens, r.Usage.OutputTokens)
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
