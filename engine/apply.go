@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -372,7 +371,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			resume = true
 		}
 	}
-	journalRel := filepath.Join("journals", safeName(addr)+".jsonl")
+	journalRel := state.JournalName(addr)
 	if resume {
 		history, err = e.readJournal(prev)
 		if err != nil {
@@ -487,7 +486,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 
 // snapshot saves the sandbox's workspace under the state directory.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
-	rel := filepath.Join("snapshots", safeName(addr)+".tar")
+	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
@@ -577,12 +576,6 @@ func (e *Engine) recordOutputs(st *state.State) {
 		}
 		st.Outputs[name] = &state.Output{Value: b}
 	}
-}
-
-// safeName turns an address into a file name.
-func safeName(addr string) string {
-	r := strings.NewReplacer("[", "_", "]", "", `"`, "", "/", "_", "\\", "_", " ", "_")
-	return r.Replace(addr)
 }
 
 // readJournal reads the steps of a run's journal.

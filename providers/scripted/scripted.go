@@ -4,6 +4,7 @@
 package scripted
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,10 +59,7 @@ func (m *Model) Respond(ctx context.Context, req *model.Request, sink func(model
 		resp.Output = append(resp.Output, model.Item{Type: model.ItemMessage, Role: "assistant", Text: r.Text})
 	}
 	for i, c := range r.Calls {
-		args := string(c.Arguments)
-		if args == "" {
-			args = "{}"
-		}
+		args := plainJSON(c.Arguments)
 		id := fmt.Sprintf("call_%s_%d_%d", req.Agent, req.AgentTurn, i)
 		if sink != nil {
 			sink(model.Event{Type: model.EventToolCallStart, Name: c.Name, CallID: id})
@@ -80,4 +78,25 @@ func estimateTokens(req *model.Request) int64 {
 		n += len(it.Text) + len(it.Arguments) + len(it.Output)
 	}
 	return int64(n) / 4
+}
+
+// plainJSON re-encodes arguments without HTML escaping, so a script's
+// "a > b" reaches the tool and the transcript as written ("{}" when empty).
+func plainJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return string(raw)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
 }
