@@ -17,8 +17,7 @@ import (
 const (
 	exitOK    = 0
 	exitError = 1
-	// exitChanges is returned by -detailed-exitcode commands and by
-	// fmt -check when files need formatting... fmt uses 3 like Terraform.
+	// exitFmtCheck is fmt -check's status when files need formatting.
 	exitFmtCheck = 3
 )
 
