@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -324,7 +323,7 @@ func (f *frame) callModel(ctx context.Context) error {
 		AgentTurn:        f.st.nextAgentTurn(a.Name),
 		Model:            a.ModelName,
 		Instructions:     a.Instructions,
-		Input:            slices.Clone(f.conv),
+		Input:            f.conv[:len(f.conv):len(f.conv)], // no copy; providers must not modify items
 		Tools:            toolDefinitions(a),
 		OutputSchema:     a.OutputSchema,
 		OutputSchemaName: "final_output",
