@@ -248,6 +248,9 @@ func TestCopyInOut(t *testing.T) {
 			t.Fatalf("CopyOut member %q = %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
+	// Hardlinks in the workspace come out as regular files, so the
+	// archive is accepted by CopyIn.
+	execOK(t, sb, "ln proj/src/main.go proj/hard")
 	// Round trip into a second sandbox, as a snapshot restore does.
 	rc2, err := sb.CopyOut(ctx, ".")
 	if err != nil {
@@ -257,7 +260,7 @@ func TestCopyInOut(t *testing.T) {
 	if err := sb2.CopyIn(ctx, ".", rc2); err != nil {
 		t.Fatal(err)
 	}
-	if got := execOK(t, sb2, "cat proj/src/link"); got != "package main\n" {
+	if got := execOK(t, sb2, "cat proj/src/link proj/hard"); got != "package main\npackage main\n" {
 		t.Fatalf("restored: %q", got)
 	}
 }
