@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -600,4 +601,46 @@ func TestMain(m *testing.M) {
 		cancel()
 	}
 	os.Exit(code)
+}
+
+// Through the shared Workspace wrapper, as tools use it: manifest env and
+// ephemeral env reach the command, sensitive values are scrubbed, and
+// parallel tool calls on one sandbox do not interfere.
+func TestWorkspaceExecParallel(t *testing.T) {
+	sb := newSandbox(t, testSpec(t))
+	ws := &sandbox.Workspace{
+		Sandbox:      sb,
+		Env:          map[string]string{"REGION": "eu"},
+		EphemeralEnv: map[string]string{"DB_TOKEN": "s3cr3t-token"},
+		Scrub:        sandbox.NewScrubber([]string{"s3cr3t-token"}),
+	}
+	ctx := context.Background()
+	errs := make(chan error, 6)
+	for i := 0; i < 6; i++ {
+		go func(i int) {
+			res, err := ws.Exec(ctx, sandbox.ExecRequest{Shell: "echo $REGION $DB_TOKEN; echo $DB_TOKEN >&2"})
+			switch {
+			case err != nil:
+				errs <- err
+			case string(res.Stdout) != "eu (sensitive)\n" || string(res.Stderr) != "(sensitive)\n":
+				errs <- fmt.Errorf("exec %d: stdout %q stderr %q", i, res.Stdout, res.Stderr)
+			default:
+				errs <- nil
+			}
+		}(i)
+	}
+	for i := 0; i < 6; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	// The ephemeral value is in no container config.
+	p := testProvider(t)
+	res, err := p.Client().ContainerInspect(ctx, sb.ID(), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(res.Raw), "s3cr3t-token") {
+		t.Fatal("ephemeral env leaked into the container config")
+	}
 }
