@@ -644,3 +644,36 @@ func TestWorkspaceExecParallel(t *testing.T) {
 		t.Fatal("ephemeral env leaked into the container config")
 	}
 }
+
+// The restore flow the engine runs: snapshot the workspace to a tar on
+// the host, lose the container, see it missing, create a fresh one and
+// restore the snapshot into it.
+func TestSnapshotRestoreAfterLoss(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	spec := testSpec(t)
+	sb := newSandbox(t, spec)
+	execOK(t, sb, "mkdir -p out && echo result > out/report.txt && ln -s out/report.txt latest && chmod 600 out/report.txt")
+	rc, err := sb.CopyOut(ctx, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if _, err := io.Copy(&snap, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if _, err := p.Client().ContainerRemove(ctx, sb.ID(), client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := sb.Refresh(ctx); st != sandbox.StatusMissing {
+		t.Fatalf("status after loss = %v", st)
+	}
+	fresh := newSandbox(t, spec)
+	if err := fresh.CopyIn(ctx, ".", &snap); err != nil {
+		t.Fatal(err)
+	}
+	if out := execOK(t, fresh, "cat latest; stat -c %a out/report.txt"); out != "result\n600\n" {
+		t.Fatalf("restored workspace: %q", out)
+	}
+}
