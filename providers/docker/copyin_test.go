@@ -129,7 +129,7 @@ func TestRebase(t *testing.T) {
 	}
 	tw.Close()
 	var out bytes.Buffer
-	if err := rebase(&buf, &out); err != nil {
+	if err := rebase(&buf, &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&out)

@@ -17,11 +17,12 @@
 //     parent directory is sent as an explicit directory member, so the
 //     daemon replaces an existing symlink instead of writing through it.
 //   - Exec timeouts kill the whole process tree: every exec carries a
-//     random marker in its environment, and on timeout a second exec
-//     finds every process whose environment holds the marker (grep over
-//     /proc/*/environ) and stops then kills them, repeating until none is
-//     left. This catches children that changed their process group or
-//     session, which a process-group kill would miss.
+//     random marker in its environment, and on timeout a second exec (a
+//     shell script using only builtins, so it needs no fork) reads
+//     /proc/*/environ, stops then kills every process holding the marker,
+//     and repeats until none is left. This catches children that changed
+//     their process group or session, which a process-group kill would
+//     miss.
 package docker
 
 import (

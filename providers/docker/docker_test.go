@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -248,6 +249,9 @@ func TestCopyInOut(t *testing.T) {
 			t.Fatalf("CopyOut member %q = %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
+	// Hardlinks in the workspace come out as regular files, so the
+	// archive is accepted by CopyIn.
+	execOK(t, sb, "ln proj/src/main.go proj/hard")
 	// Round trip into a second sandbox, as a snapshot restore does.
 	rc2, err := sb.CopyOut(ctx, ".")
 	if err != nil {
@@ -257,7 +261,7 @@ func TestCopyInOut(t *testing.T) {
 	if err := sb2.CopyIn(ctx, ".", rc2); err != nil {
 		t.Fatal(err)
 	}
-	if got := execOK(t, sb2, "cat proj/src/link"); got != "package main\n" {
+	if got := execOK(t, sb2, "cat proj/src/link proj/hard"); got != "package main\npackage main\n" {
 		t.Fatalf("restored: %q", got)
 	}
 }
@@ -597,4 +601,79 @@ func TestMain(m *testing.M) {
 		cancel()
 	}
 	os.Exit(code)
+}
+
+// Through the shared Workspace wrapper, as tools use it: manifest env and
+// ephemeral env reach the command, sensitive values are scrubbed, and
+// parallel tool calls on one sandbox do not interfere.
+func TestWorkspaceExecParallel(t *testing.T) {
+	sb := newSandbox(t, testSpec(t))
+	ws := &sandbox.Workspace{
+		Sandbox:      sb,
+		Env:          map[string]string{"REGION": "eu"},
+		EphemeralEnv: map[string]string{"DB_TOKEN": "s3cr3t-token"},
+		Scrub:        sandbox.NewScrubber([]string{"s3cr3t-token"}),
+	}
+	ctx := context.Background()
+	errs := make(chan error, 6)
+	for i := 0; i < 6; i++ {
+		go func(i int) {
+			res, err := ws.Exec(ctx, sandbox.ExecRequest{Shell: "echo $REGION $DB_TOKEN; echo $DB_TOKEN >&2"})
+			switch {
+			case err != nil:
+				errs <- err
+			case string(res.Stdout) != "eu (sensitive)\n" || string(res.Stderr) != "(sensitive)\n":
+				errs <- fmt.Errorf("exec %d: stdout %q stderr %q", i, res.Stdout, res.Stderr)
+			default:
+				errs <- nil
+			}
+		}(i)
+	}
+	for i := 0; i < 6; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	// The ephemeral value is in no container config.
+	p := testProvider(t)
+	res, err := p.Client().ContainerInspect(ctx, sb.ID(), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(res.Raw), "s3cr3t-token") {
+		t.Fatal("ephemeral env leaked into the container config")
+	}
+}
+
+// The restore flow the engine runs: snapshot the workspace to a tar on
+// the host, lose the container, see it missing, create a fresh one and
+// restore the snapshot into it.
+func TestSnapshotRestoreAfterLoss(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	spec := testSpec(t)
+	sb := newSandbox(t, spec)
+	execOK(t, sb, "mkdir -p out && echo result > out/report.txt && ln -s out/report.txt latest && chmod 600 out/report.txt")
+	rc, err := sb.CopyOut(ctx, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if _, err := io.Copy(&snap, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if _, err := p.Client().ContainerRemove(ctx, sb.ID(), client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := sb.Refresh(ctx); st != sandbox.StatusMissing {
+		t.Fatalf("status after loss = %v", st)
+	}
+	fresh := newSandbox(t, spec)
+	if err := fresh.CopyIn(ctx, ".", &snap); err != nil {
+		t.Fatal(err)
+	}
+	if out := execOK(t, fresh, "cat latest; stat -c %a out/report.txt"); out != "result\n600\n" {
+		t.Fatalf("restored workspace: %q", out)
+	}
 }

@@ -453,18 +453,39 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 	if err != nil {
 		return nil, s.wrap("copy out "+dir, err)
 	}
+	// Hardlinked files come from the daemon as one file and link members
+	// pointing at it; CopyIn (like every safe extractor) refuses links, so
+	// each one is fetched again and sent as a regular file.
+	fetch := func(name string) (io.ReadCloser, int64, error) {
+		abs := path.Join(r.path, name)
+		fr, err := s.p.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: abs})
+		if err != nil {
+			return nil, 0, s.wrap("copy out "+abs, err)
+		}
+		tr := tar.NewReader(fr.Content)
+		h, err := tr.Next()
+		if err != nil {
+			fr.Content.Close()
+			return nil, 0, s.wrap("copy out "+abs, err)
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{tr, fr.Content}, h.Size, nil
+	}
 	pr, pw := io.Pipe()
 	go func() {
 		defer res.Content.Close()
-		pw.CloseWithError(rebase(res.Content, pw))
+		pw.CloseWithError(rebase(res.Content, pw, fetch))
 	}()
 	return pr, nil
 }
 
 // rebase copies a daemon archive of a directory (members "base/...")
 // to w with the first name component removed and the directory itself
-// dropped.
-func rebase(in io.Reader, w io.Writer) error {
+// dropped. Hardlink members are replaced by regular files read with
+// fetch (by their rebased name); a nil fetch keeps them as links.
+func rebase(in io.Reader, w io.Writer, fetch func(name string) (io.ReadCloser, int64, error)) error {
 	tr := tar.NewReader(in)
 	tw := tar.NewWriter(w)
 	strip := func(name string) (string, bool) {
@@ -491,6 +512,23 @@ func rebase(in io.Reader, w io.Writer) error {
 		hdr.Name = name
 		if hdr.Typeflag == tar.TypeLink {
 			hdr.Linkname, _ = strip(hdr.Linkname)
+			if fetch != nil {
+				rc, size, err := fetch(name)
+				if err != nil {
+					return err
+				}
+				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeReg, "", size
+				if err := tw.WriteHeader(hdr); err != nil {
+					rc.Close()
+					return err
+				}
+				_, err = io.CopyN(tw, rc, size)
+				rc.Close()
+				if err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
