@@ -6,9 +6,15 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/agentctl/agentctl/providers/local"
 )
 
 func TestMain(m *testing.M) {
+	// Namespaced local sandboxes re-execute this binary as their init.
+	if local.MaybeRunInit() {
+		return
+	}
 	testscript.Main(m, map[string]func(){
 		"agentctl": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ())) },
 	})
