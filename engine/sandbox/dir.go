@@ -55,6 +55,14 @@ func OpenRoot(dir string) (*Dir, error) {
 	return d, nil
 }
 
+// Resolver names the mechanism confining paths: "openat2" or "os.Root".
+func (d *Dir) Resolver() string {
+	if d.openat2 {
+		return "openat2"
+	}
+	return "os.Root"
+}
+
 // Path is the host path of the root.
 func (d *Dir) Path() string { return d.path }
 

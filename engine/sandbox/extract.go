@@ -74,6 +74,9 @@ type tarChecker struct {
 	base    string // workspace-relative extraction directory
 	members int
 	bytes   int64
+	// links holds the symlink members seen so far: nothing may be
+	// extracted beneath one.
+	links map[string]bool
 }
 
 func unsafeMember(name, why string, wrap ...error) error {
@@ -119,6 +122,24 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 		return m, false, unsafeMember(hdr.Name[:64]+"…", "path longer than 4096 bytes")
 	}
 	m.name = clean
+	for p := clean; ; {
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+		if c.links[p] {
+			return m, false, unsafeMember(hdr.Name, fmt.Sprintf("it lies beneath the symlink member %q; archives may not write through symlinks", p), ErrPathEscape)
+		}
+	}
+	if hdr.Typeflag == tar.TypeSymlink {
+		if c.links == nil {
+			c.links = map[string]bool{}
+		}
+		c.links[clean] = true
+	} else {
+		delete(c.links, clean)
+	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		m.kind, m.mode = tar.TypeDir, sanitizedDirMode

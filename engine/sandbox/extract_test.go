@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -93,7 +94,8 @@ func TestExtractHostileArchives(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			err = Extract(ctx, d, tt.into, bytes.NewReader(tarOf(t, tt.hdrs...)), tt.lim)
+			archive := tarOf(t, tt.hdrs...)
+			err = Extract(ctx, d, tt.into, bytes.NewReader(archive), tt.lim)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Extract = %v, want %v", err, tt.want)
 			}
@@ -107,6 +109,14 @@ func TestExtractHostileArchives(t *testing.T) {
 			ents, _ = os.ReadDir(parent)
 			if len(ents) != 2 {
 				t.Errorf("workspace parent gained entries: %v", ents)
+			}
+			// The stream filter refuses everything that does not depend on
+			// what is already in the workspace.
+			if !strings.Contains(tt.name, "planted") {
+				err := SanitizeTar(ctx, tt.into, bytes.NewReader(archive), io.Discard, tt.lim)
+				if !errors.Is(err, tt.want) {
+					t.Errorf("SanitizeTar = %v, want %v", err, tt.want)
+				}
 			}
 			if _, err := os.Lstat("/etc/agentctl-pwned"); err == nil {
 				t.Error("/etc/agentctl-pwned exists")
