@@ -367,3 +367,12 @@ func TestExecCancel(t *testing.T) {
 		waitNoProcess(t, marker)
 	})
 }
+
+func TestSandboxConventionalPaths(t *testing.T) {
+	requireNamespaces(t)
+	sb, _ := newSandbox(t, local.Options{}, sandbox.Spec{})
+	res := sh(t, sb, "echo v > /var/tmp/x && cat /tmp/x && test -r /etc/mtab && test -e /dev/null && echo ok")
+	if string(res.Stdout) != "v\nok\n" {
+		t.Fatalf("%+v", res)
+	}
+}

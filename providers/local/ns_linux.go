@@ -479,6 +479,17 @@ func buildRoot(cfg initConfig, rights []int) error {
 		}
 	}
 
+	// Conventional paths some tools expect.
+	if err := os.MkdirAll(nr("/var"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("/tmp", nr("/var/tmp")); err != nil {
+		return err
+	}
+	if err := os.Symlink("/proc/self/mounts", nr("/etc/mtab")); err != nil {
+		return err
+	}
+
 	if err := os.Chdir(newRoot); err != nil {
 		return err
 	}
