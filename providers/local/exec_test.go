@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -375,4 +377,32 @@ func TestSandboxConventionalPaths(t *testing.T) {
 	if string(res.Stdout) != "v\nok\n" {
 		t.Fatalf("%+v", res)
 	}
+}
+
+func TestConcurrentExecs(t *testing.T) {
+	forEachIsolation(t, func(t *testing.T, iso string) {
+		sb, _ := newSandbox(t, local.Options{Isolation: iso}, sandbox.Spec{})
+		errs := make(chan error, 6)
+		for i := range 6 {
+			go func() {
+				res, err := sb.Exec(context.Background(), sandbox.ExecRequest{
+					Shell: "echo $N > out-$N.txt && cat out-$N.txt",
+					Env:   map[string]string{"N": strconv.Itoa(i)},
+				})
+				if err == nil && string(res.Stdout) != strconv.Itoa(i)+"\n" {
+					err = fmt.Errorf("exec %d: %+v", i, res)
+				}
+				errs <- err
+			}()
+		}
+		for range 6 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		infos, err := sb.ReadDir(context.Background(), ".")
+		if err != nil || len(infos) != 6 {
+			t.Fatalf("files = %v, %v", infos, err)
+		}
+	})
 }
