@@ -231,6 +231,13 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		if name == "." {
 			continue
 		}
+		for k := range h.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				// Holes would be written out as zeros: a small archive
+				// could fill the disk.
+				return fmt.Errorf("copy in %s: member %q is a sparse file, which is not supported", dir, h.Name)
+			}
+		}
 		target := path.Join(base, name)
 		mode := fs.FileMode(h.Mode).Perm()
 		switch h.Typeflag {
