@@ -6,6 +6,7 @@ package local_test
 // without the sandbox).
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -318,3 +319,26 @@ func installProbe(t *testing.T, sb sandbox.Sandbox) string {
 }
 
 var _ = syscall.SIGKILL
+
+func TestSetuidFilesAreInert(t *testing.T) {
+	sb, _ := escapeSandbox(t, sandbox.Spec{})
+	res := sh(t, sb, "cp /bin/sh ./suidsh && chmod 4755 ./suidsh && ./suidsh -c 'grep CapEff /proc/self/status'")
+	if !bytes.Contains(res.Stdout, []byte("CapEff:\t0000000000000000")) {
+		t.Fatalf("setuid binary gained capabilities: %+v", res)
+	}
+	rc, err := sb.CopyOut(context.Background(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if h.Mode&^0o777 != 0 {
+			t.Errorf("CopyOut kept mode %o for %s", h.Mode, h.Name)
+		}
+	}
+}

@@ -351,6 +351,9 @@ func writeTar(ctx context.Context, root *os.Root, w io.Writer) error {
 			h.Name += "/"
 		}
 		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		// Permission bits only: a command may have set setuid bits on
+		// files that are owned by the agentctl user on disk.
+		h.Mode = int64(fi.Mode().Perm())
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
