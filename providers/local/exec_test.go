@@ -406,3 +406,13 @@ func TestConcurrentExecs(t *testing.T) {
 		}
 	})
 }
+
+func TestExecutableWithoutInit(t *testing.T) {
+	requireNamespaces(t)
+	// /bin/true runs, but never builds a sandbox: that must be an error,
+	// not a successful command.
+	_, err := local.New(local.Options{Executable: "/bin/true"}).Create(context.Background(), sandbox.Spec{Address: "sandbox.x", StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "MaybeRunInit") {
+		t.Fatalf("error = %v, want one naming MaybeRunInit", err)
+	}
+}
