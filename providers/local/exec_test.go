@@ -416,3 +416,23 @@ func TestExecutableWithoutInit(t *testing.T) {
 		t.Fatalf("error = %v, want one naming MaybeRunInit", err)
 	}
 }
+
+func TestReadOnlyPaths(t *testing.T) {
+	requireNamespaces(t)
+	// A host directory outside the system directories, shared read-only.
+	shared, err := os.MkdirTemp("/var/tmp", "agentctl-ro-")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(shared)
+	os.Chmod(shared, 0o755)
+	os.WriteFile(filepath.Join(shared, "tool.txt"), []byte("toolchain"), 0o644)
+	sb, _ := newSandbox(t, local.Options{ReadOnlyPaths: []string{shared}}, sandbox.Spec{})
+	res := sh(t, sb, "cat "+shared+"/tool.txt && ! touch "+shared+"/new 2>/dev/null && echo read-only")
+	if string(res.Stdout) != "toolchainread-only\n" {
+		t.Fatalf("%+v", res)
+	}
+	if _, err := local.New(local.Options{ReadOnlyPaths: []string{"/tmp/x"}}).Create(context.Background(), sandbox.Spec{StateDir: t.TempDir()}); err == nil {
+		t.Fatal("a read-only path under /tmp was accepted")
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -490,11 +491,10 @@ func buildRoot(cfg initConfig, rights []int) error {
 	if err := os.MkdirAll(nr("/var"), 0o755); err != nil {
 		return err
 	}
-	if err := os.Symlink("/tmp", nr("/var/tmp")); err != nil {
-		return err
-	}
-	if err := os.Symlink("/proc/self/mounts", nr("/etc/mtab")); err != nil {
-		return err
+	for link, target := range map[string]string{"/var/tmp": "/tmp", "/etc/mtab": "/proc/self/mounts"} {
+		if err := os.Symlink(target, nr(link)); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
 	}
 
 	if err := os.Chdir(newRoot); err != nil {
