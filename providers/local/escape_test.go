@@ -342,3 +342,59 @@ func TestSetuidFilesAreInert(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentctlDeathKillsSandbox kills the process that runs a sandboxed
+// command (as a crash of agentctl would) and checks the command dies too.
+func TestAgentctlDeathKillsSandbox(t *testing.T) {
+	requireNamespaces(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("agentctl-orphan-%d", os.Getpid())
+	helper := exec.Command(exe)
+	helper.Env = append(os.Environ(), helperEnv+"=spawn "+t.TempDir()+" "+marker)
+	var out bytes.Buffer
+	helper.Stdout, helper.Stderr = &out, &out
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(findProcesses(marker)) == 0 {
+		if time.Now().After(deadline) {
+			helper.Process.Kill()
+			helper.Wait()
+			t.Fatalf("the sandboxed command never started: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	helper.Process.Signal(syscall.SIGKILL)
+	helper.Wait()
+	waitNoProcess(t, marker)
+}
+
+// TestNamespacesUnavailable runs sandbox creation where user namespaces
+// cannot be created (a user namespace whose max_user_namespaces is 0)
+// and checks the error explains it and names the opt-out.
+func TestNamespacesUnavailable(t *testing.T) {
+	requireNamespaces(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs util-linux unshare:", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(unshare, "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0"`, exe)
+	cmd.Env = append(os.Environ(), helperEnv+"=create "+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	if bytes.Contains(out, []byte("Permission denied")) || bytes.Contains(out, []byte("Operation not permitted")) && !bytes.Contains(out, []byte("local provider")) {
+		t.Skipf("cannot restrict user namespaces here: %s", out)
+	}
+	for _, want := range []string{"cannot start a command in isolated namespaces", "does not allow creating user namespaces", `isolation = "none"`} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
