@@ -23,6 +23,20 @@ func BenchmarkExecTrue(b *testing.B) {
 			}
 		}
 	})
+	// Reference: util-linux unshare creating the same namespaces (without
+	// building a root), to show what the kernel alone costs.
+	b.Run("unshare-reference", func(b *testing.B) {
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			b.Skip(err)
+		}
+		requireNamespaces(b)
+		for b.Loop() {
+			if err := exec.Command(unshare, "-Urmnipuf", "--mount-proc", "true").Run(); err != nil {
+				b.Skip("unshare cannot create the namespaces here:", err)
+			}
+		}
+	})
 	for _, tc := range []struct{ name, iso, network string }{
 		{"sandbox-none", local.IsolationNone, ""},
 		{"sandbox-namespaces", local.IsolationNamespaces, ""},

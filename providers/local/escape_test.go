@@ -6,6 +6,7 @@ package local_test
 // without the sandbox).
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -318,3 +319,82 @@ func installProbe(t *testing.T, sb sandbox.Sandbox) string {
 }
 
 var _ = syscall.SIGKILL
+
+func TestSetuidFilesAreInert(t *testing.T) {
+	sb, _ := escapeSandbox(t, sandbox.Spec{})
+	res := sh(t, sb, "cp /bin/sh ./suidsh && chmod 4755 ./suidsh && ./suidsh -c 'grep CapEff /proc/self/status'")
+	if !bytes.Contains(res.Stdout, []byte("CapEff:\t0000000000000000")) {
+		t.Fatalf("setuid binary gained capabilities: %+v", res)
+	}
+	rc, err := sb.CopyOut(context.Background(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if h.Mode&^0o777 != 0 {
+			t.Errorf("CopyOut kept mode %o for %s", h.Mode, h.Name)
+		}
+	}
+}
+
+// TestAgentctlDeathKillsSandbox kills the process that runs a sandboxed
+// command (as a crash of agentctl would) and checks the command dies too.
+func TestAgentctlDeathKillsSandbox(t *testing.T) {
+	requireNamespaces(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf("agentctl-orphan-%d", os.Getpid())
+	helper := exec.Command(exe)
+	helper.Env = append(os.Environ(), helperEnv+"=spawn "+t.TempDir()+" "+marker)
+	var out bytes.Buffer
+	helper.Stdout, helper.Stderr = &out, &out
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(findProcesses(marker)) == 0 {
+		if time.Now().After(deadline) {
+			helper.Process.Kill()
+			helper.Wait()
+			t.Fatalf("the sandboxed command never started: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	helper.Process.Signal(syscall.SIGKILL)
+	helper.Wait()
+	waitNoProcess(t, marker)
+}
+
+// TestNamespacesUnavailable runs sandbox creation where user namespaces
+// cannot be created (a user namespace whose max_user_namespaces is 0)
+// and checks the error explains it and names the opt-out.
+func TestNamespacesUnavailable(t *testing.T) {
+	requireNamespaces(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs util-linux unshare:", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(unshare, "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0"`, exe)
+	cmd.Env = append(os.Environ(), helperEnv+"=create "+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	if bytes.Contains(out, []byte("Permission denied")) || bytes.Contains(out, []byte("Operation not permitted")) && !bytes.Contains(out, []byte("local provider")) {
+		t.Skipf("cannot restrict user namespaces here: %s", out)
+	}
+	for _, want := range []string{"cannot start a command in isolated namespaces", "does not allow creating user namespaces", `isolation = "none"`} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}

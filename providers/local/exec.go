@@ -222,7 +222,7 @@ func (s *Sandbox) runNone(ctx context.Context, run *execRun) (int, bool, error) 
 	cmd.SysProcAttr = groupSysProcAttr()
 	killGroup := func() {
 		if cmd.Process != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			killProcessGroup(cmd.Process)
 		}
 	}
 	cmd.Cancel = func() error { killGroup(); return nil }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -366,4 +368,71 @@ func TestExecCancel(t *testing.T) {
 		}
 		waitNoProcess(t, marker)
 	})
+}
+
+func TestSandboxConventionalPaths(t *testing.T) {
+	requireNamespaces(t)
+	sb, _ := newSandbox(t, local.Options{}, sandbox.Spec{})
+	res := sh(t, sb, "echo v > /var/tmp/x && cat /tmp/x && test -r /etc/mtab && test -e /dev/null && echo ok")
+	if string(res.Stdout) != "v\nok\n" {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestConcurrentExecs(t *testing.T) {
+	forEachIsolation(t, func(t *testing.T, iso string) {
+		sb, _ := newSandbox(t, local.Options{Isolation: iso}, sandbox.Spec{})
+		errs := make(chan error, 6)
+		for i := range 6 {
+			go func() {
+				res, err := sb.Exec(context.Background(), sandbox.ExecRequest{
+					Shell: "echo $N > out-$N.txt && cat out-$N.txt",
+					Env:   map[string]string{"N": strconv.Itoa(i)},
+				})
+				if err == nil && string(res.Stdout) != strconv.Itoa(i)+"\n" {
+					err = fmt.Errorf("exec %d: %+v", i, res)
+				}
+				errs <- err
+			}()
+		}
+		for range 6 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		infos, err := sb.ReadDir(context.Background(), ".")
+		if err != nil || len(infos) != 6 {
+			t.Fatalf("files = %v, %v", infos, err)
+		}
+	})
+}
+
+func TestExecutableWithoutInit(t *testing.T) {
+	requireNamespaces(t)
+	// /bin/true runs, but never builds a sandbox: that must be an error,
+	// not a successful command.
+	_, err := local.New(local.Options{Executable: "/bin/true"}).Create(context.Background(), sandbox.Spec{Address: "sandbox.x", StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "MaybeRunInit") {
+		t.Fatalf("error = %v, want one naming MaybeRunInit", err)
+	}
+}
+
+func TestReadOnlyPaths(t *testing.T) {
+	requireNamespaces(t)
+	// A host directory outside the system directories, shared read-only.
+	shared, err := os.MkdirTemp("/var/tmp", "agentctl-ro-")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(shared)
+	os.Chmod(shared, 0o755)
+	os.WriteFile(filepath.Join(shared, "tool.txt"), []byte("toolchain"), 0o644)
+	sb, _ := newSandbox(t, local.Options{ReadOnlyPaths: []string{shared}}, sandbox.Spec{})
+	res := sh(t, sb, "cat "+shared+"/tool.txt && ! touch "+shared+"/new 2>/dev/null && echo read-only")
+	if string(res.Stdout) != "toolchainread-only\n" {
+		t.Fatalf("%+v", res)
+	}
+	if _, err := local.New(local.Options{ReadOnlyPaths: []string{"/tmp/x"}}).Create(context.Background(), sandbox.Spec{StateDir: t.TempDir()}); err == nil {
+		t.Fatal("a read-only path under /tmp was accepted")
+	}
 }

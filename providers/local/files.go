@@ -231,6 +231,13 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		if name == "." {
 			continue
 		}
+		for k := range h.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				// Holes would be written out as zeros: a small archive
+				// could fill the disk.
+				return fmt.Errorf("copy in %s: member %q is a sparse file, which is not supported", dir, h.Name)
+			}
+		}
 		target := path.Join(base, name)
 		mode := fs.FileMode(h.Mode).Perm()
 		switch h.Typeflag {
@@ -344,6 +351,9 @@ func writeTar(ctx context.Context, root *os.Root, w io.Writer) error {
 			h.Name += "/"
 		}
 		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		// Permission bits only: a command may have set setuid bits on
+		// files that are owned by the agentctl user on disk.
+		h.Mode = int64(fi.Mode().Perm())
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}

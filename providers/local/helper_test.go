@@ -1,11 +1,15 @@
 package local_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/providers/local"
 )
 
 // helperEnv makes the test binary, copied into a workspace and run inside
@@ -26,6 +30,28 @@ func runHelper(h string) int {
 		c.Close()
 		fmt.Println("connected")
 		return 0
+	case "create":
+		// create STATEDIR: print the error of creating a namespaced sandbox.
+		sb, err := local.New(local.Options{}).Create(context.Background(), sandbox.Spec{Address: "sandbox.helper", StateDir: arg})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		sb.Delete(context.Background())
+		fmt.Println("created")
+		return 0
+	case "spawn":
+		// spawn STATEDIR PROGRAM: run PROGRAM 1000 in a sandbox and never
+		// return; the test kills this process.
+		dir, prog, _ := strings.Cut(arg, " ")
+		sb, err := local.New(local.Options{}).Create(context.Background(), sandbox.Spec{Address: "sandbox.helper", StateDir: dir})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: "cp /bin/sleep ./" + prog + " && ./" + prog + " 1000"})
+		fmt.Println("exec returned", res.ExitCode, err)
+		return 1
 	case "read":
 		b, err := os.ReadFile(arg)
 		if err != nil {

@@ -120,6 +120,11 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 			if !path.IsAbs(ro) || path.Clean(ro) != ro || ro == "/" {
 				return fmt.Errorf("local provider: read-only path %q must be a clean absolute path other than /", ro)
 			}
+			for _, r := range []string{"/tmp", "/proc", "/dev"} {
+				if ro == r || strings.HasPrefix(ro, r+"/") {
+					return fmt.Errorf("local provider: read-only path %q cannot be shared: %s inside the sandbox is its own", ro, r)
+				}
+			}
 		}
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -67,6 +68,9 @@ type initStatus struct {
 // setupFailedCode is the init's exit code when it could not build the
 // sandbox (the reason is on the control socket).
 const setupFailedCode = 125
+
+// readyByte is what the init sends once the sandbox is built.
+const readyByte = 'R'
 
 func (p *Provider) executable() (string, error) {
 	if p.opts.Executable != "" {
@@ -190,20 +194,21 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (
 	if err != nil && cmd.Process == nil {
 		return -1, false, namespaceError(err, s.p.opts.HostID)
 	}
-	if err != nil {
-		return -1, false, s.setupError(err)
-	}
-	if t := timedOut(); t {
+	if err == nil && timedOut() {
 		return code, true, nil
 	}
-	if code == setupFailedCode {
-		msg, _ := io.ReadAll(io.LimitReader(parentSock, 64<<10))
-		var st initStatus
-		if len(msg) > 0 && json.Unmarshal(msg, &st) == nil && st.Error != "" {
-			return -1, false, s.setupError(errors.New(st.Error))
-		}
+	msg, _ := io.ReadAll(io.LimitReader(parentSock, 64<<10))
+	if err == nil && len(msg) == 1 && msg[0] == readyByte {
+		return code, false, nil
 	}
-	return code, false, nil
+	var st initStatus
+	if len(msg) > 0 && json.Unmarshal(msg, &st) == nil && st.Error != "" {
+		return -1, false, s.setupError(errors.New(st.Error))
+	}
+	if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
+		return -1, false, s.setupError(err)
+	}
+	return -1, false, fmt.Errorf("local provider: %s did not act as the sandbox init (exit code %d): the program's main must call local.MaybeRunInit() before anything else", exePath, code)
 }
 
 func (s *Sandbox) setupError(err error) error {
@@ -299,10 +304,13 @@ func runInit(sock int) int {
 	if err := dropPrivileges(cfg.PIDs); err != nil {
 		return report(err)
 	}
+	// Tell the parent the sandbox is built: it distinguishes the command's
+	// exit codes from a binary that never acted as the init.
+	unix.Write(sock, []byte{readyByte})
+	unix.Close(sock)
 	if cfg.Probe {
 		return 0
 	}
-	unix.Close(sock)
 	return runCommand(cfg)
 }
 
@@ -475,6 +483,16 @@ func buildRoot(cfg initConfig, rights []int) error {
 			return err
 		}
 		if err := bindReadOnly(p, nr(p), fi.IsDir()); err != nil {
+			return err
+		}
+	}
+
+	// Conventional paths some tools expect.
+	if err := os.MkdirAll(nr("/var"), 0o755); err != nil {
+		return err
+	}
+	for link, target := range map[string]string{"/var/tmp": "/tmp", "/etc/mtab": "/proc/self/mounts"} {
+		if err := os.Symlink(target, nr(link)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ package local
 import (
 	"context"
 	"errors"
-	"syscall"
 )
 
 // MaybeRunInit reports false: the namespaced sandbox init exists on Linux
@@ -20,5 +19,3 @@ func (s *Sandbox) probe(ctx context.Context) error {
 func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (int, bool, error) {
 	return -1, false, errors.New(`local provider: isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
 }
-
-func groupSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
