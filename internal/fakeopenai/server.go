@@ -573,12 +573,14 @@ func splitText(s string) []string {
 	return out
 }
 
-// WaitInFlight blocks until n requests are being served at once or ctx
-// ends; handlers use it to prove concurrency without timing assumptions.
+// WaitInFlight blocks until n requests have been served at once (or ctx
+// ends). A handler that calls it is a barrier: no answer leaves before n
+// requests are in flight, which proves concurrency without timing
+// assumptions.
 func (s *Server) WaitInFlight(ctx context.Context, n int) error {
 	for {
 		s.mu.Lock()
-		cur := s.inFlight
+		cur := s.maxInFlight
 		s.mu.Unlock()
 		if cur >= n {
 			return nil

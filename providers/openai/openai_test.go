@@ -590,3 +590,55 @@ func served(reqs []fakeopenai.Request) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// Four turns issued at once are served at once: the handler holds every
+// answer until all four requests are in flight, and the request log shows
+// pairwise overlapping intervals.
+func TestConcurrentRequestsOverlap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 4
+	var srv *fakeopenai.Server
+	srv = fakeopenai.New(t, fakeopenai.WithHandler(func(r fakeopenai.Request) fakeopenai.Reply {
+		if err := srv.WaitInFlight(ctx, n); err != nil {
+			t.Errorf("handler: %v", err)
+		}
+		return fakeopenai.Text(fmt.Sprintf("answer %d", r.Seq))
+	}))
+	c, err := openai.New(openai.Config{APIKey: sentinelKey, BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := baseRequest()
+			req.Agent = fmt.Sprintf("tool-agent-%d", i)
+			if _, err := c.Respond(ctx, req, nil); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := srv.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != n || srv.MaxInFlight() != n {
+		t.Fatalf("%d requests, max in flight %d", len(reqs), srv.MaxInFlight())
+	}
+	for i := range reqs {
+		for j := i + 1; j < len(reqs); j++ {
+			if !reqs[i].Overlaps(reqs[j]) {
+				t.Errorf("requests %d and %d did not overlap", reqs[i].Seq, reqs[j].Seq)
+			}
+		}
+	}
+}
