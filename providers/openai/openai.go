@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +95,9 @@ type Client struct {
 	baseDelay  time.Duration
 	responses  responses.ResponseService
 	chat       oai.ChatCompletionService
+	// noEncrypted holds the models that refused
+	// include=["reasoning.encrypted_content"] (non-reasoning models).
+	noEncrypted sync.Map
 	// redact removes the API key from text that came back from the
 	// server, so it cannot leak into an error.
 	redact func(string) string

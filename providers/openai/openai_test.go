@@ -642,3 +642,31 @@ func TestConcurrentRequestsOverlap(t *testing.T) {
 		}
 	}
 }
+
+// Non-reasoning models reject the encrypted-reasoning include; the
+// provider asks again without it and remembers that for the model.
+func TestResponsesEncryptedReasoningRefused(t *testing.T) {
+	h := newHarness(t, "", nil)
+	h.fake.Enqueue(
+		fakeopenai.Reply{Fault: fakeopenai.Fault{Kind: fakeopenai.FaultStatus, Status: 400, Param: "include", Message: "Encrypted content is not supported with this model."}},
+		fakeopenai.Text("first"),
+		fakeopenai.Text("second"),
+	)
+	req := baseRequest()
+	req.Model = "gpt-4o"
+	if got := mustRespond(t, h, req, nil).Text(); got != "first" {
+		t.Fatalf("text %q", got)
+	}
+	if got := mustRespond(t, h, req, nil).Text(); got != "second" {
+		t.Fatalf("text %q", got)
+	}
+	reqs := h.fake.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i, want := range []bool{true, false, false} {
+		if _, has := reqs[i].JSON["include"]; has != want {
+			t.Errorf("request %d: include present %v, want %v", i+1, has, want)
+		}
+	}
+}
