@@ -528,13 +528,19 @@ func TestResponsesPersistent500(t *testing.T) {
 }
 
 func TestResponsesConnectionRefusedNoKey(t *testing.T) {
-	c, err := openai.New(openai.Config{APIKey: sentinelKey, BaseURL: "http://127.0.0.1:1/v1", MaxRetries: -1, Timeout: time.Second})
+	c, err := openai.New(openai.Config{APIKey: sentinelKey, BaseURL: "http://127.0.0.1:1/v1", MaxRetries: 1, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Respond(context.Background(), baseRequest(), nil)
-	if err == nil {
-		t.Fatal("no error")
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 0 || !e.Temporary() {
+		t.Fatalf("got %v", err)
+	}
+	// openai-go retries connection failures; they are not retried again
+	// on top of that.
+	if e.Attempts != 2 {
+		t.Fatalf("%d attempts, want 2: %v", e.Attempts, err)
 	}
 	assertNoKey(t, err)
 }
