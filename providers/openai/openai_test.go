@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/model"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -674,5 +675,27 @@ func TestResponsesEncryptedReasoningRefused(t *testing.T) {
 		if _, has := reqs[i].JSON["include"]; has != want {
 			t.Errorf("request %d: include present %v, want %v", i+1, has, want)
 		}
+	}
+}
+
+func TestConfigFromBlock(t *testing.T) {
+	fake := fakeopenai.New(t)
+	fake.Enqueue(fakeopenai.Text("via ollama"))
+	cfg := openai.ConfigFrom(&config.OpenAIProvider{BaseURL: fake.URL, API: "chat_completions", Project: "p1"},
+		openai.EnvLookup([]string{"OPENAI_API_KEY=" + sentinelKey, "OPENAI_BASE_URL=http://ignored.invalid/v1"}))
+	c, err := openai.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.API() != openai.APIChatCompletions {
+		t.Fatalf("api %q", c.API())
+	}
+	resp, err := c.Respond(context.Background(), baseRequest(), nil)
+	if err != nil || resp.Text() != "via ollama" {
+		t.Fatalf("%v %v", resp, err)
+	}
+	r := fake.Requests()[0]
+	if r.Header.Get("OpenAI-Project") != "p1" || r.Header.Get("Authorization") != "Bearer "+sentinelKey {
+		t.Fatalf("headers %v", r.Header)
 	}
 }

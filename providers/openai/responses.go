@@ -342,6 +342,9 @@ func schemaMap(raw json.RawMessage) (map[string]any, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
+	if m == nil { // null
+		m = map[string]any{"type": "object", "properties": map[string]any{}}
+	}
 	return m, nil
 }
 
