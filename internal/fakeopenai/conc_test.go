@@ -10,7 +10,10 @@ import (
 )
 
 func TestWaitInFlightBarrier(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if _, err := LoadSpec(); err != nil { // before the clock starts
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var srv *Server
 	srv = New(t, WithHandler(func(r Request) Reply {

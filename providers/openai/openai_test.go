@@ -602,6 +602,9 @@ func served(reqs []fakeopenai.Request) string {
 // answer until all four requests are in flight, and the request log shows
 // pairwise overlapping intervals.
 func TestConcurrentRequestsOverlap(t *testing.T) {
+	if _, err := fakeopenai.LoadSpec(); err != nil { // before the clock starts
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const n = 4
