@@ -73,6 +73,8 @@ type Fault struct {
 	Status  int
 	Header  map[string]string
 	Message string
+	// Param names the offending request field in the error body.
+	Param string
 	// AfterEvents is how many SSE events (or, for a non-streaming
 	// request, how many bytes of the body) are sent before the
 	// connection is dropped; default 2 events / 20 bytes.
@@ -379,7 +381,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if reply.Fault.Status == http.StatusTooManyRequests {
 			typ = "rate_limit_exceeded"
 		}
-		writeError(w, reply.Fault.Status, typ, msg)
+		writeErrorParam(w, reply.Fault.Status, typ, msg, reply.Fault.Param)
 		return
 	case FaultHang:
 		s.setServed(rec, "hang")
@@ -541,10 +543,18 @@ func (s *Server) validateEvent(event string, data []byte) {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeErrorParam(w, status, typ, msg, "")
+}
+
+func writeErrorParam(w http.ResponseWriter, status int, typ, msg, param string) {
+	var p any
+	if param != "" {
+		p = param
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil},
+		"error": map[string]any{"message": msg, "type": typ, "param": p, "code": nil},
 	})
 }
 
@@ -573,12 +583,14 @@ func splitText(s string) []string {
 	return out
 }
 
-// WaitInFlight blocks until n requests are being served at once or ctx
-// ends; handlers use it to prove concurrency without timing assumptions.
+// WaitInFlight blocks until n requests have been served at once (or ctx
+// ends). A handler that calls it is a barrier: no answer leaves before n
+// requests are in flight, which proves concurrency without timing
+// assumptions.
 func (s *Server) WaitInFlight(ctx context.Context, n int) error {
 	for {
 		s.mu.Lock()
-		cur := s.inFlight
+		cur := s.maxInFlight
 		s.mu.Unlock()
 		if cur >= n {
 			return nil

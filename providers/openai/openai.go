@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/model"
 )
 
@@ -94,6 +96,9 @@ type Client struct {
 	baseDelay  time.Duration
 	responses  responses.ResponseService
 	chat       oai.ChatCompletionService
+	// noEncrypted holds the models that refused
+	// include=["reasoning.encrypted_content"] (non-reasoning models).
+	noEncrypted sync.Map
 	// redact removes the API key from text that came back from the
 	// server, so it cannot leak into an error.
 	redact func(string) string
@@ -202,6 +207,7 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 	for attempt := 0; ; attempt++ {
 		var resp *model.Response
 		var err error
+		tally.opened.Store(false)
 		if c.api == APIChatCompletions {
 			resp, err = c.chatOnce(ctx, req, sink)
 		} else {
@@ -214,7 +220,7 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 		if ctx.Err() != nil {
 			return nil, c.wrap(req, tally, ctx.Err())
 		}
-		if !c.retryHere(err) || attempt >= c.maxRetries {
+		if !retryHere(err, tally) || attempt >= c.maxRetries {
 			return nil, c.wrap(req, tally, lastErr)
 		}
 		if err := sleep(ctx, c.backoff(attempt)); err != nil {
@@ -235,15 +241,20 @@ func permanent(err error) error { return &permanentError{err} }
 // errIncomplete is a stream that ended before response.completed.
 var errIncomplete = errors.New("the response stream ended before the response completed")
 
-// retryHere reports whether this package retries err itself. HTTP error
-// statuses are not: openai-go already retried those that are retryable.
-func (c *Client) retryHere(err error) bool {
+// retryHere reports whether this package retries err itself: a timeout,
+// or any failure after the server accepted the request (a stream that
+// broke off, a server error event). HTTP error statuses and connection
+// failures before an answer are not: openai-go already retried those.
+func retryHere(err error, tally *attemptTally) bool {
 	var apiErr *oai.Error
-	if errors.As(err, &apiErr) {
-		return false
-	}
 	var p *permanentError
-	return !errors.As(err, &p)
+	switch {
+	case errors.As(err, &apiErr), errors.As(err, &p):
+		return false
+	case tally.opened.Load():
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 func (c *Client) backoff(attempt int) time.Duration {
@@ -338,16 +349,26 @@ func plural(n int) string {
 }
 
 // attemptTally counts the HTTP requests of one Respond call, including
-// the retries openai-go makes on its own.
-type attemptTally struct{ n atomic.Int32 }
+// the retries openai-go makes on its own, and notes whether the current
+// attempt got a successful answer (so that a later failure happened
+// mid-stream).
+type attemptTally struct {
+	n      atomic.Int32
+	opened atomic.Bool
+}
 
 type tallyKey struct{}
 
 func countAttempts(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	if t, ok := req.Context().Value(tallyKey{}).(*attemptTally); ok {
+	t, ok := req.Context().Value(tallyKey{}).(*attemptTally)
+	if ok {
 		t.n.Add(1)
 	}
-	return next(req)
+	resp, err := next(req)
+	if ok && err == nil && resp != nil && resp.StatusCode < 300 {
+		t.opened.Store(true)
+	}
+	return resp, err
 }
 
 // wrap turns err into an *Error with no trace of the key.
@@ -391,4 +412,20 @@ func redactor(key string) func(string) string {
 		}
 		return keyLike.ReplaceAllString(s, "sk-[redacted]")
 	}
+}
+
+// ConfigFrom builds a Config from a provider "openai" block; settings the
+// block leaves empty come from the environment through lookupEnv.
+func ConfigFrom(p *config.OpenAIProvider, lookupEnv func(string) (string, bool)) Config {
+	cfg := Config{LookupEnv: lookupEnv}
+	if p != nil {
+		cfg.BaseURL = p.BaseURL
+		cfg.API = p.API
+		cfg.APIKey = p.APIKey
+		cfg.Organization = p.Organization
+		cfg.Project = p.Project
+		cfg.Timeout = p.Timeout
+		cfg.MaxRetries = p.MaxRetries
+	}
+	return cfg
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/model"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -528,13 +529,19 @@ func TestResponsesPersistent500(t *testing.T) {
 }
 
 func TestResponsesConnectionRefusedNoKey(t *testing.T) {
-	c, err := openai.New(openai.Config{APIKey: sentinelKey, BaseURL: "http://127.0.0.1:1/v1", MaxRetries: -1, Timeout: time.Second})
+	c, err := openai.New(openai.Config{APIKey: sentinelKey, BaseURL: "http://127.0.0.1:1/v1", MaxRetries: 1, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Respond(context.Background(), baseRequest(), nil)
-	if err == nil {
-		t.Fatal("no error")
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 0 || !e.Temporary() {
+		t.Fatalf("got %v", err)
+	}
+	// openai-go retries connection failures; they are not retried again
+	// on top of that.
+	if e.Attempts != 2 {
+		t.Fatalf("%d attempts, want 2: %v", e.Attempts, err)
 	}
 	assertNoKey(t, err)
 }
@@ -589,4 +596,109 @@ func served(reqs []fakeopenai.Request) string {
 		s = append(s, r.Served)
 	}
 	return strings.Join(s, ",")
+}
+
+// Four turns issued at once are served at once: the handler holds every
+// answer until all four requests are in flight, and the request log shows
+// pairwise overlapping intervals.
+func TestConcurrentRequestsOverlap(t *testing.T) {
+	if _, err := fakeopenai.LoadSpec(); err != nil { // before the clock starts
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 4
+	var srv *fakeopenai.Server
+	srv = fakeopenai.New(t, fakeopenai.WithHandler(func(r fakeopenai.Request) fakeopenai.Reply {
+		if err := srv.WaitInFlight(ctx, n); err != nil {
+			t.Errorf("handler: %v", err)
+		}
+		return fakeopenai.Text(fmt.Sprintf("answer %d", r.Seq))
+	}))
+	c, err := openai.New(openai.Config{APIKey: sentinelKey, BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := baseRequest()
+			req.Agent = fmt.Sprintf("tool-agent-%d", i)
+			if _, err := c.Respond(ctx, req, nil); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := srv.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != n || srv.MaxInFlight() != n {
+		t.Fatalf("%d requests, max in flight %d", len(reqs), srv.MaxInFlight())
+	}
+	for i := range reqs {
+		for j := i + 1; j < len(reqs); j++ {
+			if !reqs[i].Overlaps(reqs[j]) {
+				t.Errorf("requests %d and %d did not overlap", reqs[i].Seq, reqs[j].Seq)
+			}
+		}
+	}
+}
+
+// Non-reasoning models reject the encrypted-reasoning include; the
+// provider asks again without it and remembers that for the model.
+func TestResponsesEncryptedReasoningRefused(t *testing.T) {
+	h := newHarness(t, "", nil)
+	h.fake.Enqueue(
+		fakeopenai.Reply{Fault: fakeopenai.Fault{Kind: fakeopenai.FaultStatus, Status: 400, Param: "include", Message: "Encrypted content is not supported with this model."}},
+		fakeopenai.Text("first"),
+		fakeopenai.Text("second"),
+	)
+	req := baseRequest()
+	req.Model = "gpt-4o"
+	if got := mustRespond(t, h, req, nil).Text(); got != "first" {
+		t.Fatalf("text %q", got)
+	}
+	if got := mustRespond(t, h, req, nil).Text(); got != "second" {
+		t.Fatalf("text %q", got)
+	}
+	reqs := h.fake.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i, want := range []bool{true, false, false} {
+		if _, has := reqs[i].JSON["include"]; has != want {
+			t.Errorf("request %d: include present %v, want %v", i+1, has, want)
+		}
+	}
+}
+
+func TestConfigFromBlock(t *testing.T) {
+	fake := fakeopenai.New(t)
+	fake.Enqueue(fakeopenai.Text("via ollama"))
+	cfg := openai.ConfigFrom(&config.OpenAIProvider{BaseURL: fake.URL, API: "chat_completions", Project: "p1"},
+		openai.EnvLookup([]string{"OPENAI_API_KEY=" + sentinelKey, "OPENAI_BASE_URL=http://ignored.invalid/v1"}))
+	c, err := openai.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.API() != openai.APIChatCompletions {
+		t.Fatalf("api %q", c.API())
+	}
+	resp, err := c.Respond(context.Background(), baseRequest(), nil)
+	if err != nil || resp.Text() != "via ollama" {
+		t.Fatalf("%v %v", resp, err)
+	}
+	r := fake.Requests()[0]
+	if r.Header.Get("OpenAI-Project") != "p1" || r.Header.Get("Authorization") != "Bearer "+sentinelKey {
+		t.Fatalf("headers %v", r.Header)
+	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sort"
 	"strings"
 
+	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
@@ -16,11 +19,27 @@ import (
 	"github.com/agentctl/agentctl/engine/model"
 )
 
-// responsesOnce makes one streamed Responses API call.
+// responsesOnce makes one streamed Responses API call. A model that
+// rejects the encrypted-reasoning include is remembered and asked again
+// without it.
 func (c *Client) responsesOnce(ctx context.Context, req *model.Request, sink func(model.Event)) (*model.Response, error) {
+	_, refused := c.noEncrypted.Load(req.Model)
+	resp, err := c.responsesStream(ctx, req, sink, !refused)
+	var apiErr *oai.Error
+	if !refused && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && apiErr.Param == "include" {
+		c.noEncrypted.Store(req.Model, true)
+		return c.responsesStream(ctx, req, sink, false)
+	}
+	return resp, err
+}
+
+func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink func(model.Event), encrypted bool) (*model.Response, error) {
 	params, err := responsesParams(req)
 	if err != nil {
 		return nil, permanent(err)
+	}
+	if !encrypted {
+		params.Include = nil
 	}
 	stream := c.responses.NewStreaming(ctx, params)
 	defer stream.Close()
@@ -141,7 +160,8 @@ func responsesParams(req *model.Request) (responses.ResponseNewParams, error) {
 	p := responses.ResponseNewParams{
 		Model: req.Model,
 		// Stateless: the whole conversation is replayed each turn, with
-		// reasoning carried as encrypted content.
+		// reasoning carried as encrypted content (dropped again for
+		// models that refuse it, see responsesOnce).
 		Store:   param.NewOpt(false),
 		Include: []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent},
 	}
@@ -321,6 +341,9 @@ func schemaMap(raw json.RawMessage) (map[string]any, error) {
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if m == nil { // null
+		m = map[string]any{"type": "object", "properties": map[string]any{}}
 	}
 	return m, nil
 }
