@@ -1,0 +1,104 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+)
+
+const driftHCL = `
+variable "image" {
+  type = string
+}
+
+provider "docker" {}
+
+manifest "m" {
+  file "hello.txt" {
+    content = "hi\n"
+  }
+}
+
+sandbox "box" {
+  provider = provider.docker
+  image    = var.image
+  manifest = manifest.m
+  on_exit  = "keep"
+}
+`
+
+// The same image reference rebuilt to another image: refresh sees it, plan
+// says replace with the reason, -refresh=false does not look, and apply
+// recreates the container from the new image.
+func TestDockerImageDrift(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	tag := "agentctl-test-drift-" + randHex(4) + ":1"
+	if _, err := p.Client().ImageTag(ctx, client.ImageTagOptions{Source: TestImage, Target: tag}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = p.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"drift.hcl": driftHCL})
+	c := newCLI(t, dir, "drift.hcl", "AGENTCTL_VAR_image="+tag)
+	c.destroyOnCleanup(p)
+
+	c.ok("apply", "-auto-approve", "drift.hcl")
+	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
+		t.Fatalf("plan before the rebuild: exit %d\n%s", code, out)
+	}
+	oldID := c.mustState().Sandboxes["sandbox.box"].Session.ID
+
+	// Rebuild the tag: same reference, another image.
+	build := tarOf(t, &tar.Header{Name: "Dockerfile", Typeflag: tar.TypeReg, Mode: 0o644,
+		Linkname: "FROM " + TestImage + "\nRUN echo v2 > /variant\n"})
+	if err := imageBuild(ctx, p.Client(), tag, build); err != nil {
+		t.Fatal(err)
+	}
+
+	// The provider-level check the engine uses.
+	sb, err := p.Open(ctx, testSpec(t), c.mustState().Sandboxes["sandbox.box"].Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := testSpec(t)
+	spec.Image = tag
+	reason, err := sb.(*Sandbox).Drift(ctx, spec)
+	if err != nil || !strings.Contains(reason, "now resolves to sha256:") {
+		t.Fatalf("Drift = %q, %v", reason, err)
+	}
+
+	out, code := c.run("plan", "-detailed-exitcode", "drift.hcl")
+	if code != 2 {
+		t.Fatalf("plan after the rebuild: exit %d\n%s", code, out)
+	}
+	mustContain(t, "plan after the rebuild", out, "# sandbox.box will be replaced", `image "`+tag+`" now resolves to sha256:`,
+		"Plan: 1 to create, 0 to change, 1 to destroy")
+	if out, code := c.run("plan", "-refresh=false", "-detailed-exitcode", "drift.hcl"); code != 0 {
+		t.Fatalf("plan -refresh=false: exit %d\n%s", code, out)
+	}
+
+	c.ok("apply", "-auto-approve", "drift.hcl")
+	if got := c.exec("sandbox.box", "cat /variant hello.txt"); got != "v2\nhi\n" {
+		t.Fatalf("after replace: %q", got)
+	}
+	st := c.mustState()
+	if st.Sandboxes["sandbox.box"].Session.ID == oldID {
+		t.Fatal("the container was not replaced")
+	}
+	if _, err := p.Client().ContainerInspect(ctx, oldID, client.ContainerInspectOptions{}); err == nil {
+		t.Fatal("the old container still exists")
+	}
+	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
+		t.Fatalf("plan after the replace: exit %d\n%s", code, out)
+	}
+	c.ok("destroy", "-auto-approve", "drift.hcl")
+	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
+		t.Fatalf("after destroy: %v %v", list, err)
+	}
+}
