@@ -3,6 +3,7 @@ package docker
 import (
 	"archive/tar"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -98,6 +99,43 @@ func TestDockerImageDrift(t *testing.T) {
 		t.Fatalf("plan after the replace: exit %d\n%s", code, out)
 	}
 	c.ok("destroy", "-auto-approve", "drift.hcl")
+	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
+		t.Fatalf("after destroy: %v %v", list, err)
+	}
+}
+
+// examples/docker-analyst.hcl's sandbox (bridge network, a published port,
+// resources, user) is accepted by the engine, with the image named by its
+// variable; the run itself needs a model API and is not applied.
+func TestDockerAnalystExampleSandbox(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	example, err := os.ReadFile("../../examples/docker-analyst.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"docker-analyst.hcl": string(example)})
+	c := newCLI(t, dir, "docker-analyst.hcl", "AGENTCTL_VAR_image="+TestImage)
+	c.destroyOnCleanup(p)
+	c.ok("apply", "-auto-approve", "-target=sandbox.analysis", "docker-analyst.hcl")
+	st := c.mustState()
+	ss := st.Sandboxes["sandbox.analysis"]
+	if ss == nil || !strings.HasPrefix(ss.URLs["8080"], "http://127.0.0.1:") {
+		t.Fatalf("sandbox in state: %+v", ss)
+	}
+	res, err := p.Client().ContainerInspect(ctx, ss.Session.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := res.Container.HostConfig
+	if hc.NetworkMode != "bridge" || hc.NanoCPUs != 1.5e9 || hc.Memory != 1024<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 256 || res.Container.Config.User != "1000:1000" {
+		t.Fatalf("container settings: network %s cpus %d memory %d pids %v user %q", hc.NetworkMode, hc.NanoCPUs, hc.Memory, hc.PidsLimit, res.Container.Config.User)
+	}
+	if got := c.exec("sandbox.analysis", "id -u; cat data/sales.csv | wc -l; test -x tools/query.py && echo x"); got != "1000\n3\nx\n" {
+		t.Fatalf("workspace: %q", got)
+	}
+	c.ok("destroy", "-auto-approve", "docker-analyst.hcl")
 	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
 		t.Fatalf("after destroy: %v %v", list, err)
 	}
