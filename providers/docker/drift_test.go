@@ -98,6 +98,22 @@ func TestDockerImageDrift(t *testing.T) {
 	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
 		t.Fatalf("plan after the replace: exit %d\n%s", code, out)
 	}
+
+	// A reference that no longer resolves locally is not drift: the
+	// container keeps working.
+	variant, err := p.ImageID(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = p.Client().ImageRemove(context.Background(), variant, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
+	if _, err := p.Client().ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
+		t.Fatalf("plan with the tag gone: exit %d\n%s", code, out)
+	}
 	c.ok("destroy", "-auto-approve", "drift.hcl")
 	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
 		t.Fatalf("after destroy: %v %v", list, err)
