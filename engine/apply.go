@@ -317,8 +317,14 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		if err := sb.Start(ctx); err != nil {
 			return nil, fmt.Errorf("%s: starting sandbox: %w", addr, err)
 		}
+		// A start may change what the provider reports (docker picks new
+		// host ports): record the session and the port URLs again.
+		if err := a.recordURLs(ctx, addr, sb); err != nil {
+			return nil, err
+		}
 	}
 	if err := a.update(func(st *state.State) {
+		st.Sandboxes[addr].Session = sb.Session()
 		st.Sandboxes[addr].Status = statusRunning
 		a.used[addr] = true
 	}); err != nil {

@@ -184,12 +184,21 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	}
 	digest := digestJSON([]string{cdigest, mdigest})
 	prev := st.Sandboxes[addr]
+	drift := "" // only asked when refreshing: live holds refreshed sandboxes
+	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest {
+		if drift, err = e.sandboxDrift(ctx, st, addr); err != nil {
+			return nil, "", err
+		}
+	}
 	switch {
 	case prev == nil:
 		c.Action = ActionCreate
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
 		c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+	case drift != "":
+		c.Action = ActionReplace
+		c.Reasons = []string{drift}
 	case live[addr] == sandbox.StatusMissing:
 		if prev.Snapshot != "" {
 			c.Action = ActionRestore

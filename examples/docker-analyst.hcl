@@ -1,12 +1,23 @@
-# A data analyst in a Docker container with no network, a custom
-# command tool and a sensitive token that is injected at start but never
-# stored anywhere.
+# A data analyst in a Docker container with a custom command tool, a
+# chart served on a published port, and a sensitive token that is injected
+# into each command but never stored anywhere.
 #
 #   AGENTCTL_VAR_db_token=... OPENAI_API_KEY=... agentctl apply examples/docker-analyst.hcl
+#
+# The image is pulled when missing; with no registry, build or load one and
+# name it: agentctl apply -var image=my-python:3.12 examples/docker-analyst.hcl
+# (it needs /bin/sh and python3). examples/docker-offline.hcl runs with no
+# registry and no API key at all.
 
 variable "model" {
   type    = string
   default = "gpt-5.4-mini"
+}
+
+variable "image" {
+  type        = string
+  default     = "python:3.12-slim"
+  description = "Image of the sandbox: needs /bin/sh and python3"
 }
 
 variable "db_token" {
@@ -44,10 +55,10 @@ manifest "analysis" {
 
 sandbox "analysis" {
   provider = provider.docker
-  image    = "python:3.12-slim"
+  image    = var.image
   manifest = manifest.analysis
-  network  = "none"
-  ports    = [8080]
+  network  = "bridge" # published ports need a container network ("none" has none)
+  ports    = [8080]   # on 127.0.0.1, a free host port: sandbox.analysis.urls["8080"]
   on_exit  = "stop"
   user     = "1000:1000"
 

@@ -589,6 +589,7 @@ func TestEscapes(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removeBinary()
 	// Leave no test container behind even when a test failed.
 	if provVal != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

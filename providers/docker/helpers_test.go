@@ -120,9 +120,14 @@ func buildTestImage(ctx context.Context, cli *client.Client) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	res, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{TestImage}, Remove: true, ForceRemove: true})
+	return imageBuild(ctx, cli, TestImage, &buf)
+}
+
+// imageBuild builds the tar build context into the image tag.
+func imageBuild(ctx context.Context, cli *client.Client, tag string, buildContext io.Reader) error {
+	res, err := cli.ImageBuild(ctx, buildContext, client.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
 	if err != nil {
-		return fmt.Errorf("build %s: %w", TestImage, err)
+		return fmt.Errorf("build %s: %w", tag, err)
 	}
 	defer res.Body.Close()
 	dec := json.NewDecoder(res.Body)
@@ -139,15 +144,15 @@ func buildTestImage(ctx context.Context, cli *client.Client) error {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return fmt.Errorf("build %s: %w", TestImage, err)
+			return fmt.Errorf("build %s: %w", tag, err)
 		}
 		log.WriteString(m.Stream)
 		if m.Error != "" {
-			return fmt.Errorf("build %s: %s\n%s", TestImage, m.Error, log.String())
+			return fmt.Errorf("build %s: %s\n%s", tag, m.Error, log.String())
 		}
 	}
-	if _, err := cli.ImageInspect(ctx, TestImage); err != nil {
-		return fmt.Errorf("build %s: image missing after build:\n%s", TestImage, log.String())
+	if _, err := cli.ImageInspect(ctx, tag); err != nil {
+		return fmt.Errorf("build %s: image missing after build:\n%s", tag, log.String())
 	}
 	return nil
 }

@@ -345,3 +345,41 @@ func (s *Sandbox) dirHeader(name string) *tar.Header {
 }
 
 var errNotDir = errors.New("not a directory")
+
+var _ sandbox.Drifter = (*Sandbox)(nil)
+
+// Drift reports a replace reason when spec.Image now resolves to another
+// image than the one the container was created from (the tag was rebuilt
+// or re-pulled). A reference that no longer resolves locally is not drift:
+// the container keeps working, and a later create would pull it.
+func (s *Sandbox) Drift(ctx context.Context, spec sandbox.Spec) (string, error) {
+	s.mu.Lock()
+	have, ref := s.d.ImageID, s.d.Image
+	s.mu.Unlock()
+	if spec.Image != "" {
+		ref = spec.Image
+	}
+	if ref == "" || have == "" {
+		return "", nil
+	}
+	now, err := s.p.ImageID(ctx, ref)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if now == have {
+		return "", nil
+	}
+	return fmt.Sprintf("image %q now resolves to %s; the container was created from %s", ref, shortImageID(now), shortImageID(have)), nil
+}
+
+// shortImageID shortens "sha256:<64 hex>" to "sha256:<12 hex>".
+func shortImageID(id string) string {
+	algo, hex, ok := strings.Cut(id, ":")
+	if !ok {
+		return short(id)
+	}
+	return algo + ":" + short(hex)
+}

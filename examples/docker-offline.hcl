@@ -1,0 +1,123 @@
+# A data analyst in a Docker container that runs fully offline: the
+# scripted model replays the replies below (no API key), and the image is a
+# tiny busybox image you build yourself (no registry). How to build it:
+# docs/docker-provider.md, "Building the tiny test image offline".
+#
+#   agentctl apply -auto-approve examples/docker-offline.hcl
+#   agentctl exec -config=examples/docker-offline.hcl sandbox.box -- cat out/report.md
+#   agentctl destroy -auto-approve examples/docker-offline.hcl
+#
+# Any image with /bin/sh, sleep, awk and httpd works: -var image=busybox:1.36
+
+variable "image" {
+  type        = string
+  default     = "agentctl-test-busybox:1"
+  description = "Image of the sandbox: needs /bin/sh and busybox-style tools"
+}
+
+variable "token" {
+  type      = string
+  default   = "offline-demo-token"
+  sensitive = true # never written to state, plans, journals or snapshots
+}
+
+provider "scripted" {
+  script "analyst" {
+    # Turn 1: look at the data; manifest env is set for every command.
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "cat data/sales.csv; echo \"region: $REGION\"" }
+      }
+    }
+    # Turn 2: write a report skeleton with the filesystem capability.
+    reply {
+      call "apply_patch" {
+        arguments = {
+          input = <<-PATCH
+            *** Begin Patch
+            *** Add File: out/report.md
+            +# Sales report
+            +
+            +Total: TBD
+            *** End Patch
+          PATCH
+        }
+      }
+    }
+    # Turn 3: a longer step (interrupt the apply here and apply again: the
+    # run resumes from its last checkpoint).
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "sleep 3; awk -F, 'NR>1 {s+=$2} END {print s}' data/sales.csv > out/total.txt; cat out/total.txt" }
+      }
+    }
+    # Turn 4: fill in the total; the token is visible to commands only.
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "sed -i \"s/TBD/$(cat out/total.txt)/\" out/report.md && test -n \"$DB_TOKEN\" && echo token is set" }
+      }
+    }
+    reply {
+      text = "Q3 had the highest revenue (4100000); the year totals 14300000. The report is in out/report.md."
+    }
+  }
+}
+
+# DOCKER_HOST or the local socket.
+provider "docker" {}
+
+manifest "sales" {
+  root = "/workspace"
+  file "data/sales.csv" {
+    content = <<-CSV
+      quarter,revenue
+      Q1,3200000
+      Q2,3500000
+      Q3,4100000
+      Q4,3500000
+    CSV
+  }
+  dir "out" {}
+  env = { REGION = "eu" }
+  env "DB_TOKEN" {
+    value     = var.token
+    ephemeral = true # passed to each command, never stored
+  }
+}
+
+sandbox "box" {
+  provider = provider.docker
+  image    = var.image
+  manifest = manifest.sales
+  network  = "bridge" # published ports need a container network
+  ports    = [8080]   # on 127.0.0.1, a free host port: sandbox.box.urls["8080"]
+  on_exit  = "stop"   # the next apply that needs it starts it again
+  user     = "1000:1000"
+}
+
+capability "shell" "default" {
+  timeout = "60s"
+}
+
+capability "filesystem" "default" {} # apply_patch and view_image
+
+agent "analyst" {
+  provider     = provider.scripted
+  instructions = "You are a data analyst. Inspect the workspace with the shell, write the report to out/report.md."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.default, capability.filesystem.default]
+  max_turns    = 8
+}
+
+run "report" {
+  agent = agent.analyst
+  input = "Which quarter had the highest revenue, and what is the yearly total? Write out/report.md."
+}
+
+output "answer" {
+  value = run.report.output
+}
+
+output "url" {
+  value = sandbox.box.urls["8080"]
+}

@@ -1,0 +1,614 @@
+package docker
+
+// Engine-level acceptance tests: the real agentctl binary, built here with
+// go build, applies configurations that use provider "docker" with the
+// test image, and the tests check what a user would see (plan text, state,
+// agentctl exec output, the containers the engine leaves).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/state"
+)
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// agentctlBinary builds cmd/agentctl once per test binary.
+func agentctlBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "agentctl-docker-test-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "agentctl")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/agentctl/agentctl/cmd/agentctl")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build ./cmd/agentctl: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func removeBinary() {
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
+
+// cli runs agentctl in one configuration directory.
+type cli struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	file string // the configuration file, relative to dir
+	env  []string
+}
+
+func newCLI(t *testing.T, dir, file string, env ...string) *cli {
+	return &cli{t: t, bin: agentctlBinary(t), dir: dir, file: file, env: env}
+}
+
+func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.bin, append([]string{"-no-color"}, args...)...)
+	cmd.Dir = c.dir
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), c.env...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// run runs agentctl and returns its combined output and exit code.
+func (c *cli) run(args ...string) (string, int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := c.command(ctx, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	c.t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	return "", -1
+}
+
+// ok runs agentctl and fails the test unless it exits 0.
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	out, code := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("agentctl %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+// exec runs a shell command in a managed sandbox with agentctl exec.
+func (c *cli) exec(addr, shell string) string {
+	c.t.Helper()
+	return c.ok("exec", "-config="+c.file, addr, "--", "sh", "-c", shell)
+}
+
+func (c *cli) stateDir() string {
+	return filepath.Join(c.dir, ".agentctl", strings.TrimSuffix(c.file, filepath.Ext(c.file)))
+}
+
+// state reads the state file; nil while there is none (or mid-write).
+func (c *cli) state() *state.State {
+	b, err := os.ReadFile(filepath.Join(c.stateDir(), "state.json"))
+	if err != nil {
+		return nil
+	}
+	var st state.State
+	if json.Unmarshal(b, &st) != nil {
+		return nil
+	}
+	return &st
+}
+
+func (c *cli) mustState() *state.State {
+	c.t.Helper()
+	st := c.state()
+	if st == nil {
+		c.t.Fatalf("no readable state under %s", c.stateDir())
+	}
+	return st
+}
+
+// destroyOnCleanup destroys what the configuration created at the end of
+// the test and removes any container of its lineage that is left.
+func (c *cli) destroyOnCleanup(p *Provider) {
+	c.t.Cleanup(func() {
+		st := c.state()
+		if st == nil {
+			return
+		}
+		if len(st.Sandboxes) > 0 {
+			c.run("destroy", "-auto-approve", c.file)
+		}
+		ctx := context.Background()
+		list, _ := p.ListManaged(ctx, st.Lineage)
+		for _, m := range list {
+			_, _ = p.Client().ContainerRemove(ctx, m.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	})
+}
+
+func mustContain(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Fatalf("%s: missing %q in:\n%s", what, w, out)
+		}
+	}
+}
+
+func mustNotContain(t *testing.T, what, out string, nots ...string) {
+	t.Helper()
+	for _, n := range nots {
+		if strings.Contains(out, n) {
+			t.Fatalf("%s: unexpected %q in:\n%s", what, n, out)
+		}
+	}
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func gitCmd(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// bareRepo makes a local bare repository with one commit on main.
+func bareRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if mustDocker() {
+			t.Fatal("git is not installed (apt-get install git)")
+		}
+		t.Skip("git is not installed")
+	}
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	writeFiles(t, src, map[string]string{"README.md": "lib from git\n", "lib/code.txt": "code\n"})
+	gitCmd(t, src, "init", "-q", "-b", "main")
+	gitCmd(t, src, "add", ".")
+	gitCmd(t, src, "commit", "-q", "-m", "init")
+	gitCmd(t, base, "clone", "-q", "--bare", src, "lib.git")
+	return filepath.Join(base, "lib.git")
+}
+
+// releaseWhenServed runs while an apply does: it polls the URL recorded in
+// state for addr's port 8080 until it serves want, then creates
+// www/.release in the sandbox, which ends the run's waiting step. It
+// returns the URL that answered.
+func releaseWhenServed(ctx context.Context, p *Provider, c *cli, addr, want string) (string, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	last := "no URL in state yet"
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the URL in state never served %q (last: %s)", want, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+		st := c.state()
+		if st == nil || st.Sandboxes[addr] == nil {
+			continue
+		}
+		ss := st.Sandboxes[addr]
+		url := ss.URLs["8080"]
+		if url == "" {
+			continue
+		}
+		resp, err := hc.Get(url + "/index.html")
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != want {
+			last = fmt.Sprintf("%s: %d %q", url, resp.StatusCode, body)
+			continue
+		}
+		sb, err := p.Open(ctx, sandbox.Spec{Address: addr}, ss.Session)
+		if err != nil {
+			return url, err
+		}
+		return url, sb.WriteFile(ctx, "www/.release", []byte("go\n"), 0o644)
+	}
+}
+
+// applyServing runs apply while releaseWhenServed answers the serve run.
+func applyServing(t *testing.T, p *Provider, c *cli, args ...string) (out, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		url string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		u, err := releaseWhenServed(ctx, p, c, "sandbox.box", "hello-from-container")
+		done <- result{u, err}
+	}()
+	out, code := c.run(args...)
+	cancel()
+	r := <-done
+	if code != 0 {
+		t.Fatalf("agentctl %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	}
+	if r.err != nil {
+		t.Fatalf("port 8080 during apply: %v\napply output:\n%s", r.err, out)
+	}
+	return out, r.url
+}
+
+const pipelineHCL = `
+variable "token" {
+  type      = string
+  sensitive = true
+}
+
+provider "scripted" {
+  script "worker" {
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "echo \"region=$REGION token=$DB_TOKEN\"" }
+      }
+    }
+    reply {
+      call "apply_patch" {
+        arguments = {
+          input = <<-PATCH
+            *** Begin Patch
+            *** Update File: project/src/app.txt
+            @@
+             name demo
+            -version 1
+            +version 2
+            *** Add File: out/notes.md
+            +written by the run
+            *** End Patch
+          PATCH
+        }
+      }
+    }
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "cat vendor/lib/README.md brief.md > out/combined.txt && wc -l < out/combined.txt" }
+      }
+    }
+    reply {
+      text = "pipeline done"
+    }
+  }
+  script "server" {
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "rm -f www/.release; mkdir -p www && echo hello-from-container > www/index.html && httpd -p 8080 -h www </dev/null >/dev/null 2>&1; i=0; while [ ! -f www/.release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; test -f www/.release && echo released" }
+      }
+    }
+    reply {
+      text = "served"
+    }
+  }
+}
+
+provider "docker" {}
+
+manifest "work" {
+  root = "/workspace"
+  file "data/input.csv" {
+    content = "a,b\n1,2\n"
+  }
+  dir "output" {}
+  local_file "brief.md" {
+    source = "brief.md"
+  }
+  local_dir "project" {
+    source  = "project"
+    exclude = ["node_modules", "*.tmp"]
+  }
+  git_repo "vendor/lib" {
+    repo = "file://@REPO@"
+    ref  = "main"
+  }
+  env = { REGION = "eu" }
+  env "DB_TOKEN" {
+    value     = var.token
+    ephemeral = true
+  }
+}
+
+sandbox "box" {
+  provider = provider.docker
+  image    = "@IMAGE@"
+  manifest = manifest.work
+  network  = "bridge"
+  ports    = [8080]
+  on_exit  = "stop"
+  user     = "1000:1000"
+}
+
+capability "shell" "default" {
+  timeout = "90s"
+}
+
+capability "filesystem" "default" {}
+
+agent "worker" {
+  provider     = provider.scripted
+  instructions = "Work on the project."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.default, capability.filesystem.default]
+}
+
+agent "server" {
+  provider     = provider.scripted
+  instructions = "Serve www."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.default]
+}
+
+run "pipeline" {
+  agent = agent.worker
+  input = "Update the project and write notes."
+}
+
+run "serve" {
+  agent      = agent.server
+  input      = "Serve www on port 8080."
+  depends_on = [run.pipeline]
+}
+
+output "url" {
+  value = sandbox.box.urls["8080"]
+}
+`
+
+// The whole lifecycle through the binary: every manifest entry type, tool
+// calls (exec_command, apply_patch) writing files, env and ephemeral env,
+// a port reachable from the host, on_exit = "stop" and the restart by the
+// next apply (with the port URL re-recorded), a container removed behind
+// agentctl's back restored from its snapshot without re-running, and a
+// destroy that leaves no labelled container.
+func TestDockerPipeline(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	repo := bareRepo(t)
+	dir := t.TempDir()
+	const token = "tok-5e4f1d9a7c3b"
+	writeFiles(t, dir, map[string]string{
+		"pipeline.hcl":                    strings.NewReplacer("@REPO@", repo, "@IMAGE@", TestImage).Replace(pipelineHCL),
+		"brief.md":                        "the brief\n",
+		"project/src/app.txt":             "name demo\nversion 1\n",
+		"project/node_modules/dep/i.js":   "excluded\n",
+		"project/scratch.tmp":             "excluded\n",
+		"project/docs/readme.txt":         "docs\n",
+		"project/docs/node_modules/x.txt": "excluded too\n",
+	})
+	c := newCLI(t, dir, "pipeline.hcl", "AGENTCTL_VAR_token="+token)
+	c.destroyOnCleanup(p)
+	c.ok("validate", "pipeline.hcl")
+
+	// First apply: create, materialize, both runs; the serve run waits
+	// until the host has fetched the page through the URL in state.
+	out, url1 := applyServing(t, p, c, "apply", "-auto-approve", "pipeline.hcl")
+	mustContain(t, "first apply", out, "sandbox.box: Creation complete", "2 runs executed", "pipeline done", `url = "http://127.0.0.1:`)
+	st := c.mustState()
+	ss := st.Sandboxes["sandbox.box"]
+	if ss.Status != "stopped" || st.Runs["run.pipeline"].Status != "completed" || st.Runs["run.serve"].Status != "completed" {
+		t.Fatalf("after apply: sandbox %s, runs %s/%s", ss.Status, st.Runs["run.pipeline"].Status, st.Runs["run.serve"].Status)
+	}
+	if ss.URLs["8080"] != url1 {
+		t.Fatalf("state URL %q, served at %q", ss.URLs["8080"], url1)
+	}
+	id := ss.Session.ID
+	insp, err := p.Client().ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if insp.Container.State.Running {
+		t.Fatal(`on_exit = "stop" left the container running`)
+	}
+	if strings.Contains(string(insp.Raw), token) {
+		t.Fatal("the ephemeral token is in the container's configuration")
+	}
+
+	// Every entry type, the files the run wrote, env and ephemeral env.
+	got := c.exec("sandbox.box", `cat data/input.csv brief.md project/src/app.txt project/docs/readme.txt vendor/lib/README.md vendor/lib/lib/code.txt out/notes.md out/combined.txt
+test -d output && echo dir-ok
+test -e vendor/lib/.git || echo no-git-dir
+find project | sort | tr '\n' ' '; echo
+echo "region=$REGION token-length=${#DB_TOKEN}"`)
+	want := "a,b\n1,2\nthe brief\nname demo\nversion 2\ndocs\nlib from git\ncode\nwritten by the run\nlib from git\nthe brief\n" +
+		"dir-ok\nno-git-dir\nproject project/docs project/docs/readme.txt project/src project/src/app.txt \n" +
+		fmt.Sprintf("region=eu token-length=%d\n", len(token))
+	if got != want {
+		t.Fatalf("workspace:\n got %q\nwant %q", got, want)
+	}
+	if res, _ := p.Client().ContainerInspect(ctx, id, client.ContainerInspectOptions{}); res.Container.State.Running {
+		t.Fatal("agentctl exec left the stopped container running")
+	}
+	// The model saw the scrubbed token; nothing under .agentctl holds it.
+	mustContain(t, "show", c.ok("show", "-config=pipeline.hcl", "run.pipeline"), "region=eu token=(sensitive)")
+	filepath.WalkDir(filepath.Join(dir, ".agentctl"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(token)) {
+				t.Errorf("%s holds the ephemeral token", path)
+			}
+		}
+		return nil
+	})
+
+	// The next apply that needs the stopped sandbox starts it again; the
+	// host port changes on restart and the URL in state follows.
+	out, url2 := applyServing(t, p, c, "apply", "-auto-approve", "-replace=run.serve", "pipeline.hcl")
+	mustContain(t, "restart apply", out, "1 run executed", "served")
+	if st := c.mustState(); st.Sandboxes["sandbox.box"].URLs["8080"] != url2 || st.Sandboxes["sandbox.box"].Session.ID != id {
+		t.Fatalf("after restart: state URL %q (served at %q), container %s (was %s)", st.Sandboxes["sandbox.box"].URLs["8080"], url2, st.Sandboxes["sandbox.box"].Session.ID, id)
+	}
+	mustContain(t, "outputs", c.ok("output", "-config=pipeline.hcl", "url"), url2)
+	t.Logf("port 8080: %s, after restart %s", url1, url2)
+
+	// Removed behind agentctl's back: plan says restore, runs stay.
+	if _, err := p.Client().ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	out, code := c.run("plan", "-detailed-exitcode", "pipeline.hcl")
+	if code != 2 {
+		t.Fatalf("plan after removal: exit %d\n%s", code, out)
+	}
+	mustContain(t, "plan after removal", out, "# sandbox.box will be restored from its snapshot", "Plan: 1 to create, 0 to change, 0 to destroy; 0 runs to execute, 0 to resume.")
+	out = c.ok("apply", "-auto-approve", "pipeline.hcl")
+	mustContain(t, "restore apply", out, "0 runs executed, 0 resumed")
+	mustNotContain(t, "restore apply", out, "Executing...")
+	st = c.mustState()
+	if nid := st.Sandboxes["sandbox.box"].Session.ID; nid == id || nid == "" {
+		t.Fatalf("restored sandbox has container %q (old %q)", nid, id)
+	}
+	got = c.exec("sandbox.box", "cat out/notes.md project/src/app.txt www/index.html; id -u")
+	if got != "written by the run\nname demo\nversion 2\nhello-from-container\n1000\n" {
+		t.Fatalf("restored workspace: %q", got)
+	}
+	if out, code := c.run("plan", "-detailed-exitcode", "pipeline.hcl"); code != 0 {
+		t.Fatalf("plan after restore: exit %d\n%s", code, out)
+	}
+
+	// destroy leaves no container with agentctl's labels for this state.
+	c.ok("destroy", "-auto-approve", "pipeline.hcl")
+	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
+		t.Fatalf("after destroy: %v %v", list, err)
+	}
+}
+
+// examples/docker-offline.hcl, applied as a user would, once straight
+// through and once killed with SIGKILL during its long step: plan says
+// resume, and the resumed apply ends with the same output and files.
+func TestDockerOfflineExampleResumeAfterKill(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	example, err := os.ReadFile("../../examples/docker-offline.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := func() *cli {
+		dir := t.TempDir()
+		writeFiles(t, dir, map[string]string{"docker-offline.hcl": string(example)})
+		c := newCLI(t, dir, "docker-offline.hcl", "AGENTCTL_VAR_image="+TestImage)
+		c.destroyOnCleanup(p)
+		return c
+	}
+	const files = "cat out/report.md out/total.txt"
+
+	// Straight through.
+	a := setup()
+	outA := a.ok("apply", "-auto-approve", "docker-offline.hcl")
+	mustContain(t, "apply", outA, "1 run executed", "token is set")
+	answer := a.ok("output", "-config=docker-offline.hcl", "answer")
+	filesA := a.exec("sandbox.box", files)
+	if !strings.Contains(filesA, "Total: 14300000") {
+		t.Fatalf("report: %q", filesA)
+	}
+	a.ok("destroy", "-auto-approve", "docker-offline.hcl")
+
+	// Killed during "sleep 3": wait until the model turn that asks for it
+	// is checkpointed in the journal, then SIGKILL.
+	b := setup()
+	cmdCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := b.command(cmdCtx, "apply", "-auto-approve", "docker-offline.hcl")
+	var killedOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &killedOut, &killedOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	journals := filepath.Join(b.stateDir(), "journals", "*.jsonl")
+poll:
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("apply ended (%v) before its long step was checkpointed:\n%s", err, killedOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		names, _ := filepath.Glob(journals)
+		for _, n := range names {
+			if j, _ := os.ReadFile(n); bytes.Contains(j, []byte("sleep 3")) {
+				break poll
+			}
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if st := b.mustState(); st.Runs["run.report"] == nil || st.Runs["run.report"].Status != "running" {
+		t.Fatalf("after kill -9: %+v\n%s", st.Runs["run.report"], killedOut.String())
+	}
+	out, code := b.run("plan", "-detailed-exitcode", "docker-offline.hcl")
+	if code != 2 {
+		t.Fatalf("plan after kill: exit %d\n%s", code, out)
+	}
+	mustContain(t, "plan after kill", out, "# run.report will be resumed", "interrupted at turn", "0 runs to execute, 1 to resume")
+	mustNotContain(t, "plan after kill", out, "sandbox.box will")
+	out = b.ok("apply", "-auto-approve", "docker-offline.hcl")
+	mustContain(t, "resumed apply", out, "0 runs executed, 1 resumed")
+	if got := b.ok("output", "-config=docker-offline.hcl", "answer"); got != answer {
+		t.Fatalf("output after resume %q, uninterrupted %q", got, answer)
+	}
+	if got := b.exec("sandbox.box", files); got != filesA {
+		t.Fatalf("files after resume %q, uninterrupted %q", got, filesA)
+	}
+	st := b.mustState()
+	b.ok("destroy", "-auto-approve", "docker-offline.hcl")
+	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
+		t.Fatalf("after destroy: %v %v", list, err)
+	}
+}
