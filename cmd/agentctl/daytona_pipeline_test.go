@@ -190,6 +190,13 @@ sandbox "box" {
   provider = provider.daytona
   manifest = manifest.work
   on_exit  = "stop"
+
+  labels             = { team = "data" }
+  env                = { GREETING = "hi" }
+  auto_stop_interval = 30
+  network_allow_list = ["10.0.0.0/8", "192.168.1.0/24"]
+  create_timeout     = "5m"
+  start_timeout      = "2m"
 }
 
 capability "shell" "default" {}
@@ -274,6 +281,15 @@ func TestDaytonaPipeline(t *testing.T) {
 		t.Fatalf("after the killed apply: sandboxes %v, %d creates; want one", ids, p.creates())
 	}
 	id := ids[0]
+	// The sandbox settings reached the create request.
+	created := p.fake.Created(id)
+	if created["networkAllowList"] != "10.0.0.0/8,192.168.1.0/24" || created["autoStopInterval"] != float64(30) ||
+		fmt.Sprint(created["env"]) != "map[GREETING:hi]" {
+		t.Errorf("create request: %v", created)
+	}
+	if l := p.fake.Labels(id); l["team"] != "data" || l["dev.agentctl.managed"] != "true" || l["dev.agentctl.address"] != "sandbox.box" {
+		t.Errorf("labels: %v", l)
+	}
 	st := p.state()
 	if got := st.Sandboxes["sandbox.box"].Session.ID; got != id {
 		t.Fatalf("state records sandbox %q, the fake has %q", got, id)

@@ -144,6 +144,23 @@ func TestSettingsValidation(t *testing.T) {
 	if err != nil || st.CreateTimeout != 90*time.Second || st.StartTimeout != 30*time.Second || st.Env["A"] != "b" || !st.NetworkBlockAll {
 		t.Fatalf("%+v %v", st, err)
 	}
+	// The types the configuration loader produces: durations, int
+	// intervals, string maps and a list of CIDRs.
+	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"create_timeout": 5 * time.Minute, "start_timeout": 2 * time.Minute,
+		"auto_stop_interval": 30, "labels": map[string]string{"team": "data"}, "network_allow_list": []string{"10.0.0.0/8", "192.168.1.0/24"}}}
+	st, err = ParseSettings(spec)
+	if err != nil || st.CreateTimeout != 5*time.Minute || st.StartTimeout != 2*time.Minute || *st.AutoStopInterval != 30 ||
+		st.Labels["team"] != "data" || st.NetworkAllowList != "10.0.0.0/8,192.168.1.0/24" {
+		t.Fatalf("%+v %v", st, err)
+	}
+	spec = sandbox.Spec{Address: "sandbox.a", Resources: sandbox.Resources{CPUs: 2}}
+	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), "resources need an image") {
+		t.Fatalf("err = %v", err)
+	}
+	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"network_allow_list": []string{"10.0.0.0/33"}}}
+	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not a CIDR`) {
+		t.Fatalf("err = %v", err)
+	}
 }
 
 func TestExec(t *testing.T) {
