@@ -176,6 +176,14 @@ func New(t testing.TB) *Server {
 	return s
 }
 
+// SetPollsToSettle changes PollsToSettle while the fake serves requests
+// (a very large value holds sandboxes in their transitional states).
+func (s *Server) SetPollsToSettle(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.PollsToSettle = n
+}
+
 // Fail installs a fault.
 func (s *Server) Fail(f Fault) {
 	s.mu.Lock()

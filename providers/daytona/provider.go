@@ -364,6 +364,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		params.Disk = int(r.DiskGB)
 		params.GPU = int(r.GPUs)
 	}
+	if err := p.removeLeftovers(ctx, spec); err != nil {
+		return nil, err
+	}
 	s, err := p.client.Create(ctx, params, spec.Address, st.CreateTimeout)
 	if err != nil {
 		if s != nil && s.ID != "" {
@@ -379,6 +382,32 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return sb, fmt.Errorf("daytona: %s: creating the workspace root %s: %w", spec.Address, root, err)
 	}
 	return sb, nil
+}
+
+// removeLeftovers deletes the sandboxes an interrupted create left
+// behind: those labelled with this state's lineage and this address. The
+// engine creates a sandbox only when its state records none alive for the
+// address, so such a sandbox was created by an apply that died (kill -9,
+// power loss) before it could record the id; left alone it would run,
+// and be billed, untracked.
+func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error {
+	if spec.Lineage == "" || spec.Address == "" {
+		return nil
+	}
+	old, err := p.client.List(ctx, map[string]string{LabelManaged: "true", LabelLineage: spec.Lineage, LabelAddress: spec.Address})
+	if err != nil {
+		return fmt.Errorf("daytona: %s: looking for sandboxes an interrupted apply left behind: %w", spec.Address, err)
+	}
+	for _, s := range old {
+		if s.State == StateDestroyed || s.State == StateDestroying {
+			continue
+		}
+		s.SetAddress(spec.Address)
+		if err := s.Delete(ctx); err != nil {
+			return fmt.Errorf("daytona: %s: deleting sandbox %s, left behind by an interrupted apply: %w", spec.Address, s.ID, err)
+		}
+	}
+	return nil
 }
 
 // Open implements sandbox.Provider: it reconnects to the sandbox in st

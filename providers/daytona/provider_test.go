@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -490,4 +491,22 @@ func TestList(t *testing.T) {
 		ids = append(ids, s.ID)
 	}
 	sort.Strings(ids)
+}
+
+// A sandbox left behind by an interrupted create (same lineage and
+// address) is deleted by the next Create; others are left alone.
+func TestCreateRemovesLeftovers(t *testing.T) {
+	e := newEnv(t)
+	first := e.create(t)
+	other := e.spec
+	other.Lineage = "lin-2"
+	ow, err := e.p.Create(context.Background(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := e.create(t)
+	ids := e.fake.IDs()
+	if len(ids) != 2 || !slices.Contains(ids, ow.ID()) || !slices.Contains(ids, second.ID()) || slices.Contains(ids, first.ID()) {
+		t.Fatalf("live sandboxes %v; want %s (other lineage) and %s, not the leftover %s", ids, ow.ID(), second.ID(), first.ID())
+	}
 }
