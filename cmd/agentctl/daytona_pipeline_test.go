@@ -351,6 +351,14 @@ func TestDaytonaPipeline(t *testing.T) {
 	if got := p.fake.State(id); got != "stopped" || countRequests(p.fake, "/start") != 0 {
 		t.Errorf("an apply with nothing to do: sandbox %q, %d start requests", got, countRequests(p.fake, "/start"))
 	}
+	// agentctl exec starts the stopped sandbox for the command and stops
+	// it again.
+	if got := p.run("exec", "sandbox.box", "--", "cat", "output/report.txt"); !strings.Contains(got, "HELLO FROM THE MANIFEST") {
+		t.Errorf("agentctl exec output:\n%s", got)
+	}
+	if got := p.fake.State(id); got != "stopped" || countRequests(p.fake, "/start") != 1 {
+		t.Errorf("after agentctl exec: sandbox %q, %d start requests; want stopped after one start", got, countRequests(p.fake, "/start"))
+	}
 	// Both exec paths ran: process/execute for short timeouts, sessions
 	// with asynchronous commands for long ones.
 	if countRequests(p.fake, "/process/execute") == 0 || countRequests(p.fake, "/process/session") == 0 {
@@ -361,6 +369,7 @@ func TestDaytonaPipeline(t *testing.T) {
 	// 5. A new run needs the stopped sandbox: apply starts it.
 	p.write(fmt.Sprintf(pipelineConfig, followupScript, followupRun))
 	starts := countRequests(p.fake, "POST /api/sandbox/"+id+"/start")
+	stops := countRequests(p.fake, "POST /api/sandbox/"+id+"/stop")
 	res = p.run("apply", "-auto-approve")
 	if got := countRequests(p.fake, "POST /api/sandbox/"+id+"/start"); got != starts+1 {
 		t.Errorf("start requests: %d before, %d after; want one more\n%s", starts, got, res)
@@ -368,8 +377,8 @@ func TestDaytonaPipeline(t *testing.T) {
 	if !strings.Contains(res, "HELLO FROM THE MANIFEST") {
 		t.Errorf("the follow-up run did not see the report:\n%s", res)
 	}
-	if got := p.fake.State(id); got != "stopped" {
-		t.Errorf("fake sandbox state after the second apply = %q, want stopped", got)
+	if got := p.fake.State(id); got != "stopped" || countRequests(p.fake, "POST /api/sandbox/"+id+"/stop") != stops+1 {
+		t.Errorf("fake sandbox state after the follow-up apply = %q, want stopped again", got)
 	}
 	if ids := p.fake.IDs(); len(ids) != 1 || p.creates() != 1 {
 		t.Fatalf("after the follow-up: sandboxes %v, %d creates", ids, p.creates())
