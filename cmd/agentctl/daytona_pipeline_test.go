@@ -273,7 +273,7 @@ func TestDaytonaPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-exited
-	if !strings.Contains(out.String(), "step1") {
+	if !strings.Contains(out.String(), "hello from the manifest") {
 		t.Errorf("the first tool call's output was not streamed before the kill:\n%s", out.String())
 	}
 
