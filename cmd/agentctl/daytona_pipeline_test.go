@@ -351,8 +351,12 @@ func TestDaytonaPipeline(t *testing.T) {
 	if got := p.fake.State(id); got != "stopped" || countRequests(p.fake, "/start") != 0 {
 		t.Errorf("an apply with nothing to do: sandbox %q, %d start requests", got, countRequests(p.fake, "/start"))
 	}
-	// agentctl exec starts the stopped sandbox for the command and stops
-	// it again.
+	// Daytona archives stopped sandboxes after a while; agentctl exec
+	// starts it for the command and stops it again.
+	p.fake.SetState(id, "archived", "")
+	if plan := p.run("plan"); !strings.Contains(plan, "No changes") {
+		t.Errorf("plan with the sandbox archived:\n%s", plan)
+	}
 	if got := p.run("exec", "sandbox.box", "--", "cat", "output/report.txt"); !strings.Contains(got, "HELLO FROM THE MANIFEST") {
 		t.Errorf("agentctl exec output:\n%s", got)
 	}
