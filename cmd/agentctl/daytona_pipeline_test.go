@@ -131,14 +131,18 @@ func (p *pipeline) creates() int {
 	return n
 }
 
-// waitFor polls cond until it holds; it fails the test if proc exits
-// first (the thing waited for can no longer happen).
+// waitFor polls cond until it holds; it fails the test if agentctl exits
+// first (the thing waited for can no longer happen). The generous bound
+// only turns a hang into a failure; nothing depends on how long it takes.
 func waitFor(t *testing.T, what string, exited <-chan error, out *bytes.Buffer, cond func() bool) {
 	t.Helper()
+	deadline := time.After(3 * time.Minute)
 	for !cond() {
 		select {
 		case err := <-exited:
 			t.Fatalf("agentctl exited (%v) before %s:\n%s", err, what, out)
+		case <-deadline:
+			t.Fatalf("gave up waiting until %s", what)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
