@@ -270,6 +270,7 @@ func TestDaytonaPipeline(t *testing.T) {
 	if err := apply.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = apply.Process.Kill() }) // if a check fails first
 	exited := make(chan error, 1)
 	go func() { exited <- apply.Wait() }()
 	waitFor(t, "the slow tool call started", exited, &out, func() bool { return exists(filepath.Join(p.fake.Root, "gate.waiting")) })
@@ -490,6 +491,7 @@ func (p *pipeline) applyKilledDuringCreate() string {
 	if err := apply.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = apply.Process.Kill() }) // if a check fails first
 	exited := make(chan error, 1)
 	go func() { exited <- apply.Wait() }()
 	var id string
