@@ -1,8 +1,23 @@
 # A coding agent in a Daytona cloud sandbox, with a git repository in its
-# workspace. Credentials come from DAYTONA_API_KEY / DAYTONA_API_URL (or
-# the provider block) and never reach state.
+# workspace.
 #
-#   DAYTONA_API_KEY=... OPENAI_API_KEY=... agentctl apply examples/daytona.hcl
+# Environment variables to set before plan/apply:
+#
+#   DAYTONA_API_KEY          required: an API key from the Daytona dashboard
+#                            (or, instead, DAYTONA_JWT_TOKEN together with
+#                            DAYTONA_ORGANIZATION_ID)
+#   OPENAI_API_KEY           required: the model provider's key
+#   DAYTONA_API_URL          optional: a self-hosted or regional Daytona API
+#                            (default https://app.daytona.io/api)
+#   DAYTONA_TARGET           optional: the region sandboxes run in, e.g. "eu"
+#                            (default: the organization's default region)
+#   OPENAI_BASE_URL          optional: an OpenAI-compatible endpoint
+#
+#   export DAYTONA_API_KEY=dtn_... OPENAI_API_KEY=sk-...
+#   agentctl apply examples/daytona.hcl
+#
+# Credentials are read from the environment when the command runs and never
+# reach the state, plans, journals or logs. `agentctl validate` needs none.
 
 variable "model" {
   type    = string
@@ -11,10 +26,11 @@ variable "model" {
 
 provider "openai" {}
 
-provider "daytona" {
-  api_key = env("DAYTONA_API_KEY") # sensitive: allowed in provider settings
-  target  = "eu"
-}
+# Every attribute is optional and overrides its environment variable:
+# api_key (DAYTONA_API_KEY), jwt_token (DAYTONA_JWT_TOKEN), organization_id
+# (DAYTONA_ORGANIZATION_ID), api_url (DAYTONA_API_URL), target
+# (DAYTONA_TARGET). Never write a key here: use env("...") if you must.
+provider "daytona" {}
 
 manifest "repo" {
   git_repo "sdk" {

@@ -7,7 +7,10 @@
 // build_failed, destroyed), sessions with asynchronous commands, files
 // and preview links. Toolbox commands really run, with /bin/sh on the
 // host: a sandbox's filesystem is the host's, confined to Root, so tests
-// use workspace roots under Root.
+// use workspace roots under Root. The one exception is the client's
+// transfer files: files named /tmp/agentctl-* (directly in /tmp, the
+// sandbox's temporary directory) are allowed too, and removed with the
+// sandbox if the client left them behind.
 package fakedaytona
 
 import (
@@ -22,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +78,7 @@ type fsb struct {
 	polls    int
 	sessions map[string]*session
 	owned    map[string]bool // top-level entries under Root it created
+	tmp      map[string]bool // transfer files in /tmp it created
 	deleted  bool
 }
 
@@ -171,6 +176,14 @@ func New(t testing.TB) *Server {
 	return s
 }
 
+// SetPollsToSettle changes PollsToSettle while the fake serves requests
+// (a very large value holds sandboxes in their transitional states).
+func (s *Server) SetPollsToSettle(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.PollsToSettle = n
+}
+
 // Fail installs a fault.
 func (s *Server) Fail(f Fault) {
 	s.mu.Lock()
@@ -239,14 +252,17 @@ func (s *Server) Created(id string) map[string]any {
 	return nil
 }
 
-// IDs returns the ids of live sandboxes.
+// IDs returns the ids of live sandboxes (not deleted), sorted.
 func (s *Server) IDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for id := range s.sandboxes {
-		out = append(out, id)
+	for id, b := range s.sandboxes {
+		if !b.deleted {
+			out = append(out, id)
+		}
 	}
+	sort.Strings(out)
 	return out
 }
 
@@ -402,10 +418,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params m
 		if b.deleted {
 			delete(s.sandboxes, id)
 			s.killSessions(b)
-			for top := range b.owned {
-				os.RemoveAll(filepath.Join(s.Root, top))
-			}
-			b.owned = map[string]bool{}
+			s.removeFiles(b)
 			writeErr(w, 404, fmt.Sprintf("Sandbox with ID or name %s not found", id))
 			return
 		}
@@ -434,6 +447,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params m
 	case "deleteSandbox":
 		b.state, b.deleted = "destroying", true
 		s.killSessions(b)
+		s.removeFiles(b)
 	case "getSignedPortPreviewUrl", "getPortPreviewUrl":
 		port, _ := strconv.Atoi(params["port"])
 		tok := fmt.Sprintf("tok%06d", s.seq)
@@ -494,7 +508,7 @@ func (s *Server) create(w http.ResponseWriter, body []byte) {
 	if v, ok := req["networkAllowList"].(string); ok {
 		dto["networkAllowList"] = v
 	}
-	b := &fsb{dto: dto, state: "creating", target: "started", sessions: map[string]*session{}, owned: map[string]bool{}}
+	b := &fsb{dto: dto, state: "creating", target: "started", sessions: map[string]*session{}, owned: map[string]bool{}, tmp: map[string]bool{}}
 	if snap, ok := req["snapshot"].(string); ok {
 		dto["snapshot"] = snap
 	}
@@ -756,6 +770,12 @@ func (s *Server) confine(b *fsb, p string) error {
 		return fmt.Errorf("path %q must be absolute in the fake", p)
 	}
 	c := filepath.Clean(p)
+	if filepath.Dir(c) == "/tmp" && strings.HasPrefix(filepath.Base(c), "agentctl-") {
+		s.mu.Lock()
+		b.tmp[c] = true
+		s.mu.Unlock()
+		return nil
+	}
 	if c != s.Root && !strings.HasPrefix(c, s.Root+"/") {
 		return fmt.Errorf("the fake confines sandbox paths to %s; got %s", s.Root, p)
 	}
@@ -987,17 +1007,28 @@ func (s *Server) killAll() {
 	defer s.mu.Unlock()
 	for _, b := range s.sandboxes {
 		s.killSessions(b)
+		for p := range b.tmp {
+			os.Remove(p)
+		}
 	}
 }
 
-// destroy removes what a sandbox created under Root.
+// destroy kills a sandbox's commands and removes its files.
 func (s *Server) destroy(b *fsb) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.killSessions(b)
-	owned := b.owned
-	b.owned = map[string]bool{}
-	s.mu.Unlock()
-	for top := range owned {
+	s.removeFiles(b)
+}
+
+// removeFiles removes what a sandbox created under Root and its transfer
+// files in /tmp; callers hold s.mu.
+func (s *Server) removeFiles(b *fsb) {
+	for top := range b.owned {
 		os.RemoveAll(filepath.Join(s.Root, top))
 	}
+	for p := range b.tmp {
+		os.Remove(p)
+	}
+	b.owned, b.tmp = map[string]bool{}, map[string]bool{}
 }

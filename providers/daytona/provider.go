@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"path"
 	"slices"
@@ -142,16 +143,25 @@ func ParseSettings(spec sandbox.Spec) (Settings, error) {
 		}
 		var err error
 		switch k {
-		case "snapshot", "network_allow_list":
+		case "snapshot":
 			s, ok := v.(string)
 			if !ok {
 				return st, bad(k, "a string", v)
 			}
-			if k == "snapshot" {
-				st.Snapshot = s
-			} else {
-				st.NetworkAllowList = s
+			st.Snapshot = s
+		case "network_allow_list":
+			// A list of CIDRs (as the configuration gives it) or the API's
+			// comma-separated string.
+			cidrs, ok := toStringList(v)
+			if !ok {
+				return st, bad(k, "a list of CIDRs", v)
 			}
+			for _, c := range cidrs {
+				if _, _, err := net.ParseCIDR(c); err != nil {
+					return st, fmt.Errorf("daytona: %s: setting network_allow_list: %q is not a CIDR such as \"10.0.0.0/8\"", spec.Address, c)
+				}
+			}
+			st.NetworkAllowList = strings.Join(cidrs, ",")
 		case "env", "labels":
 			m, ok := toStringMap(v)
 			if !ok {
@@ -205,6 +215,9 @@ func ParseSettings(spec sandbox.Spec) (Settings, error) {
 	if st.Snapshot != "" && spec.Resources != (sandbox.Resources{}) {
 		return st, fmt.Errorf("daytona: %s: resources cannot be combined with snapshot %q (Daytona fixes them per snapshot); remove resources, or use image instead of snapshot", spec.Address, st.Snapshot)
 	}
+	if st.Snapshot == "" && spec.Image == "" && spec.Resources != (sandbox.Resources{}) {
+		return st, fmt.Errorf("daytona: %s: resources need an image (without one Daytona's default snapshot is used, whose resources are fixed); set image, or remove resources", spec.Address)
+	}
 	if spec.Resources.PIDs > 0 {
 		return st, fmt.Errorf("daytona: %s: resources.pids is not supported by Daytona; remove it", spec.Address)
 	}
@@ -240,6 +253,34 @@ func toStringMap(v any) (map[string]string, bool) {
 	return nil, false
 }
 
+// toStringList accepts a list of strings or one comma-separated string.
+func toStringList(v any) ([]string, bool) {
+	var items []string
+	switch l := v.(type) {
+	case string:
+		items = strings.Split(l, ",")
+	case []string:
+		items = l
+	case []any:
+		for _, x := range l {
+			s, ok := x.(string)
+			if !ok {
+				return nil, false
+			}
+			items = append(items, s)
+		}
+	default:
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, true
+}
+
 func toInt(v any) (int, bool) {
 	switch n := v.(type) {
 	case int:
@@ -258,6 +299,12 @@ func toInt(v any) (int, bool) {
 }
 
 func toDuration(v any) (time.Duration, error) {
+	if d, ok := v.(time.Duration); ok {
+		if d <= 0 {
+			return 0, errors.New("must be positive")
+		}
+		return d, nil
+	}
 	if s, ok := v.(string); ok {
 		if n, err := strconv.Atoi(s); err == nil {
 			return time.Duration(n) * time.Second, nil
@@ -317,6 +364,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		params.Disk = int(r.DiskGB)
 		params.GPU = int(r.GPUs)
 	}
+	if err := p.removeLeftovers(ctx, spec); err != nil {
+		return nil, err
+	}
 	s, err := p.client.Create(ctx, params, spec.Address, st.CreateTimeout)
 	if err != nil {
 		if s != nil && s.ID != "" {
@@ -332,6 +382,32 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return sb, fmt.Errorf("daytona: %s: creating the workspace root %s: %w", spec.Address, root, err)
 	}
 	return sb, nil
+}
+
+// removeLeftovers deletes the sandboxes an interrupted create left
+// behind: those labelled with this state's lineage and this address. The
+// engine creates a sandbox only when its state records none alive for the
+// address, so such a sandbox was created by an apply that died (kill -9,
+// power loss) before it could record the id; left alone it would run,
+// and be billed, untracked.
+func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error {
+	if spec.Lineage == "" || spec.Address == "" {
+		return nil
+	}
+	old, err := p.client.List(ctx, map[string]string{LabelManaged: "true", LabelLineage: spec.Lineage, LabelAddress: spec.Address})
+	if err != nil {
+		return fmt.Errorf("daytona: %s: looking for sandboxes an interrupted apply left behind: %w", spec.Address, err)
+	}
+	for _, s := range old {
+		if s.State == StateDestroyed || s.State == StateDestroying {
+			continue
+		}
+		s.SetAddress(spec.Address)
+		if err := s.Delete(ctx); err != nil {
+			return fmt.Errorf("daytona: %s: deleting sandbox %s, left behind by an interrupted apply: %w", spec.Address, s.ID, err)
+		}
+	}
+	return nil
 }
 
 // Open implements sandbox.Provider: it reconnects to the sandbox in st

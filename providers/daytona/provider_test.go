@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -143,6 +144,23 @@ func TestSettingsValidation(t *testing.T) {
 	st, err := ParseSettings(spec)
 	if err != nil || st.CreateTimeout != 90*time.Second || st.StartTimeout != 30*time.Second || st.Env["A"] != "b" || !st.NetworkBlockAll {
 		t.Fatalf("%+v %v", st, err)
+	}
+	// The types the configuration loader produces: durations, int
+	// intervals, string maps and a list of CIDRs.
+	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"create_timeout": 5 * time.Minute, "start_timeout": 2 * time.Minute,
+		"auto_stop_interval": 30, "labels": map[string]string{"team": "data"}, "network_allow_list": []string{"10.0.0.0/8", "192.168.1.0/24"}}}
+	st, err = ParseSettings(spec)
+	if err != nil || st.CreateTimeout != 5*time.Minute || st.StartTimeout != 2*time.Minute || *st.AutoStopInterval != 30 ||
+		st.Labels["team"] != "data" || st.NetworkAllowList != "10.0.0.0/8,192.168.1.0/24" {
+		t.Fatalf("%+v %v", st, err)
+	}
+	spec = sandbox.Spec{Address: "sandbox.a", Resources: sandbox.Resources{CPUs: 2}}
+	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), "resources need an image") {
+		t.Fatalf("err = %v", err)
+	}
+	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"network_allow_list": []string{"10.0.0.0/33"}}}
+	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not a CIDR`) {
+		t.Fatalf("err = %v", err)
 	}
 }
 
@@ -473,4 +491,22 @@ func TestList(t *testing.T) {
 		ids = append(ids, s.ID)
 	}
 	sort.Strings(ids)
+}
+
+// A sandbox left behind by an interrupted create (same lineage and
+// address) is deleted by the next Create; others are left alone.
+func TestCreateRemovesLeftovers(t *testing.T) {
+	e := newEnv(t)
+	first := e.create(t)
+	other := e.spec
+	other.Lineage = "lin-2"
+	ow, err := e.p.Create(context.Background(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := e.create(t)
+	ids := e.fake.IDs()
+	if len(ids) != 2 || !slices.Contains(ids, ow.ID()) || !slices.Contains(ids, second.ID()) || slices.Contains(ids, first.ID()) {
+		t.Fatalf("live sandboxes %v; want %s (other lineage) and %s, not the leftover %s", ids, ow.ID(), second.ID(), first.ID())
+	}
 }
