@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/agentctl/agentctl/config/diagfmt"
 	"github.com/hashicorp/hcl/v2"
@@ -55,9 +56,16 @@ func (v *View) Error(err error) {
 	v.Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: capitalize(err.Error())}}, nil)
 }
 
+// capitalize upper-cases the first letter of a message, unless it starts
+// with an address (run.x, sandbox.y, ...), which must stay pasteable.
 func capitalize(s string) string {
 	if s == "" {
 		return s
+	}
+	for _, p := range []string{"run.", "sandbox.", "agent.", "provider.", "manifest.", "capability.", "var.", "local.", "output."} {
+		if strings.HasPrefix(s, p) {
+			return s
+		}
 	}
 	if s[0] >= 'a' && s[0] <= 'z' {
 		return string(s[0]-'a'+'A') + s[1:]
