@@ -52,7 +52,14 @@ func Positional(fs *flag.FlagSet, rest []string) ([]string, error) {
 			if err := fs.Parse(rest); err != nil {
 				return nil, err
 			}
-			rest = fs.Args()
+			left := fs.Args()
+			// The flag package consumes a "--" that ends the flags: what
+			// follows it is positional, flags or not.
+			if n := len(rest) - len(left); n > 0 && rest[n-1] == "--" {
+				pos = append(pos, left...)
+				break
+			}
+			rest = left
 			continue
 		}
 		pos = append(pos, a)
