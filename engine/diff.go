@@ -211,7 +211,11 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 			}
 		}
 		slices.Sort(c.Removed)
-		c.Reasons = []string{"manifest entries changed"}
+		if len(c.Entries) == 0 && len(c.Removed) == 0 {
+			c.Reasons = []string{"manifest environment or root changed"}
+		} else {
+			c.Reasons = []string{"manifest entries changed"}
+		}
 		if len(c.Removed) > 0 {
 			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
 		}

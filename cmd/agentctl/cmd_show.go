@@ -36,7 +36,7 @@ func showCommand(m *meta) *ffcli.Command {
 					return m.showPlan(pf, args.JSON)
 				}
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}

@@ -38,8 +38,10 @@ func ing(a engine.Action) string {
 		return "Restoring"
 	case engine.ActionDelete:
 		return "Destroying"
-	case engine.ActionExecute, engine.ActionRerun:
+	case engine.ActionExecute:
 		return "Executing"
+	case engine.ActionRerun:
+		return "Re-running"
 	case engine.ActionResume:
 		return "Resuming"
 	case engine.ActionForget:
