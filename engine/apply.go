@@ -350,7 +350,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
 	}
-	inputs, input, err := e.runInputs(a.st, ri, sbDigest)
+	inputs, input, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
 	a.mu.Unlock()
 	if err != nil {

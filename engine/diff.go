@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/hcl/v2"
 	"slices"
 	"strings"
 
@@ -122,8 +124,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	eval := cfg.RunInputEvaluator(stateRuntimeValues(st))
 	for _, addr := range order {
-		c, err := e.planRun(st, p, sbDigest, addr, slices.Contains(opts.Replace, addr))
+		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +228,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 
 // planRun decides one run's action, in dependency order so upstream
 // actions are known.
-func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, addr string, replace bool) (*Change, error) {
+func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval inputEvaluator, addr string, replace bool) (*Change, error) {
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": "agent." + ri.Agent}}
@@ -237,7 +240,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, a
 		}
 	}
 	if len(pending) == 0 {
-		inputs, input, err := e.runInputs(st, ri, sbDigest)
+		inputs, input, err := e.runInputs(st, ri, sbDigest, eval)
 		if err != nil {
 			return nil, err
 		}
@@ -294,9 +297,34 @@ func runUpstream(cfg *config.Config, ri *config.RunInstance) []string {
 	return ups
 }
 
+// inputEvaluator evaluates a run's input (config.RunInputEvaluator).
+type inputEvaluator func(ri *config.RunInstance) (string, hcl.Diagnostics)
+
+// stateRuntimeValues are the outputs of every completed run in st and the
+// sandbox URLs, for evaluating many run inputs at once.
+func stateRuntimeValues(st *state.State) config.RuntimeValues {
+	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
+	for addr, r := range st.Runs {
+		if r.Status != RunCompleted {
+			continue
+		}
+		if v, err := outputValue(r.Output); err == nil {
+			rv.RunOutputs[addr] = v
+		}
+	}
+	for addr, ss := range st.Sandboxes {
+		if len(ss.URLs) > 0 {
+			rv.SandboxURLs[addr] = ss.URLs
+		}
+	}
+	return rv
+}
+
 // runInputs evaluates a run's input against the upstream outputs in st and
-// returns the named digest inputs (DESIGN §3) and the input text.
-func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string) (map[string]string, string, error) {
+// returns the named digest inputs (DESIGN §3) and the input text. eval,
+// when not nil, evaluates the input against values already built from st
+// (plan evaluates every run against the same state).
+func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (map[string]string, string, error) {
 	cfg := e.Config
 	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
 	inputs := map[string]string{}
@@ -312,12 +340,18 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 		rv.RunOutputs[up] = v
 		inputs[up+".output"] = digestString(string(prev.Output))
 	}
-	for addr, ss := range st.Sandboxes {
-		if len(ss.URLs) > 0 {
-			rv.SandboxURLs[addr] = ss.URLs
+	var input string
+	var diags hcl.Diagnostics
+	if eval != nil {
+		input, diags = eval(ri)
+	} else {
+		for addr, ss := range st.Sandboxes {
+			if len(ss.URLs) > 0 {
+				rv.SandboxURLs[addr] = ss.URLs
+			}
 		}
+		input, diags = cfg.EvalRunInput(ri, rv)
 	}
-	input, diags := cfg.EvalRunInput(ri, rv)
 	if diags.HasErrors() {
 		return nil, "", diags
 	}
