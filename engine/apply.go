@@ -410,7 +410,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 
 	models := map[string]bool{}
 	for _, ag := range agents {
-		models[ag.ModelName] = true
+		if ag.ModelName != "" {
+			models[ag.ModelName] = true
+		}
 	}
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
@@ -541,6 +543,17 @@ func (a *applier) finish(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// RefreshOutputs re-evaluates the root outputs against st (after a plan
+// with no changes, so outputs added to or edited in the configuration are
+// recorded as terraform apply records them) and reports whether they
+// changed.
+func (e *Engine) RefreshOutputs(st *state.State) bool {
+	before, _ := json.Marshal(st.Outputs)
+	e.recordOutputs(st)
+	after, _ := json.Marshal(st.Outputs)
+	return string(before) != string(after)
 }
 
 // recordOutputs evaluates the outputs whose runs have completed and stores

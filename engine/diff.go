@@ -395,7 +395,9 @@ func (e *Engine) journalTurns(r *state.Run) int {
 }
 
 // filterTargets keeps only the targeted objects and what they depend on,
-// as Terraform's -target does.
+// as Terraform's -target does; for a destroy, the targeted objects and
+// what depends on them (destroying a sandbox forgets the runs that used
+// it, never the other way round).
 func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 	if len(targets) == 0 {
 		return
@@ -408,10 +410,15 @@ func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 			return
 		}
 		keep[a] = true
-		if g != nil {
-			for _, d := range g.DependenciesOf(a) {
-				add(d)
-			}
+		if g == nil {
+			return
+		}
+		next := g.DependenciesOf(a)
+		if p.Destroy {
+			next = g.DependentsOf(a)
+		}
+		for _, d := range next {
+			add(d)
 		}
 	}
 	for _, t := range targets {
