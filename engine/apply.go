@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,10 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	}
 	errs := g.Walk(ctx, e.parallelism(), func(ctx context.Context, addr string) error {
 		c := p.Change(addr)
+		if c.Action != ActionNoop && e.interrupted() {
+			// After an interrupt nothing new starts; the next apply does it.
+			return errNotStarted
+		}
 		var err error
 		start := time.Now()
 		if c.Action != ActionNoop {
@@ -63,6 +68,10 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 			err = a.sandboxNode(ctx, c)
 		} else {
 			err = a.runNode(ctx, c)
+		}
+		if errors.Is(err, errRunInterrupted) {
+			e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
+			return err
 		}
 		if err != nil {
 			e.emit(Event{Type: EventApplyErrored, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
@@ -74,10 +83,18 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		return nil
 	})
 	var all []error
+	var notStarted []string
 	for _, c := range p.Changes {
-		if err := errs[c.Address]; err != nil && !errors.Is(err, graph.ErrSkipped) {
+		err := errs[c.Address]
+		switch {
+		case errors.Is(err, errNotStarted):
+			notStarted = append(notStarted, c.Address)
+		case err != nil && !errors.Is(err, graph.ErrSkipped):
 			all = append(all, err)
 		}
+	}
+	if len(notStarted) > 0 {
+		all = append(all, fmt.Errorf("apply interrupted before %s started; run agentctl apply again to carry on", strings.Join(notStarted, ", ")))
 	}
 	if err := a.finish(context.WithoutCancel(ctx)); err != nil {
 		all = append(all, err)
@@ -480,11 +497,37 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}); err != nil {
 		return err
 	}
+	if status == RunInterrupted {
+		turns := 0
+		if res != nil {
+			turns = res.Turns
+		}
+		return fmt.Errorf("%s: %w at turn %d: its progress is checkpointed; run agentctl apply again to resume it", addr, errRunInterrupted, turns)
+	}
 	if runErr != nil {
 		return fmt.Errorf("%s: %w", addr, runErr)
 	}
 	return nil
 }
+
+// errNotStarted is a node not started because of an interrupt.
+var errNotStarted = errors.New("not started: interrupted")
+
+// interrupted reports whether Interrupt has been closed.
+func (e *Engine) interrupted() bool {
+	if e.Interrupt == nil {
+		return false
+	}
+	select {
+	case <-e.Interrupt:
+		return true
+	default:
+		return false
+	}
+}
+
+// errRunInterrupted marks a run stopped by an interrupt.
+var errRunInterrupted = errors.New("interrupted")
 
 // snapshot saves the sandbox's workspace under the state directory.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {

@@ -501,6 +501,7 @@ func TestInterrupt(t *testing.T) {
 	if code := p.wait(t); code <= 0 {
 		t.Fatalf("apply after SIGINT exited %d, want a non-zero exit code\n%s", code, p.out)
 	}
+	t.Logf("apply interrupted by SIGINT:\n%s", p.out)
 	st := h.readState()
 	if r := st.Runs["run.job"]; r.Status != "interrupted" {
 		t.Fatalf("run.job status %q after SIGINT, want interrupted", r.Status)

@@ -97,6 +97,9 @@ func (v *Apply) Event(ev engine.Event) {
 	case engine.EventApplyErrored:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s: failed after %s%s\n", c.Red+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
+	case engine.EventApplyInterrupted:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: Interrupted after %s; checkpointed%s\n", c.Yellow+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
 	case engine.EventRuntime:
 		v.runtime(ev.Address, ev.Runtime)
 	}

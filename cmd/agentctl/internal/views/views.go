@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/agentctl/agentctl/config/diagfmt"
 	"github.com/hashicorp/hcl/v2"
@@ -58,6 +59,9 @@ func (v *View) Error(err error) {
 func capitalize(s string) string {
 	if s == "" {
 		return s
+	}
+	if word, _, _ := strings.Cut(s, " "); strings.Contains(word, ".") {
+		return s // starts with an address such as run.x: keep it as written
 	}
 	if s[0] >= 'a' && s[0] <= 'z' {
 		return string(s[0]-'a'+'A') + s[1:]
