@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -374,7 +375,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return err
 	}
 	digest := runDigest(inputs)
-	forced := c.Action == ActionRerun && len(c.Reasons) == 1 && c.Reasons[0] == "forced by -replace"
+	forced := slices.Contains(a.p.Replace, addr)
 	var history []runtime.Step
 	resume := false
 	if prev != nil && prev.Digest == digest && !forced {

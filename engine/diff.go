@@ -108,7 +108,7 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
 	for _, addr := range sortedKeys(cfg.SandboxInstances) {
-		c, digest, err := e.planSandbox(ctx, st, live, addr)
+		c, digest, err := e.planSandbox(ctx, st, live, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +167,7 @@ func (e *Engine) runOrder() ([]string, error) {
 }
 
 // planSandbox decides one sandbox's action.
-func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, addr string) (*Change, string, error) {
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, addr string, replace bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
 	entries, err := sandbox.EntryDigests(ctx, m)
@@ -190,6 +190,9 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	switch {
 	case prev == nil:
 		c.Action = ActionCreate
+	case replace:
+		c.Action = ActionReplace
+		c.Reasons = []string{"forced by -replace: a new sandbox is created from the manifest"}
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
 		c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
