@@ -107,8 +107,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
+	mcache := map[string]*manifestDigests{}
 	for _, addr := range sortedKeys(cfg.SandboxInstances) {
-		c, digest, err := e.planSandbox(ctx, st, live, addr, slices.Contains(opts.Replace, addr))
+		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -167,14 +168,28 @@ func (e *Engine) runOrder() ([]string, error) {
 }
 
 // planSandbox decides one sandbox's action.
-func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, addr string, replace bool) (*Change, string, error) {
+// manifestDigests are a manifest's entry digests and overall digest,
+// computed once per manifest and root in a plan: sandboxes share
+// manifests, and digesting local_dir and git_repo entries reads them.
+type manifestDigests struct {
+	entries map[string]string
+	digest  string
+}
+
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
-	entries, err := sandbox.EntryDigests(ctx, m)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
+	key := sb.Manifest + "\x00" + m.Root
+	md := mcache[key]
+	if md == nil {
+		entries, err := sandbox.EntryDigests(ctx, m)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
+		}
+		md = &manifestDigests{entries: entries, digest: sandbox.ManifestDigest(m, entries)}
+		mcache[key] = md
 	}
-	mdigest := sandbox.ManifestDigest(m, entries)
+	entries, mdigest := md.entries, md.digest
 	cdigest := sandboxConfigDigest(e.Config, sb)
 	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
 		"provider": sb.Provider,
