@@ -180,6 +180,13 @@ func interrupts(parent context.Context, onFirst func()) (context.Context, <-chan
 
 // printErr prints an error, as diagnostics when it carries them.
 func (m *meta) printErr(err error, cfg *config.Config) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		// errors.Join of several nodes' failures: one diagnostic each.
+		for _, e := range j.Unwrap() {
+			m.printErr(e, cfg)
+		}
+		return
+	}
 	var diags hcl.Diagnostics
 	if errors.As(err, &diags) {
 		m.view().Diagnostics(diags, files(cfg))
