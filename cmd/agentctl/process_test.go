@@ -261,7 +261,10 @@ func (h *harness) steps() []int {
 		return nil
 	}
 	var out []int
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" {
+			continue
+		}
 		n, err := strconv.Atoi(strings.TrimPrefix(line, "step "))
 		if err != nil {
 			// A line cut by the kill would be a bug in the test, not in agentctl.
