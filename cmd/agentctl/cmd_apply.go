@@ -177,7 +177,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		return errDiagnostics
 	}
 	if jv == nil {
-		if destroy {
+		if destroy || p.Destroy {
 			fmt.Fprintf(m.Stdout, "\nDestroy complete! Resources: %d destroyed.\n", s.Destroy)
 		} else {
 			fmt.Fprintf(m.Stdout, "\nApply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed.\n",
