@@ -29,6 +29,10 @@ type applier struct {
 	sbs map[string]sandbox.Sandbox // open sandboxes by address
 	// used records sandboxes this apply started or used, for on_exit.
 	used map[string]bool
+	// snapMu serializes the snapshots of each sandbox, so the digest
+	// recorded in state is that of the file left on disk when runs
+	// sharing a sandbox complete at once.
+	snapMu map[string]*sync.Mutex
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -37,7 +41,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
-	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}}
+	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
 	}
@@ -532,6 +536,15 @@ var errRunInterrupted = errors.New("interrupted")
 
 // snapshot saves the sandbox's workspace under the state directory.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	a.mu.Lock()
+	m := a.snapMu[addr]
+	if m == nil {
+		m = &sync.Mutex{}
+		a.snapMu[addr] = m
+	}
+	a.mu.Unlock()
+	m.Lock()
+	defer m.Unlock()
 	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
