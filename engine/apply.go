@@ -29,9 +29,9 @@ type applier struct {
 	sbs map[string]sandbox.Sandbox // open sandboxes by address
 	// used records sandboxes this apply started or used, for on_exit.
 	used map[string]bool
-	// snapMu serializes the snapshots of each sandbox, so the digest
-	// recorded in state is that of the file left on disk when runs
-	// sharing a sandbox complete at once.
+	// snapMu serializes restores and snapshots of each sandbox
+	// (lockSandbox): runs sharing a sandbox must not restore it twice,
+	// and the snapshot digest recorded must be the file's on disk.
 	snapMu map[string]*sync.Mutex
 }
 
@@ -304,6 +304,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 // ensureRunning returns the sandbox at addr ready for tools: started if
 // stopped, restored from its snapshot if deleted or gone.
 func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandbox, error) {
+	defer a.lockSandbox(addr)()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]
 	a.mu.Unlock()
@@ -534,8 +535,9 @@ func (e *Engine) interrupted() bool {
 // errRunInterrupted marks a run stopped by an interrupt.
 var errRunInterrupted = errors.New("interrupted")
 
-// snapshot saves the sandbox's workspace under the state directory.
-func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+// lockSandbox serializes the work on one sandbox that runs sharing it
+// could otherwise do twice at once (restoring it, snapshotting it).
+func (a *applier) lockSandbox(addr string) (unlock func()) {
 	a.mu.Lock()
 	m := a.snapMu[addr]
 	if m == nil {
@@ -544,7 +546,12 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	}
 	a.mu.Unlock()
 	m.Lock()
-	defer m.Unlock()
+	return m.Unlock
+}
+
+// snapshot saves the sandbox's workspace under the state directory.
+func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	defer a.lockSandbox(addr)()
 	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
