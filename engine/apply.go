@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,10 @@ type applier struct {
 	sbs map[string]sandbox.Sandbox // open sandboxes by address
 	// used records sandboxes this apply started or used, for on_exit.
 	used map[string]bool
+	// snapMu serializes restores and snapshots of each sandbox
+	// (lockSandbox): runs sharing a sandbox must not restore it twice,
+	// and the snapshot digest recorded must be the file's on disk.
+	snapMu map[string]*sync.Mutex
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -35,7 +41,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
-	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}}
+	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
 	}
@@ -54,6 +60,10 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	}
 	errs := g.Walk(ctx, e.parallelism(), func(ctx context.Context, addr string) error {
 		c := p.Change(addr)
+		if c.Action != ActionNoop && e.interrupted() {
+			// After an interrupt nothing new starts; the next apply does it.
+			return errNotStarted
+		}
 		var err error
 		start := time.Now()
 		if c.Action != ActionNoop {
@@ -63,6 +73,10 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 			err = a.sandboxNode(ctx, c)
 		} else {
 			err = a.runNode(ctx, c)
+		}
+		if errors.Is(err, errRunInterrupted) {
+			e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
+			return err
 		}
 		if err != nil {
 			e.emit(Event{Type: EventApplyErrored, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
@@ -74,10 +88,18 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		return nil
 	})
 	var all []error
+	var notStarted []string
 	for _, c := range p.Changes {
-		if err := errs[c.Address]; err != nil && !errors.Is(err, graph.ErrSkipped) {
+		err := errs[c.Address]
+		switch {
+		case errors.Is(err, errNotStarted):
+			notStarted = append(notStarted, c.Address)
+		case err != nil && !errors.Is(err, graph.ErrSkipped):
 			all = append(all, err)
 		}
+	}
+	if len(notStarted) > 0 {
+		all = append(all, fmt.Errorf("apply interrupted before %s started; run agentctl apply again to carry on", strings.Join(notStarted, ", ")))
 	}
 	if err := a.finish(context.WithoutCancel(ctx)); err != nil {
 		all = append(all, err)
@@ -282,6 +304,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 // ensureRunning returns the sandbox at addr ready for tools: started if
 // stopped, restored from its snapshot if deleted or gone.
 func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandbox, error) {
+	defer a.lockSandbox(addr)()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]
 	a.mu.Unlock()
@@ -356,14 +379,14 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
 	}
-	inputs, input, err := e.runInputs(a.st, ri, sbDigest)
+	inputs, input, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
 	a.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	digest := runDigest(inputs)
-	forced := c.Action == ActionRerun && len(c.Reasons) == 1 && c.Reasons[0] == "forced by -replace"
+	forced := slices.Contains(a.p.Replace, addr)
 	var history []runtime.Step
 	resume := false
 	if prev != nil && prev.Digest == digest && !forced {
@@ -416,7 +439,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 
 	models := map[string]bool{}
 	for _, ag := range agents {
-		models[ag.ModelName] = true
+		if ag.ModelName != "" {
+			models[ag.ModelName] = true
+		}
 	}
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
@@ -484,14 +509,55 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}); err != nil {
 		return err
 	}
+	if status == RunInterrupted {
+		turns := 0
+		if res != nil {
+			turns = res.Turns
+		}
+		return fmt.Errorf("%s: %w at turn %d: its progress is checkpointed; run agentctl apply again to resume it", addr, errRunInterrupted, turns)
+	}
 	if runErr != nil {
 		return fmt.Errorf("%s: %w", addr, runErr)
 	}
 	return nil
 }
 
+// errNotStarted is a node not started because of an interrupt.
+var errNotStarted = errors.New("not started: interrupted")
+
+// interrupted reports whether Interrupt has been closed.
+func (e *Engine) interrupted() bool {
+	if e.Interrupt == nil {
+		return false
+	}
+	select {
+	case <-e.Interrupt:
+		return true
+	default:
+		return false
+	}
+}
+
+// errRunInterrupted marks a run stopped by an interrupt.
+var errRunInterrupted = errors.New("interrupted")
+
+// lockSandbox serializes the work on one sandbox that runs sharing it
+// could otherwise do twice at once (restoring it, snapshotting it).
+func (a *applier) lockSandbox(addr string) (unlock func()) {
+	a.mu.Lock()
+	m := a.snapMu[addr]
+	if m == nil {
+		m = &sync.Mutex{}
+		a.snapMu[addr] = m
+	}
+	a.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
 // snapshot saves the sandbox's workspace under the state directory.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	defer a.lockSandbox(addr)()
 	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
@@ -547,6 +613,17 @@ func (a *applier) finish(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// RefreshOutputs re-evaluates the root outputs against st (after a plan
+// with no changes, so outputs added to or edited in the configuration are
+// recorded as terraform apply records them) and reports whether they
+// changed.
+func (e *Engine) RefreshOutputs(st *state.State) bool {
+	before, _ := json.Marshal(st.Outputs)
+	e.recordOutputs(st)
+	after, _ := json.Marshal(st.Outputs)
+	return string(before) != string(after)
 }
 
 // recordOutputs evaluates the outputs whose runs have completed and stores

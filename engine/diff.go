@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/hcl/v2"
 	"slices"
 	"strings"
 
@@ -105,8 +107,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
+	mcache := map[string]*manifestDigests{}
 	for _, addr := range sortedKeys(cfg.SandboxInstances) {
-		c, digest, err := e.planSandbox(ctx, st, live, addr)
+		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -122,8 +125,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	eval := cfg.RunInputEvaluator(stateRuntimeValues(st))
 	for _, addr := range order {
-		c, err := e.planRun(st, p, sbDigest, addr, slices.Contains(opts.Replace, addr))
+		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -164,14 +168,28 @@ func (e *Engine) runOrder() ([]string, error) {
 }
 
 // planSandbox decides one sandbox's action.
-func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, addr string) (*Change, string, error) {
+// manifestDigests are a manifest's entry digests and overall digest,
+// computed once per manifest and root in a plan: sandboxes share
+// manifests, and digesting local_dir and git_repo entries reads them.
+type manifestDigests struct {
+	entries map[string]string
+	digest  string
+}
+
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
-	entries, err := sandbox.EntryDigests(ctx, m)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
+	key := sb.Manifest + "\x00" + m.Root
+	md := mcache[key]
+	if md == nil {
+		entries, err := sandbox.EntryDigests(ctx, m)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
+		}
+		md = &manifestDigests{entries: entries, digest: sandbox.ManifestDigest(m, entries)}
+		mcache[key] = md
 	}
-	mdigest := sandbox.ManifestDigest(m, entries)
+	entries, mdigest := md.entries, md.digest
 	cdigest := sandboxConfigDigest(e.Config, sb)
 	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
 		"provider": sb.Provider,
@@ -186,6 +204,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	prev := st.Sandboxes[addr]
 	drift := "" // only asked when refreshing: live holds refreshed sandboxes
 	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest {
+		var err error
 		if drift, err = e.sandboxDrift(ctx, st, addr); err != nil {
 			return nil, "", err
 		}
@@ -193,6 +212,9 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	switch {
 	case prev == nil:
 		c.Action = ActionCreate
+	case replace:
+		c.Action = ActionReplace
+		c.Reasons = []string{"forced by -replace: a new sandbox is created from the manifest"}
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
 		c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
@@ -220,7 +242,11 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 			}
 		}
 		slices.Sort(c.Removed)
-		c.Reasons = []string{"manifest entries changed"}
+		if len(c.Entries) == 0 && len(c.Removed) == 0 {
+			c.Reasons = []string{"manifest environment or root changed"}
+		} else {
+			c.Reasons = []string{"manifest entries changed"}
+		}
 		if len(c.Removed) > 0 {
 			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
 		}
@@ -230,7 +256,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 
 // planRun decides one run's action, in dependency order so upstream
 // actions are known.
-func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, addr string, replace bool) (*Change, error) {
+func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval inputEvaluator, addr string, replace bool) (*Change, error) {
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": "agent." + ri.Agent}}
@@ -242,7 +268,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, a
 		}
 	}
 	if len(pending) == 0 {
-		inputs, input, err := e.runInputs(st, ri, sbDigest)
+		inputs, input, err := e.runInputs(st, ri, sbDigest, eval)
 		if err != nil {
 			return nil, err
 		}
@@ -299,9 +325,34 @@ func runUpstream(cfg *config.Config, ri *config.RunInstance) []string {
 	return ups
 }
 
+// inputEvaluator evaluates a run's input (config.RunInputEvaluator).
+type inputEvaluator func(ri *config.RunInstance) (string, hcl.Diagnostics)
+
+// stateRuntimeValues are the outputs of every completed run in st and the
+// sandbox URLs, for evaluating many run inputs at once.
+func stateRuntimeValues(st *state.State) config.RuntimeValues {
+	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
+	for addr, r := range st.Runs {
+		if r.Status != RunCompleted {
+			continue
+		}
+		if v, err := outputValue(r.Output); err == nil {
+			rv.RunOutputs[addr] = v
+		}
+	}
+	for addr, ss := range st.Sandboxes {
+		if len(ss.URLs) > 0 {
+			rv.SandboxURLs[addr] = ss.URLs
+		}
+	}
+	return rv
+}
+
 // runInputs evaluates a run's input against the upstream outputs in st and
-// returns the named digest inputs (DESIGN §3) and the input text.
-func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string) (map[string]string, string, error) {
+// returns the named digest inputs (DESIGN §3) and the input text. eval,
+// when not nil, evaluates the input against values already built from st
+// (plan evaluates every run against the same state).
+func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (map[string]string, string, error) {
 	cfg := e.Config
 	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
 	inputs := map[string]string{}
@@ -317,12 +368,18 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 		rv.RunOutputs[up] = v
 		inputs[up+".output"] = digestString(string(prev.Output))
 	}
-	for addr, ss := range st.Sandboxes {
-		if len(ss.URLs) > 0 {
-			rv.SandboxURLs[addr] = ss.URLs
+	var input string
+	var diags hcl.Diagnostics
+	if eval != nil {
+		input, diags = eval(ri)
+	} else {
+		for addr, ss := range st.Sandboxes {
+			if len(ss.URLs) > 0 {
+				rv.SandboxURLs[addr] = ss.URLs
+			}
 		}
+		input, diags = cfg.EvalRunInput(ri, rv)
 	}
-	input, diags := cfg.EvalRunInput(ri, rv)
 	if diags.HasErrors() {
 		return nil, "", diags
 	}
@@ -366,7 +423,9 @@ func (e *Engine) journalTurns(r *state.Run) int {
 }
 
 // filterTargets keeps only the targeted objects and what they depend on,
-// as Terraform's -target does.
+// as Terraform's -target does; for a destroy, the targeted objects and
+// what depends on them (destroying a sandbox forgets the runs that used
+// it, never the other way round).
 func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 	if len(targets) == 0 {
 		return
@@ -379,10 +438,15 @@ func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 			return
 		}
 		keep[a] = true
-		if g != nil {
-			for _, d := range g.DependenciesOf(a) {
-				add(d)
-			}
+		if g == nil {
+			return
+		}
+		next := g.DependenciesOf(a)
+		if p.Destroy {
+			next = g.DependentsOf(a)
+		}
+		for _, d := range next {
+			add(d)
 		}
 	}
 	for _, t := range targets {

@@ -61,7 +61,8 @@ func agentClosure(cfg *config.Config, start string) []string {
 // agentDigest covers everything about one agent that determines what it
 // does: model and non-secret provider settings (the scripted provider's
 // script for it included), instructions, settings, capabilities, handoffs,
-// agent tools and output schema. Credentials never enter it.
+// agent tools and output schema. Credentials never enter it, nor does
+// max_turns.
 func agentDigest(cfg *config.Config, name string) string {
 	a := cfg.Agents[name]
 	if a == nil {
@@ -94,7 +95,9 @@ func agentDigest(cfg *config.Config, name string) string {
 		"handoffs":      a.Handoffs,
 		"tools":         tools,
 		"output_schema": string(a.OutputSchema),
-		"max_turns":     a.MaxTurns,
+		// max_turns is left out on purpose: it bounds a run without
+		// changing what it does, and raising it is how a run that ran out
+		// of turns is resumed rather than re-run.
 	})
 }
 

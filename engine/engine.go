@@ -28,8 +28,11 @@ const (
 	EventApplyProgress EventType = "apply_progress"
 	EventApplyComplete EventType = "apply_complete"
 	EventApplyErrored  EventType = "apply_errored"
-	EventRefresh       EventType = "refresh_complete"
-	EventRuntime       EventType = "run_event"
+	// EventApplyInterrupted: a run stopped by an interrupt after its step
+	// in flight; it is checkpointed and the next apply resumes it.
+	EventApplyInterrupted EventType = "apply_interrupted"
+	EventRefresh          EventType = "refresh_complete"
+	EventRuntime          EventType = "run_event"
 )
 
 // Event is what the engine reports while it works; views render it.

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/state"
@@ -21,14 +24,45 @@ func ctyJSON(v cty.Value) (json.RawMessage, error) {
 	return b, nil
 }
 
-// ConfigDigest is a digest over every configuration file, recorded as the
-// provenance of each run.
+// ConfigDigest is a digest over the configuration files (not variable
+// files: variable values reach runs through their digests, and sensitive
+// ones must not reach anything stored), keyed by their path relative to
+// the configuration directory, so a configuration loaded as "." and as
+// its absolute path digest equally. It is recorded as the provenance of
+// each run and in saved plans.
 func (e *Engine) ConfigDigest() string {
 	files := map[string]string{}
+	single := ""
+	if e.Config.Path != "" {
+		if fi, err := os.Stat(e.Config.Path); err == nil && !fi.IsDir() {
+			single, _ = filepath.Abs(e.Config.Path)
+		}
+	}
 	for name, f := range e.Config.Files {
-		files[name] = digestString(string(f.Bytes))
+		abs, err := filepath.Abs(name)
+		if err != nil {
+			continue
+		}
+		if single != "" && abs != single {
+			continue
+		}
+		if single == "" && (filepath.Dir(abs) != e.Config.Dir || !isConfigFileName(filepath.Base(abs))) {
+			continue
+		}
+		rel, err := filepath.Rel(e.Config.Dir, abs)
+		if err != nil {
+			rel = filepath.Base(abs)
+		}
+		files[filepath.ToSlash(rel)] = digestString(string(f.Bytes))
 	}
 	return digestJSON(files)
+}
+
+// isConfigFileName reports whether a file in a configuration directory is
+// part of the configuration (DESIGN §2: *.hcl, not *.test.hcl or variable
+// files).
+func isConfigFileName(n string) bool {
+	return strings.HasSuffix(n, ".hcl") && !strings.HasSuffix(n, ".test.hcl") && !strings.HasSuffix(n, ".vars.hcl") && !strings.HasPrefix(n, ".")
 }
 
 // Outputs evaluates the root outputs against the completed runs in st,

@@ -60,6 +60,34 @@ func (m *meta) openBackend(path string, vars arguments.Vars, sa arguments.State)
 	if len(diags) > 0 {
 		m.view().Diagnostics(diags, files(cfg))
 	}
+	return m.backendFor(path, cfg, sa)
+}
+
+// openStateBackend is openBackend for the commands that read or edit only
+// the state (state, show, output, force-unlock): a configuration that does
+// not load (a required variable not given, a syntax error in the middle of
+// an edit) must not lock the user out of the state, so its errors leave
+// b.cfg nil instead of failing, and only the parts that need it fail.
+func (m *meta) openStateBackend(path string, vars arguments.Vars, sa arguments.State) (*backend, error) {
+	cfg, diags := m.loadConfig(path, vars)
+	if diags.HasErrors() {
+		cfg = nil
+	}
+	return m.backendFor(path, cfg, sa)
+}
+
+// needConfig reports the configuration's errors when a state command needs
+// the configuration itself.
+func (b *backend) needConfig(path string, vars arguments.Vars, what string) error {
+	if b.cfg != nil {
+		return nil
+	}
+	cfg, diags := b.m.loadConfig(path, vars)
+	b.m.view().Diagnostics(diags, files(cfg))
+	return fmt.Errorf("%s needs the configuration, which has errors (above)", what)
+}
+
+func (m *meta) backendFor(path string, cfg *config.Config, sa arguments.State) (*backend, error) {
 	sdir, err := stateDirFor(path)
 	if err != nil {
 		return nil, err
@@ -152,6 +180,13 @@ func interrupts(parent context.Context, onFirst func()) (context.Context, <-chan
 
 // printErr prints an error, as diagnostics when it carries them.
 func (m *meta) printErr(err error, cfg *config.Config) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		// errors.Join of several nodes' failures: one diagnostic each.
+		for _, e := range j.Unwrap() {
+			m.printErr(e, cfg)
+		}
+		return
+	}
 	var diags hcl.Diagnostics
 	if errors.As(err, &diags) {
 		m.view().Diagnostics(diags, files(cfg))

@@ -138,6 +138,11 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 			views.Plan(m.Stdout, p, m.colors(args.NoColor))
 		}
 		if !p.HasChanges() {
+			if !destroy && e.RefreshOutputs(st) {
+				if err := b.dir.Write(st); err != nil {
+					return err
+				}
+			}
 			if jv == nil {
 				m.printOutputs(st)
 			}
@@ -152,7 +157,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 	}
 	fmt.Fprintln(m.Stdout)
 	applyErr := e.Apply(ctx, st, p)
-	if destroy && applyErr == nil {
+	if (destroy || p.Destroy) && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
+		// Only a destroy that left nothing (not one limited by -target)
+		// removes the leftovers of every object.
 		applyErr = cleanStateDir(b.dir)
 	}
 	s := p.Summary()
@@ -170,7 +177,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		return errDiagnostics
 	}
 	if jv == nil {
-		if destroy {
+		if destroy || p.Destroy {
 			fmt.Fprintf(m.Stdout, "\nDestroy complete! Resources: %d destroyed.\n", s.Destroy)
 		} else {
 			fmt.Fprintf(m.Stdout, "\nApply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed.\n",

@@ -30,7 +30,7 @@ func outputCommand(m *meta) *ffcli.Command {
 			if len(args.Args) > 1 {
 				return fmt.Errorf("output takes at most one NAME")
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}
@@ -72,6 +72,9 @@ func outputCommand(m *meta) *ffcli.Command {
 			name := args.Args[0]
 			o := st.Outputs[name]
 			if o == nil {
+				if err := b.needConfig(args.Config, args.Vars, "output "+name); err != nil {
+					return err
+				}
 				if _, declared := b.cfg.Outputs[name]; declared {
 					return fmt.Errorf("output %q has no value yet: the runs it depends on have not completed; run agentctl apply", name)
 				}
@@ -79,6 +82,9 @@ func outputCommand(m *meta) *ffcli.Command {
 			}
 			raw := json.RawMessage(o.Value)
 			if o.Sensitive {
+				if err := b.needConfig(args.Config, args.Vars, "a sensitive output"); err != nil {
+					return err
+				}
 				vals, err := b.engine(0, nil, nil).Outputs(st)
 				if err != nil {
 					return err

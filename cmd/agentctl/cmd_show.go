@@ -36,7 +36,7 @@ func showCommand(m *meta) *ffcli.Command {
 					return m.showPlan(pf, args.JSON)
 				}
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}
@@ -199,7 +199,10 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 	if p.GitCommit != "" {
 		fmt.Fprintf(w, ", git commit %s", short(p.GitCommit))
 	}
-	fmt.Fprintf(w, ", models %s, usage %d input / %d output tokens\n", strings.Join(p.Models, ", "), r.Usage.InputTokens, r.Usage.OutputTokens)
+	if len(p.Models) > 0 {
+		fmt.Fprintf(w, ", models %s", strings.Join(p.Models, ", "))
+	}
+	fmt.Fprintf(w, ", usage %d input / %d output tokens\n", r.Usage.InputTokens, r.Usage.OutputTokens)
 }
 
 func short(s string) string {

@@ -36,7 +36,7 @@ func stateListCommand(m *meta) *ffcli.Command {
 			if err := args.Finish(fs, rest); err != nil {
 				return err
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ func stateShowCommand(m *meta) *ffcli.Command {
 			if len(args.Args) != 1 {
 				return fmt.Errorf("state show needs exactly one address, such as run.NAME or sandbox.NAME")
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ func stateRmCommand(m *meta) *ffcli.Command {
 			if len(args.Args) == 0 {
 				return fmt.Errorf("state rm needs at least one address")
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}
@@ -151,7 +151,7 @@ func forceUnlockCommand(m *meta) *ffcli.Command {
 			if len(args.Args) != 1 {
 				return fmt.Errorf("force-unlock needs the lock ID printed in the lock error")
 			}
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
+			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 			if err != nil {
 				return err
 			}

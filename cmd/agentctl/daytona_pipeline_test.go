@@ -153,7 +153,7 @@ func exists(path string) bool {
 	return err == nil
 }
 
-const pipelineConfig = `
+const daytonaPipelineConfig = `
 provider "daytona" {
   api_url = "{{API}}"
 }
@@ -260,7 +260,7 @@ run "check" {
 // it all.
 func TestDaytonaPipeline(t *testing.T) {
 	p := newPipeline(t)
-	p.write(fmt.Sprintf(pipelineConfig, "", ""))
+	p.write(fmt.Sprintf(daytonaPipelineConfig, "", ""))
 	ws := filepath.Join(p.fake.Root, "workspace")
 
 	// 1. apply, killed while the second tool call runs.
@@ -376,7 +376,7 @@ func TestDaytonaPipeline(t *testing.T) {
 	}
 
 	// 5. A new run needs the stopped sandbox: apply starts it.
-	p.write(fmt.Sprintf(pipelineConfig, followupScript, followupRun))
+	p.write(fmt.Sprintf(daytonaPipelineConfig, followupScript, followupRun))
 	starts := countRequests(p.fake, "POST /api/sandbox/"+id+"/start")
 	stops := countRequests(p.fake, "POST /api/sandbox/"+id+"/stop")
 	res = p.run("apply", "-auto-approve")
@@ -521,7 +521,7 @@ func (p *pipeline) applyKilledDuringCreate() string {
 // deletes it before creating the sandbox again.
 func TestDaytonaPipelineCrashDuringCreate(t *testing.T) {
 	p := newPipeline(t)
-	p.write(fmt.Sprintf(pipelineConfig, "", ""))
+	p.write(fmt.Sprintf(daytonaPipelineConfig, "", ""))
 	if err := os.WriteFile(filepath.Join(p.fake.Root, "gate.open"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -221,6 +221,11 @@ func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
 			if calls := f.pending.FunctionCalls(); len(calls) == 0 {
 				return f.final()
 			}
+			if f.st.interrupted() {
+				// Interrupted during the model turn: stop with it
+				// checkpointed; its calls run on resume.
+				return nil, ErrInterrupted
+			}
 			if err := f.answerCalls(ctx); err != nil {
 				return nil, err
 			}

@@ -38,8 +38,10 @@ func ing(a engine.Action) string {
 		return "Restoring"
 	case engine.ActionDelete:
 		return "Destroying"
-	case engine.ActionExecute, engine.ActionRerun:
+	case engine.ActionExecute:
 		return "Executing"
+	case engine.ActionRerun:
+		return "Re-running"
 	case engine.ActionResume:
 		return "Resuming"
 	case engine.ActionForget:
@@ -95,6 +97,9 @@ func (v *Apply) Event(ev engine.Event) {
 	case engine.EventApplyErrored:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s: failed after %s%s\n", c.Red+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
+	case engine.EventApplyInterrupted:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: Interrupted after %s; checkpointed%s\n", c.Yellow+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
 	case engine.EventRuntime:
 		v.runtime(ev.Address, ev.Runtime)
 	}

@@ -75,6 +75,7 @@ func Plan(w io.Writer, p *engine.Plan, c Colors) {
 	if !p.HasChanges() {
 		fmt.Fprintf(w, "\n%sNo changes.%s Your sandboxes and runs match the configuration.\n\n", c.Green+c.Bold, c.Reset)
 		fmt.Fprintln(w, "agentctl compared your configuration with the state and found no differences, so no changes are needed.")
+		targetWarning(w, p, c)
 		return
 	}
 	used := map[engine.Action]bool{}
@@ -118,11 +119,7 @@ func Plan(w io.Writer, p *engine.Plan, c Colors) {
 		}
 		fmt.Fprintln(w, "    }")
 	}
-	if len(p.Targets) > 0 {
-		fmt.Fprintf(w, "\n%sWarning:%s Resource targeting is in effect\n\n", c.Yellow+c.Bold, c.Reset)
-		fmt.Fprintln(w, "You are creating a plan with the -target option, which means that the result of this plan may not represent all of the changes requested by the current configuration.")
-		fmt.Fprintln(w, "\nThe -target option is not for routine use, and is provided only for exceptional situations such as recovering from errors or mistakes, or when agentctl specifically suggests to use it as part of an error message.")
-	}
+	targetWarning(w, p, c)
 	fmt.Fprintf(w, "\n%s%s%s\n", c.Bold, p.Summary(), c.Reset)
 }
 
@@ -173,4 +170,14 @@ func quoteValue(v string) string {
 		v = v[:200] + "…"
 	}
 	return fmt.Sprintf("%q", v)
+}
+
+// targetWarning is Terraform's warning for plans made with -target.
+func targetWarning(w io.Writer, p *engine.Plan, c Colors) {
+	if len(p.Targets) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%sWarning:%s Resource targeting is in effect\n\n", c.Yellow+c.Bold, c.Reset)
+	fmt.Fprintln(w, "You are creating a plan with the -target option, which means that the result of this plan may not represent all of the changes requested by the current configuration.")
+	fmt.Fprintln(w, "\nThe -target option is not for routine use, and is provided only for exceptional situations such as recovering from errors or mistakes, or when agentctl specifically suggests to use it as part of an error message.")
 }

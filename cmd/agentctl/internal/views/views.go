@@ -62,10 +62,8 @@ func capitalize(s string) string {
 	if s == "" {
 		return s
 	}
-	for _, p := range []string{"run.", "sandbox.", "agent.", "provider.", "manifest.", "capability.", "var.", "local.", "output."} {
-		if strings.HasPrefix(s, p) {
-			return s
-		}
+	if word, _, _ := strings.Cut(s, " "); strings.Contains(word, ".") {
+		return s // starts with an address such as run.x: keep it as written
 	}
 	if s[0] >= 'a' && s[0] <= 'z' {
 		return string(s[0]-'a'+'A') + s[1:]
