@@ -45,6 +45,15 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
 	}
+	if st.Serial == 0 && p.HasChanges() {
+		// Providers label what they create with the lineage; persist it
+		// before the first create, so a sandbox whose creation a crash
+		// interrupts carries a lineage the next apply knows and can clean
+		// up, rather than one that was never written.
+		if err := a.update(func(*state.State) {}); err != nil {
+			return err
+		}
+	}
 	g := graph.New()
 	for _, c := range p.Changes {
 		g.AddNode(c.Address)

@@ -538,14 +538,11 @@ func TestDaytonaPipelineCrashDuringCreate(t *testing.T) {
 	t.Run("first create", func(t *testing.T) {
 		orphan := p.applyKilledDuringCreate()
 		p.run("apply", "-auto-approve")
-		ids := p.fake.IDs()
-		if len(ids) == 2 && slices.Contains(ids, orphan) && p.fake.Labels(orphan)["dev.agentctl.lineage"] != p.state().Lineage {
-			// The killed apply never wrote the state, so the next apply
-			// made up another lineage and cannot recognise the sandbox.
-			// Known engine issue, see docs/notes-daytona-engine.md; clean
-			// up and go on with the rest of the test.
-			p.fake.Forget(orphan)
-			t.Skipf("engine does not persist the state's lineage before the first create; sandbox %s was orphaned (docs/notes-daytona-engine.md)", orphan)
+		// The first apply persists the state's lineage before it creates
+		// anything, so the orphan carries a lineage this apply knows and
+		// is removed before the new sandbox is created.
+		if slices.Contains(p.fake.IDs(), orphan) {
+			t.Fatalf("the sandbox whose creation was killed (%s) is still alive and untracked", orphan)
 		}
 		onlyRecorded("after the first create was killed")
 	})

@@ -297,6 +297,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if spec.Image == "" {
 		return nil, fmt.Errorf("docker: %s: no image; set image = \"...\" in the sandbox block", where)
 	}
+	if err := p.removeLeftovers(ctx, spec); err != nil {
+		return nil, fmt.Errorf("docker: %s: %w", where, err)
+	}
 	root := path.Clean("/" + spec.Root)
 	if spec.Root == "" {
 		root = "/workspace"
@@ -470,6 +473,29 @@ func (p *Provider) ListManaged(ctx context.Context, lineage string) ([]Managed, 
 		})
 	}
 	return out, nil
+}
+
+// removeLeftovers removes containers labelled with spec's lineage and
+// address: one whose creation an earlier, killed agentctl never recorded
+// in the state. The state never holds two sandboxes at one address, so
+// such a container is always a leftover.
+func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error {
+	if spec.Lineage == "" || spec.Address == "" {
+		return nil
+	}
+	found, err := p.ListManaged(ctx, spec.Lineage)
+	if err != nil {
+		return err
+	}
+	for _, m := range found {
+		if m.Address != spec.Address {
+			continue
+		}
+		if _, err := p.cli.ContainerRemove(ctx, m.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("removing leftover container %s of an interrupted create: %w", short(m.ID), err)
+		}
+	}
+	return nil
 }
 
 func short(id string) string {
