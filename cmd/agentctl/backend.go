@@ -105,6 +105,7 @@ func (m *meta) backendFor(path string, cfg *config.Config, sa arguments.State) (
 	if err != nil {
 		return nil, err
 	}
+	m.log.Debug("configuration loaded", "path", path, "state_dir", dir.Path(), "state_file", dir.StateFile())
 	return &backend{m: m, cfg: cfg, dir: dir}, nil
 }
 
@@ -113,6 +114,7 @@ func (b *backend) takeLock(ctx context.Context, sa arguments.State, operation st
 	if !sa.Lock {
 		return nil
 	}
+	b.m.log.Debug("taking the state lock", "operation", operation, "timeout", sa.LockTimeout)
 	l, err := b.dir.Lock(ctx, state.LockInfo{Operation: operation}, sa.LockTimeout)
 	if err != nil {
 		return err
@@ -136,7 +138,7 @@ func (b *backend) engine(parallelism int, events func(engine.Event), interrupt <
 		Config:      b.cfg,
 		State:       b.dir,
 		Environ:     b.m.Environ,
-		Events:      events,
+		Events:      logEvents(b.m.log, events),
 		Parallelism: parallelism,
 		Version:     config.Version,
 		Interrupt:   interrupt,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
@@ -18,6 +19,8 @@ type meta struct {
 	global  *arguments.Global
 	// noColor is set by a command's own -no-color flag.
 	noColor bool
+	// log is the AGENTCTL_LOG logger (discarding when unset).
+	log *slog.Logger
 }
 
 // view returns the view for the command's output.

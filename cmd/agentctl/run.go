@@ -50,7 +50,7 @@ var commands = []command{
 // run is the whole program: it parses args, runs one command and returns
 // the exit status. main calls it; tests call it in-process.
 func run(args []string, stdout, stderr io.Writer, environ []string) int {
-	m := &meta{Stdout: stdout, Stderr: stderr, Environ: environ}
+	m := &meta{Stdout: stdout, Stderr: stderr, Environ: environ, log: newLogger(environ, stderr)}
 	rootFS := flag.NewFlagSet("agentctl", flag.ContinueOnError)
 	rootFS.SetOutput(stderr)
 	global := arguments.NewGlobal(rootFS)
