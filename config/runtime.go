@@ -95,29 +95,42 @@ func (c *Config) runCtx(ri *RunInstance, late *lateVals) *hcl.EvalContext {
 }
 
 // EvalRunInput evaluates a run instance's input with the outputs of the
-// runs it depends on and the sandbox URLs known at apply time.
+// runs it depends on and the sandbox URLs known at apply time. To evaluate
+// many inputs against the same values, use RunInputEvaluator.
 func (c *Config) EvalRunInput(ri *RunInstance, rv RuntimeValues) (string, hcl.Diagnostics) {
-	v, diags := ri.InputExpr.Value(c.runCtx(ri, c.lateObjects(&rv)))
-	if diags.HasErrors() {
-		return "", diags
+	return c.RunInputEvaluator(rv)(ri)
+}
+
+// RunInputEvaluator returns a function that evaluates run inputs against
+// one set of runtime values, whose run and sandbox objects it builds once.
+// Building them costs as much as the whole configuration, so plan, which
+// evaluates every input against the same state, calls it once rather than
+// EvalRunInput once per run.
+func (c *Config) RunInputEvaluator(rv RuntimeValues) func(ri *RunInstance) (string, hcl.Diagnostics) {
+	late := c.lateObjects(&rv)
+	return func(ri *RunInstance) (string, hcl.Diagnostics) {
+		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
+		if diags.HasErrors() {
+			return "", diags
+		}
+		rng := ri.InputExpr.Range()
+		if v.ContainsMarked() {
+			return "", hcl.Diagnostics{sensitiveInputDiag(rng)}
+		}
+		if !v.IsWhollyKnown() {
+			return "", hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Run input not known yet",
+				Detail:   fmt.Sprintf("The input of %s depends on runs or sandboxes that have not completed (%s).", ri.Addr, strings.Join(ri.DependsOn, ", ")),
+				Subject:  &rng,
+			}}
+		}
+		s, err := convert.Convert(v, cty.String)
+		if err != nil || s.IsNull() {
+			return "", hcl.Diagnostics{inputTypeDiag(rng, err)}
+		}
+		return s.AsString(), nil
 	}
-	rng := ri.InputExpr.Range()
-	if v.ContainsMarked() {
-		return "", hcl.Diagnostics{sensitiveInputDiag(rng)}
-	}
-	if !v.IsWhollyKnown() {
-		return "", hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  "Run input not known yet",
-			Detail:   fmt.Sprintf("The input of %s depends on runs or sandboxes that have not completed (%s).", ri.Addr, strings.Join(ri.DependsOn, ", ")),
-			Subject:  &rng,
-		}}
-	}
-	s, err := convert.Convert(v, cty.String)
-	if err != nil || s.IsNull() {
-		return "", hcl.Diagnostics{inputTypeDiag(rng, err)}
-	}
-	return s.AsString(), nil
 }
 
 // EvalOutputs evaluates every output. Values that depend on runs not in
