@@ -448,4 +448,20 @@ run "shared" {
 			t.Errorf("%s (-want +got):\n%s", addr, diff)
 		}
 	}
+	// Each agent's own sandbox in a run: the override replaces only the
+	// start agent's.
+	perAgent := map[string]map[string]string{
+		"run.override": {"lead": "sandbox.o", "mid": "", "leaf": "sandbox.b"},
+		"run.shared":   {"twin": "sandbox.o", "lead": "sandbox.a", "mid": "", "leaf": "sandbox.b"},
+	}
+	for addr, want := range perAgent {
+		ri := c.RunInstances[addr]
+		got := map[string]string{}
+		for _, name := range c.AgentClosure(ri.Agent) {
+			got[name] = ri.AgentSandbox(c.Agents[name])
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s per agent (-want +got):\n%s", addr, diff)
+		}
+	}
 }

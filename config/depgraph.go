@@ -31,16 +31,34 @@ func (c *Config) AgentClosure(name string) []string {
 	return sortedKeys(seen)
 }
 
+// AgentSandbox returns the sandbox instance address agent a uses in run
+// ri: the run's override for its start agent, otherwise the agent's own
+// ("" for a plain agent).
+func (ri *RunInstance) AgentSandbox(a *Agent) string {
+	if a.Name == ri.Agent && ri.Sandbox != "" {
+		return ri.Sandbox
+	}
+	return a.Sandbox
+}
+
 // RunSandboxes returns the sandbox instance addresses a run uses: its
 // own (the run's override or its agent's) and those of every other agent
 // it reaches through handoffs and agent tools.
 func (c *Config) RunSandboxes(ri *RunInstance) []string {
-	return newSandboxReach(c).forRun(ri)
+	return c.sandboxReach().forRun(ri)
+}
+
+func (c *Config) sandboxReach() *sandboxReach {
+	if c.reach == nil {
+		return newSandboxReach(c)
+	}
+	return c.reach()
 }
 
 // sandboxReach computes, per agent, the sandboxes of the agents it
 // reaches, once per strongly connected component of the agent graph so
-// that large cyclic teams stay cheap.
+// that large cyclic teams stay cheap. It is complete when built, so runs
+// applied in parallel may read it at once.
 type sandboxReach struct {
 	c     *Config
 	comp  map[string]int    // agent -> component
@@ -93,6 +111,9 @@ func newSandboxReach(c *Config) *sandboxReach {
 			}
 		}
 	}
+	for id := range r.mem {
+		r.reach(id)
+	}
 	return r
 }
 
@@ -135,15 +156,10 @@ func (r *sandboxReach) forRun(ri *RunInstance) []string {
 	if !ok {
 		return nil
 	}
-	entry := ri.Sandbox
-	if entry == "" {
-		entry = a.Sandbox
-	}
-	if entry != "" {
+	if entry := ri.AgentSandbox(a); entry != "" {
 		set[entry] = true
 	}
 	id := r.comp[ri.Agent]
-	r.reach(id)
 	for sb := range r.below[id] {
 		set[sb] = true
 	}
@@ -167,7 +183,7 @@ func (c *Config) DependencyGraph() (*graph.Graph, hcl.Diagnostics) {
 	for addr := range c.SandboxInstances {
 		g.AddNode(addr)
 	}
-	reach := newSandboxReach(c)
+	reach := c.sandboxReach()
 	for addr, ri := range c.RunInstances {
 		g.AddNode(addr)
 		for _, sb := range reach.forRun(ri) {

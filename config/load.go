@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/hcl/v2"
@@ -130,6 +131,8 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 	l.funcs = functions(dir, opts.Environ, l.col)
 	l.cfg.funcs = l.funcs
 	l.cfg.col = l.col
+	cfg := l.cfg
+	cfg.reach = sync.OnceValue(func() *sandboxReach { return newSandboxReach(cfg) })
 
 	parser := hclparse.NewParser()
 	var bodies []*hcl.File

@@ -42,6 +42,9 @@ type Config struct {
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
 	col    *sensitiveCollector
+	// reach indexes the sandboxes each agent reaches (RunSandboxes),
+	// built once on first use: the agents don't change after loading.
+	reach func() *sandboxReach
 }
 
 // Settings is the agentctl block.

@@ -383,7 +383,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	ri := e.Config.RunInstances[addr]
 	a.mu.Lock()
 	sbDigest := map[string]string{}
-	for _, sbAddr := range runSandboxes(e.Config, ri) {
+	for _, sbAddr := range e.Config.RunSandboxes(ri) {
 		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
@@ -421,10 +421,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 
 	workspaces := map[string]*sandbox.Workspace{}
 	scrub := sandbox.NewScrubber(e.Config.SensitiveValues())
-	for _, sbAddr := range runSandboxes(e.Config, ri) {
-		if _, done := workspaces[sbAddr]; done {
-			continue
-		}
+	for _, sbAddr := range e.Config.RunSandboxes(ri) {
 		sb, err := a.ensureRunning(ctx, sbAddr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", addr, err)

@@ -61,8 +61,7 @@ func (e *Engine) sandboxSpec(sb *config.SandboxInstance, lineage string) sandbox
 // with its tools bound to its own workspace.
 func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace) (map[string]*runtime.Agent, error) {
 	agents := map[string]*runtime.Agent{}
-	sbs := runSandboxes(e.Config, ri)
-	for _, name := range agentClosure(e.Config, ri.Agent) {
+	for _, name := range e.Config.AgentClosure(ri.Agent) {
 		a := e.Config.Agents[name]
 		if a == nil {
 			return nil, fmt.Errorf("agent %q is not declared", name)
@@ -79,7 +78,8 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			OutputSchema: a.OutputSchema,
 			MaxTurns:     a.MaxTurns,
 		}
-		ws := workspaces[sbs[name]]
+		sb := ri.AgentSandbox(a)
+		ws := workspaces[sb]
 		var capInstr []string
 		for _, addr := range a.Capabilities {
 			c := e.Config.Capabilities[capKey(addr)]
@@ -93,7 +93,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ws == nil {
 				return nil, fmt.Errorf("agent %q uses %s but has no sandbox: set sandbox = sandbox.NAME on the agent or its run", name, addr)
 			}
-			ts, instr, err := capabilityTools(ws, c, manifestRoot(e.Config, e.Config.SandboxInstances[sbs[name]]))
+			ts, instr, err := capabilityTools(ws, c, manifestRoot(e.Config, e.Config.SandboxInstances[sb]))
 			if err != nil {
 				return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)
 			}
@@ -115,7 +115,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 		if ws == nil {
 			ra.Instructions = a.Instructions
 		} else {
-			root := manifestRoot(e.Config, e.Config.SandboxInstances[sbs[name]])
+			root := manifestRoot(e.Config, e.Config.SandboxInstances[sb])
 			tree, err := tools.RenderTree(ctx, ws, root, 200)
 			if err != nil {
 				return nil, fmt.Errorf("agent %q: rendering the workspace for its instructions: %w", name, err)

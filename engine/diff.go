@@ -384,10 +384,10 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 		return nil, "", diags
 	}
 	inputs["input"] = digestString(input)
-	for _, name := range agentClosure(cfg, ri.Agent) {
+	for _, name := range cfg.AgentClosure(ri.Agent) {
 		inputs["agent."+name] = agentDigest(cfg, name)
 	}
-	for _, sb := range runSandboxes(cfg, ri) {
+	for _, sb := range cfg.RunSandboxes(ri) {
 		if d, ok := sbDigest[sb]; ok {
 			inputs[sb] = d
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
-	"sort"
 
 	"github.com/agentctl/agentctl/config"
 )
@@ -26,36 +25,6 @@ func digestJSON(v any) string {
 func digestString(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// agentClosure returns the agent and every agent reachable from it through
-// handoffs and agent tools, sorted by name.
-func agentClosure(cfg *config.Config, start string) []string {
-	seen := map[string]bool{}
-	var walk func(string)
-	walk = func(name string) {
-		if seen[name] {
-			return
-		}
-		seen[name] = true
-		a := cfg.Agents[name]
-		if a == nil {
-			return
-		}
-		for _, h := range a.Handoffs {
-			walk(h)
-		}
-		for _, t := range a.Tools {
-			walk(t.Agent)
-		}
-	}
-	walk(start)
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // agentDigest covers everything about one agent that determines what it

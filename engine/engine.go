@@ -131,27 +131,6 @@ func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
 	return "/workspace"
 }
 
-// runSandboxes returns the sandbox instance addresses the run's agent
-// closure uses: the run's override for its start agent, and each other
-// agent's own sandbox.
-func runSandboxes(cfg *config.Config, ri *config.RunInstance) map[string]string {
-	out := map[string]string{} // agent -> sandbox addr
-	for _, name := range agentClosure(cfg, ri.Agent) {
-		a := cfg.Agents[name]
-		if a == nil {
-			continue
-		}
-		sb := a.Sandbox
-		if name == ri.Agent && ri.Sandbox != "" {
-			sb = ri.Sandbox
-		}
-		if sb != "" {
-			out[name] = sb
-		}
-	}
-	return out
-}
-
 func errorf(addr, format string, args ...any) error {
 	return fmt.Errorf("%s: %s", addr, fmt.Sprintf(format, args...))
 }
