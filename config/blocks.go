@@ -330,6 +330,7 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 				}
 				si.Ports = append(si.Ports, n)
 			}
+			l.checkDockerPorts(si, prov, attrs, r)
 		}
 	}
 	if a, ok := attrs["on_exit"]; ok {
@@ -406,8 +407,8 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 		for _, k := range []string{"auto_stop_interval", "auto_archive_interval", "auto_delete_interval"} {
 			if v, r, ok := val(k); ok {
 				if n, ok := l.toInt(v, r, k); ok {
-					if n < -1 {
-						l.errorf(r, "Invalid "+k, "%s is in minutes: 0 disables it (-1 for auto_delete_interval), got %d.", k, n)
+					if n < daytonaIntervalMin(k) {
+						l.errorf(r, "Invalid "+k, "%s", daytonaIntervalDetail(k, n))
 					}
 					set[k] = n
 				}
@@ -429,6 +430,43 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 			}
 		}
 	}
+}
+
+// checkDockerPorts reports ports on a docker sandbox whose network has no
+// container network to publish them from ("none", the default, or
+// "host"): Docker refuses to create such a container.
+func (l *loader) checkDockerPorts(si *SandboxInstance, prov *Provider, attrs hcl.Attributes, portsRange hcl.Range) {
+	if prov.Type != "docker" || len(si.Ports) == 0 || !oneOf(si.Network, "none", "host") {
+		return
+	}
+	network := fmt.Sprintf("network = %q", si.Network)
+	if _, ok := attrs["network"]; !ok {
+		network = "no network argument (the default is \"none\")"
+	}
+	l.errorf(portsRange, "Ports need a container network",
+		"%s has ports but %s: Docker publishes ports only from a container network and refuses to create this container. Set network = \"bridge\" (or the name of a Docker network), or remove ports.", si.Addr, network)
+}
+
+// daytonaIntervalMin is the smallest value a Daytona interval setting
+// takes: 0 disables auto-stop and means Daytona's maximum for auto-archive;
+// auto_delete_interval also takes -1, which disables auto-delete (0
+// deletes the sandbox as soon as it stops). The daytona provider relies
+// on this check and keeps its own only as a defensive error.
+func daytonaIntervalMin(setting string) int {
+	if setting == "auto_delete_interval" {
+		return -1
+	}
+	return 0
+}
+
+func daytonaIntervalDetail(setting string, n int) string {
+	switch setting {
+	case "auto_delete_interval":
+		return fmt.Sprintf("auto_delete_interval is in minutes after the sandbox stops and must be -1 (never delete) or more (0 deletes it as soon as it stops), got %d.", n)
+	case "auto_archive_interval":
+		return fmt.Sprintf("auto_archive_interval is in minutes after the sandbox stops and must be 0 or more (0 means Daytona's maximum), got %d. Only auto_delete_interval takes -1.", n)
+	}
+	return fmt.Sprintf("%s is in minutes of inactivity and must be 0 or more (0 disables it), got %d. Only auto_delete_interval takes -1.", setting, n)
 }
 
 // sandboxAddrValue is the evaluation context value used to read a

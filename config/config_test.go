@@ -71,6 +71,7 @@ sandbox "box" {
   provider        = provider.docker
   image           = "alpine:3"
   manifest        = manifest.m
+  network         = "bridge"
   ports           = [8080, 9090]
   user            = "1000"
   commit_snapshot = true
@@ -119,7 +120,7 @@ func TestLoadPipeline(t *testing.T) {
 	}
 
 	sb := c.SandboxInstances["sandbox.box"]
-	if sb.Network != "none" || sb.OnExit != "stop" || !cmp.Equal(sb.Ports, []int{8080, 9090}) {
+	if sb.Network != "bridge" || sb.OnExit != "stop" || !cmp.Equal(sb.Ports, []int{8080, 9090}) {
 		t.Errorf("sandbox = %+v", sb)
 	}
 	if sb.Resources.CPUs != 1.5 || sb.Resources.MemoryMB != 512 {
@@ -463,5 +464,67 @@ run "shared" {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s per agent (-want +got):\n%s", addr, diff)
 		}
+	}
+}
+
+// TestSandboxArgumentRules: arguments a provider would refuse are
+// reported at validate time, at the argument, with the fix.
+func TestSandboxArgumentRules(t *testing.T) {
+	cases := []struct {
+		name, body string
+		line       int    // 0: valid
+		want       string // in the detail
+	}{
+		{"docker default network", `provider = provider.docker
+  image    = "alpine:3"
+  ports    = [8080]`, 4, `the default is "none"`},
+		{"docker none", `provider = provider.docker
+  image    = "alpine:3"
+  network  = "none"
+  ports    = [8080]`, 5, `network = "bridge"`},
+		{"docker host", `provider = provider.docker
+  image    = "alpine:3"
+  network  = "host"
+  ports    = [8080]`, 5, `network = "host"`},
+		{"docker bridge", `provider = provider.docker
+  image    = "alpine:3"
+  network  = "bridge"
+  ports    = [8080]`, 0, ""},
+		{"docker named network", `provider = provider.docker
+  image    = "alpine:3"
+  network  = "agents"
+  ports    = [8080]`, 0, ""},
+		{"docker no ports", `provider = provider.docker
+  image    = "alpine:3"`, 0, ""},
+		{"daytona stop -1", `provider = provider.daytona
+  auto_stop_interval = -1`, 3, "must be 0 or more"},
+		{"daytona archive -1", `provider = provider.daytona
+  auto_archive_interval = -1`, 3, "must be 0 or more"},
+		{"daytona delete -1", `provider = provider.daytona
+  auto_delete_interval = -1`, 0, ""},
+		{"daytona delete -2", `provider = provider.daytona
+  auto_delete_interval = -2`, 3, "must be -1 (never delete) or more"},
+		{"daytona zeros", `provider = provider.daytona
+  auto_stop_interval    = 0
+  auto_archive_interval = 0
+  auto_delete_interval  = 0`, 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := load(t, map[string]string{"main.hcl": "sandbox \"s\" {\n  " + tc.body + "\n}\n"}, Options{})
+			if tc.line == 0 {
+				if diags.HasErrors() {
+					t.Fatalf("unexpected diagnostics: %s", diags.Error())
+				}
+				return
+			}
+			if len(diags) != 1 || diags[0].Subject == nil {
+				t.Fatalf("want one diagnostic, got %v", diags)
+			}
+			d := diags[0]
+			if d.Subject.Start.Line != tc.line || !strings.Contains(d.Detail, tc.want) {
+				t.Errorf("got line %d, %q; want line %d, detail containing %q", d.Subject.Start.Line, d.Detail, tc.line, tc.want)
+			}
+		})
 	}
 }
