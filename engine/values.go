@@ -13,7 +13,6 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
-
 // ctyJSON encodes a known value as plain JSON.
 func ctyJSON(v cty.Value) (json.RawMessage, error) {
 	b, err := ctyjson.Marshal(v, v.Type())
