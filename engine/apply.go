@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/runtime"
 	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/graph"
@@ -635,19 +634,8 @@ func (e *Engine) RefreshOutputs(st *state.State) bool {
 // recordOutputs evaluates the outputs whose runs have completed and stores
 // them; sensitive outputs are recorded as sensitive without their value.
 func (e *Engine) recordOutputs(st *state.State) {
-	rv := config.RuntimeValues{RunOutputs: map[string]ctyValue{}, SandboxURLs: map[string]map[string]string{}}
-	for addr, r := range st.Runs {
-		if r.Status == RunCompleted {
-			if v, err := outputValue(r.Output); err == nil {
-				rv.RunOutputs[addr] = v
-			}
-		}
-	}
-	for addr, ss := range st.Sandboxes {
-		rv.SandboxURLs[addr] = ss.URLs
-	}
-	vals, diags := e.Config.EvalOutputs(rv)
-	if diags.HasErrors() {
+	vals, err := e.Outputs(st)
+	if err != nil {
 		return
 	}
 	st.Outputs = map[string]*state.Output{}

@@ -13,8 +13,6 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
-type ctyValue = cty.Value
-
 // ctyJSON encodes a known value as plain JSON.
 func ctyJSON(v cty.Value) (json.RawMessage, error) {
 	b, err := ctyjson.Marshal(v, v.Type())

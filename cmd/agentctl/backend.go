@@ -201,3 +201,18 @@ func (m *meta) printErr(err error, cfg *config.Config) {
 func (m *meta) colors(noColor bool) views.Colors {
 	return views.NewColors(views.Colorize(m.Stdout, noColor || (m.global != nil && m.global.NoColor), m.Environ))
 }
+
+// readState opens the backend of an inspecting command with open
+// (openBackend, or openStateBackend for commands that need only the
+// state) and reads its state.
+func readState(open func(string, arguments.Vars, arguments.State) (*backend, error), args *arguments.Inspect) (*backend, *state.State, error) {
+	b, err := open(args.Config, args.Vars, args.State)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := b.dir.Read()
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, st, nil
+}

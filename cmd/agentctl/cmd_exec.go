@@ -38,11 +38,7 @@ func execCommand(m *meta) *ffcli.Command {
 				return fmt.Errorf("exec needs a sandbox address and a command: agentctl exec sandbox.NAME -- CMD [ARG...]")
 			}
 			addr, argv := args.Args[0], args.Args[1:]
-			b, err := m.openBackend(args.Config, args.Vars, args.State)
-			if err != nil {
-				return err
-			}
-			st, err := b.dir.Read()
+			b, st, err := readState(m.openBackend, args)
 			if err != nil {
 				return err
 			}
@@ -138,11 +134,7 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 		}
 		ws, root = &sandbox.Workspace{Sandbox: hd}, abs
 	} else {
-		b, err := m.openBackend(args.Config, args.Vars, args.State)
-		if err != nil {
-			return err
-		}
-		st, err := b.dir.Read()
+		b, st, err := readState(m.openBackend, args)
 		if err != nil {
 			return err
 		}

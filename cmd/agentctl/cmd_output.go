@@ -30,11 +30,7 @@ func outputCommand(m *meta) *ffcli.Command {
 			if len(args.Args) > 1 {
 				return fmt.Errorf("output takes at most one NAME")
 			}
-			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
-			if err != nil {
-				return err
-			}
-			st, err := b.dir.Read()
+			b, st, err := readState(m.openStateBackend, args)
 			if err != nil {
 				return err
 			}

@@ -36,11 +36,7 @@ func showCommand(m *meta) *ffcli.Command {
 					return m.showPlan(pf, args.JSON)
 				}
 			}
-			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
-			if err != nil {
-				return err
-			}
-			st, err := b.dir.Read()
+			b, st, err := readState(m.openStateBackend, args)
 			if err != nil {
 				return err
 			}

@@ -36,11 +36,7 @@ func stateListCommand(m *meta) *ffcli.Command {
 			if err := args.Finish(fs, rest); err != nil {
 				return err
 			}
-			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
-			if err != nil {
-				return err
-			}
-			st, err := b.dir.Read()
+			_, st, err := readState(m.openStateBackend, args)
 			if err != nil {
 				return err
 			}
@@ -70,11 +66,7 @@ func stateShowCommand(m *meta) *ffcli.Command {
 			if len(args.Args) != 1 {
 				return fmt.Errorf("state show needs exactly one address, such as run.NAME or sandbox.NAME")
 			}
-			b, err := m.openStateBackend(args.Config, args.Vars, args.State)
-			if err != nil {
-				return err
-			}
-			st, err := b.dir.Read()
+			_, st, err := readState(m.openStateBackend, args)
 			if err != nil {
 				return err
 			}
