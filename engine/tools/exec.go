@@ -206,7 +206,7 @@ func chunkID() string {
 
 // checkDir checks p lexically and then that it is a directory in ws.
 func checkDir(ctx context.Context, ws *sandbox.Workspace, root, p string) (string, error) {
-	rel, err := cleanPath(root, p)
+	rel, err := toolPath(root, p)
 	if err != nil {
 		return "", err
 	}

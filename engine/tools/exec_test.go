@@ -207,7 +207,7 @@ func TestTruncateTokens(t *testing.T) {
 	}
 }
 
-func TestCleanPath(t *testing.T) {
+func TestToolPath(t *testing.T) {
 	for _, tc := range []struct{ root, in, want, err string }{
 		{"/workspace", "a/b.txt", "a/b.txt", ""},
 		{"/workspace", "./a//b/../c", "a/c", ""},
@@ -215,9 +215,10 @@ func TestCleanPath(t *testing.T) {
 		{"/workspace", "/workspace", "", ""},
 		{"/workspace", "/workspace/a/b", "a/b", ""},
 		{"/workspace/", "/workspace/a", "a", ""},
-		{"/workspace", "/workspace/../etc/passwd", "", "outside"},
+		{"/workspace", "/workspace/../etc/passwd", "", "leaves the workspace"},
+		{"/workspace", "a/../../workspace/x", "", "leaves the workspace"},
 		{"/workspace", "/workspacefoo/x", "", "outside"},
-		{"/workspace", "/etc/passwd", "", "outside"},
+		{"/workspace", "/etc/passwd", "", "outside the workspace root /workspace"},
 		{"", "/etc/passwd", "", "absolute path"},
 		{"/workspace", "..", "", "leaves"},
 		{"/workspace", "a/../../b", "", "leaves"},
@@ -226,15 +227,18 @@ func TestCleanPath(t *testing.T) {
 		{"/workspace", "", "", "empty"},
 		{"/", "/etc/x", "etc/x", ""},
 	} {
-		got, err := cleanPath(tc.root, tc.in)
+		got, err := toolPath(tc.root, tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("cleanPath(%q, %q) error = %v, want %q", tc.root, tc.in, err, tc.err)
+				t.Errorf("toolPath(%q, %q) error = %v, want %q", tc.root, tc.in, err, tc.err)
+			}
+			if tc.in != "" && !errors.Is(err, sandbox.ErrPathEscape) {
+				t.Errorf("toolPath(%q, %q) error %v does not wrap ErrPathEscape", tc.root, tc.in, err)
 			}
 			continue
 		}
 		if err != nil || got != tc.want {
-			t.Errorf("cleanPath(%q, %q) = %q, %v; want %q", tc.root, tc.in, got, err, tc.want)
+			t.Errorf("toolPath(%q, %q) = %q, %v; want %q", tc.root, tc.in, got, err, tc.want)
 		}
 	}
 }
