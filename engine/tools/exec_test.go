@@ -185,28 +185,6 @@ func TestExecCommandShellAndTTY(t *testing.T) {
 	}
 }
 
-func TestTruncateTokens(t *testing.T) {
-	if s, n := truncateTokens("short", 10); s != "short" || n != 0 {
-		t.Errorf("short text changed: %q %d", s, n)
-	}
-	text := strings.Repeat("abcdefghij", 10) // 100 bytes, 25 tokens
-	got, n := truncateTokens(text, 15)       // 60 bytes
-	if n != 25 {
-		t.Errorf("original tokens = %d, want 25", n)
-	}
-	// 60 bytes - 23 (prefix) - 25 (marker) = 12 bytes of content, split
-	// 6/6; 88 bytes removed = 22 tokens.
-	want := "Total output lines: 1\n\nabcdef…22 tokens truncated…efghij"
-	if got != want {
-		t.Errorf("got  %q\nwant %q", got, want)
-	}
-	// Multi-byte runes are never split.
-	got, _ = truncateTokens(strings.Repeat("é", 100), 20)
-	if !strings.Contains(got, "tokens truncated") || strings.ContainsRune(got, '\uFFFD') {
-		t.Errorf("bad rune-safe truncation: %q", got)
-	}
-}
-
 func TestToolPath(t *testing.T) {
 	for _, tc := range []struct{ root, in, want, err string }{
 		{"/workspace", "a/b.txt", "a/b.txt", ""},
