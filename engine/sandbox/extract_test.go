@@ -113,7 +113,7 @@ func TestExtractHostileArchives(t *testing.T) {
 			// The stream filter refuses everything that does not depend on
 			// what is already in the workspace.
 			if !strings.Contains(tt.name, "planted") {
-				err := SanitizeTar(ctx, tt.into, bytes.NewReader(archive), io.Discard, tt.lim)
+				err := SanitizeTar(ctx, tt.into, bytes.NewReader(archive), io.Discard, SanitizeOptions{Limits: tt.lim})
 				if !errors.Is(err, tt.want) {
 					t.Errorf("SanitizeTar = %v, want %v", err, tt.want)
 				}
@@ -239,10 +239,10 @@ func TestArchiveExtractRoundTrip(t *testing.T) {
 	}
 	// SanitizeTar passes a clean archive and refuses a hostile one.
 	var out bytes.Buffer
-	if err := SanitizeTar(ctx, "", bytes.NewReader(buf.Bytes()), &out, ExtractLimits{}); err != nil {
+	if err := SanitizeTar(ctx, "", bytes.NewReader(buf.Bytes()), &out, SanitizeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SanitizeTar(ctx, "", bytes.NewReader(tarOf(t, sym("x", "/etc"))), &out, ExtractLimits{}); !errors.Is(err, ErrPathEscape) {
+	if err := SanitizeTar(ctx, "", bytes.NewReader(tarOf(t, sym("x", "/etc"))), &out, SanitizeOptions{}); !errors.Is(err, ErrPathEscape) {
 		t.Errorf("SanitizeTar hostile = %v", err)
 	}
 }
