@@ -328,6 +328,10 @@ type SanitizeOptions struct {
 	// UID and GID are written as the owner of every member (the sandbox
 	// user, for extractors that apply owners); zero means root.
 	UID, GID int
+	// KeepPermissions keeps each member's permission bits (0o777) instead
+	// of normalizing files to 0644/0755; directories always keep owner
+	// rwx. Set-id and sticky bits are dropped either way.
+	KeepPermissions bool
 }
 
 // SanitizeTar copies the tar stream r to w applying the checks of Extract
@@ -354,9 +358,9 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 	tw := tar.NewWriter(w)
 	now := time.Now().Truncate(time.Second)
 	dirs := map[string]bool{} // directories sent so far
-	writeDir := func(name string, mtime time.Time) error {
+	writeDir := func(name string, mode int64, mtime time.Time) error {
 		dirs[name] = true
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: sanitizedDirMode,
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode,
 			Uid: opts.UID, Gid: opts.GID, ModTime: mtime})
 	}
 	for {
@@ -379,13 +383,20 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 		}
 		for i := 0; i < len(m.name); i++ {
 			if m.name[i] == '/' && !dirs[m.name[:i]] {
-				if err := writeDir(m.name[:i], now); err != nil {
+				if err := writeDir(m.name[:i], sanitizedDirMode, now); err != nil {
 					return fmt.Errorf("archive member %q: %w", hdr.Name, err)
 				}
 			}
 		}
+		mode := int64(m.mode)
+		if opts.KeepPermissions {
+			mode = hdr.Mode & 0o777
+		}
 		if m.kind == tar.TypeDir {
-			if err := writeDir(m.name, hdr.ModTime.Truncate(time.Second)); err != nil {
+			if opts.KeepPermissions {
+				mode |= 0o700
+			}
+			if err := writeDir(m.name, mode, hdr.ModTime.Truncate(time.Second)); err != nil {
 				return fmt.Errorf("archive member %q: %w", hdr.Name, err)
 			}
 			continue
@@ -393,7 +404,7 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 		if dirs[m.name] {
 			return unsafeMember(hdr.Name, "it would replace a directory of the same archive")
 		}
-		out := &tar.Header{Name: m.name, ModTime: hdr.ModTime.Truncate(time.Second), Mode: int64(m.mode), Uid: opts.UID, Gid: opts.GID}
+		out := &tar.Header{Name: m.name, ModTime: hdr.ModTime.Truncate(time.Second), Mode: mode, Uid: opts.UID, Gid: opts.GID}
 		if m.kind == tar.TypeSymlink {
 			out.Typeflag, out.Linkname, out.Mode = tar.TypeSymlink, hdr.Linkname, 0o777
 		} else {

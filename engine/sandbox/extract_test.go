@@ -81,6 +81,11 @@ func TestExtractHostileArchives(t *testing.T) {
 		{name: "too many members", hdrs: []*tar.Header{reg("f1", "1"), reg("f2", "2"), reg("f3", "3")}, lim: ExtractLimits{MaxMembers: 2}, want: ErrUnsafeArchive},
 		{name: "too many bytes", hdrs: []*tar.Header{reg("f1", "12345"), reg("f2", "67890")}, lim: ExtractLimits{MaxBytes: 8}, want: ErrUnsafeArchive},
 		{name: "unknown type", hdrs: []*tar.Header{{Typeflag: 'Z', Name: "z"}}, want: ErrUnsafeArchive},
+		{name: "dotdot dir", hdrs: []*tar.Header{{Typeflag: tar.TypeDir, Name: ".."}}, want: ErrPathEscape},
+		{name: "symlink to root", hdrs: []*tar.Header{sym("l", "/")}, want: ErrPathEscape},
+		{name: "absolute symlink inside", hdrs: []*tar.Header{sym("l", "/workspace/a")}, want: ErrPathEscape},
+		{name: "empty symlink", hdrs: []*tar.Header{sym("l", "")}, want: ErrUnsafeArchive},
+		{name: "relative symlink out from sub", into: "sub", hdrs: []*tar.Header{sym("a/l", "../../../x")}, want: ErrPathEscape},
 	}
 	ctx := context.Background()
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,20 @@ func TestSanitizeTarRewrites(t *testing.T) {
 		t.Fatalf("members %v, want %s", got, want)
 	}
 
+	// KeepPermissions keeps rwx bits only; directories stay usable by
+	// their owner.
+	hdrs, err = sanitized(t, "", in, SanitizeOptions{KeepPermissions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]int64{}
+	for _, h := range hdrs {
+		modes[h.Name] = h.Mode
+	}
+	if want := map[string]int64{"a/": 0o775, "a/b/": 0o755, "a/b/c.txt": 0o755, "a/link": 0o777, "plain": 0o600}; !maps.Equal(modes, want) {
+		t.Errorf("modes %v, want %v (octal: dirs 0o775/0o755, files 0o755/0o600, links 0o777)", modes, want)
+	}
+
 	// A file replacing a directory sent earlier is refused: a remote
 	// extractor would delete the directory with everything in it.
 	_, err = sanitized(t, "", tarOf(t, reg("d/x", "1"), reg("d", "2")), SanitizeOptions{})
@@ -138,7 +153,7 @@ func FuzzSanitizeTar(f *testing.F) {
 		var out bytes.Buffer
 		done := make(chan error, 1)
 		go func() {
-			done <- SanitizeTar(context.Background(), base, bytes.NewReader(data), &out, SanitizeOptions{UID: 7, GID: 7})
+			done <- SanitizeTar(context.Background(), base, bytes.NewReader(data), &out, SanitizeOptions{UID: 7, GID: 7, KeepPermissions: len(data)%2 == 0})
 		}()
 		select {
 		case err := <-done:
