@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -150,6 +151,13 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 		}
 	default:
 		m.kind, m.mode = tar.TypeReg, sanitizeMode(hdr.Mode)
+		for k := range hdr.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				// A sparse file can expand a tiny archive into
+				// gigabytes of zeros.
+				return m, false, unsafeMember(hdr.Name, "sparse files are not allowed")
+			}
+		}
 		if hdr.Size < 0 {
 			return m, false, unsafeMember(hdr.Name, "negative size")
 		}
@@ -314,19 +322,47 @@ func writeMember(dirfd int, name string, mode uint32, hdr *tar.Header, r io.Read
 // onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.
 type onlyWriter struct{ io.Writer }
 
+// SanitizeOptions tune SanitizeTar.
+type SanitizeOptions struct {
+	Limits ExtractLimits
+	// UID and GID are written as the owner of every member (the sandbox
+	// user, for extractors that apply owners); zero means root.
+	UID, GID int
+	// KeepPermissions keeps each member's permission bits (0o777) instead
+	// of normalizing files to 0644/0755; directories always keep owner
+	// rwx. Set-id and sticky bits are dropped either way.
+	KeepPermissions bool
+}
+
 // SanitizeTar copies the tar stream r to w applying the checks of Extract
 // (for extraction into directory dir of the workspace) and normalizing
-// every header: clean relative names, sanitized modes, no owners. It is
-// for providers whose extraction happens elsewhere (a container engine's
-// or a remote API's), so that every provider refuses the same archives.
-func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, lim ExtractLimits) error {
+// every header: clean relative names, sanitized modes, owner
+// opts.UID:opts.GID, no extended attributes or PAX records. It is for
+// providers whose extraction happens elsewhere (a container engine's or a
+// remote API's), so that every provider refuses the same archives.
+//
+// Such an extractor cannot be told not to follow a symlink already in the
+// workspace, so every parent directory of a member is sent first as an
+// explicit directory member (once per archive): extractors replace a
+// non-directory with a directory for such a member, so an existing
+// symlink is replaced by a real directory instead of being written
+// through. For the same reason a non-directory member that would replace
+// a directory sent earlier in the stream is refused.
+func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts SanitizeOptions) error {
 	base, err := rel(dir)
 	if err != nil {
 		return err
 	}
-	c := tarChecker{lim: lim.withDefaults(), base: base}
+	c := tarChecker{lim: opts.Limits.withDefaults(), base: base}
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)
+	now := time.Now().Truncate(time.Second)
+	dirs := map[string]bool{} // directories sent so far
+	writeDir := func(name string, mode int64, mtime time.Time) error {
+		dirs[name] = true
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode,
+			Uid: opts.UID, Gid: opts.GID, ModTime: mtime})
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -345,13 +381,33 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, lim 
 		if skip {
 			continue
 		}
-		out := &tar.Header{Name: m.name, ModTime: hdr.ModTime.Truncate(1e9), Mode: int64(m.mode)}
-		switch m.kind {
-		case tar.TypeDir:
-			out.Typeflag, out.Name = tar.TypeDir, m.name+"/"
-		case tar.TypeSymlink:
+		for i := 0; i < len(m.name); i++ {
+			if m.name[i] == '/' && !dirs[m.name[:i]] {
+				if err := writeDir(m.name[:i], sanitizedDirMode, now); err != nil {
+					return fmt.Errorf("archive member %q: %w", hdr.Name, err)
+				}
+			}
+		}
+		mode := int64(m.mode)
+		if opts.KeepPermissions {
+			mode = hdr.Mode & 0o777
+		}
+		if m.kind == tar.TypeDir {
+			if opts.KeepPermissions {
+				mode |= 0o700
+			}
+			if err := writeDir(m.name, mode, hdr.ModTime.Truncate(time.Second)); err != nil {
+				return fmt.Errorf("archive member %q: %w", hdr.Name, err)
+			}
+			continue
+		}
+		if dirs[m.name] {
+			return unsafeMember(hdr.Name, "it would replace a directory of the same archive")
+		}
+		out := &tar.Header{Name: m.name, ModTime: hdr.ModTime.Truncate(time.Second), Mode: mode, Uid: opts.UID, Gid: opts.GID}
+		if m.kind == tar.TypeSymlink {
 			out.Typeflag, out.Linkname, out.Mode = tar.TypeSymlink, hdr.Linkname, 0o777
-		default:
+		} else {
 			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
 		}
 		if err := tw.WriteHeader(out); err != nil {

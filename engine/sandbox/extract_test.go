@@ -81,6 +81,11 @@ func TestExtractHostileArchives(t *testing.T) {
 		{name: "too many members", hdrs: []*tar.Header{reg("f1", "1"), reg("f2", "2"), reg("f3", "3")}, lim: ExtractLimits{MaxMembers: 2}, want: ErrUnsafeArchive},
 		{name: "too many bytes", hdrs: []*tar.Header{reg("f1", "12345"), reg("f2", "67890")}, lim: ExtractLimits{MaxBytes: 8}, want: ErrUnsafeArchive},
 		{name: "unknown type", hdrs: []*tar.Header{{Typeflag: 'Z', Name: "z"}}, want: ErrUnsafeArchive},
+		{name: "dotdot dir", hdrs: []*tar.Header{{Typeflag: tar.TypeDir, Name: ".."}}, want: ErrPathEscape},
+		{name: "symlink to root", hdrs: []*tar.Header{sym("l", "/")}, want: ErrPathEscape},
+		{name: "absolute symlink inside", hdrs: []*tar.Header{sym("l", "/workspace/a")}, want: ErrPathEscape},
+		{name: "empty symlink", hdrs: []*tar.Header{sym("l", "")}, want: ErrUnsafeArchive},
+		{name: "relative symlink out from sub", into: "sub", hdrs: []*tar.Header{sym("a/l", "../../../x")}, want: ErrPathEscape},
 	}
 	ctx := context.Background()
 	for _, tt := range tests {
@@ -113,7 +118,7 @@ func TestExtractHostileArchives(t *testing.T) {
 			// The stream filter refuses everything that does not depend on
 			// what is already in the workspace.
 			if !strings.Contains(tt.name, "planted") {
-				err := SanitizeTar(ctx, tt.into, bytes.NewReader(archive), io.Discard, tt.lim)
+				err := SanitizeTar(ctx, tt.into, bytes.NewReader(archive), io.Discard, SanitizeOptions{Limits: tt.lim})
 				if !errors.Is(err, tt.want) {
 					t.Errorf("SanitizeTar = %v, want %v", err, tt.want)
 				}
@@ -239,10 +244,10 @@ func TestArchiveExtractRoundTrip(t *testing.T) {
 	}
 	// SanitizeTar passes a clean archive and refuses a hostile one.
 	var out bytes.Buffer
-	if err := SanitizeTar(ctx, "", bytes.NewReader(buf.Bytes()), &out, ExtractLimits{}); err != nil {
+	if err := SanitizeTar(ctx, "", bytes.NewReader(buf.Bytes()), &out, SanitizeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SanitizeTar(ctx, "", bytes.NewReader(tarOf(t, sym("x", "/etc"))), &out, ExtractLimits{}); !errors.Is(err, ErrPathEscape) {
+	if err := SanitizeTar(ctx, "", bytes.NewReader(tarOf(t, sym("x", "/etc"))), &out, SanitizeOptions{}); !errors.Is(err, ErrPathEscape) {
 		t.Errorf("SanitizeTar hostile = %v", err)
 	}
 }

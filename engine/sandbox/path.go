@@ -18,7 +18,9 @@ import (
 // it might come back), and paths holding NUL bytes or backslashes, are
 // refused with an error wrapping ErrPathEscape that names p.
 //
-// root may be empty, in which case absolute paths are refused.
+// root may be empty, in which case absolute paths are refused. A root of
+// "/" accepts every absolute path (the whole file system is the
+// workspace).
 func CleanPath(root, p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", fmt.Errorf("path %q: contains a NUL byte: %w", p, ErrPathEscape)
@@ -28,11 +30,13 @@ func CleanPath(root, p string) (string, error) {
 	}
 	var rootEl []string
 	if strings.HasPrefix(p, "/") {
-		r := path.Clean("/" + root)
-		if root == "" || r == "/" {
-			return "", fmt.Errorf("path %q: absolute paths are not allowed; use a path relative to the workspace: %w", p, ErrPathEscape)
+		if root == "" {
+			return "", fmt.Errorf("absolute path %q is not allowed; use a path relative to the workspace: %w", p, ErrPathEscape)
 		}
-		rootEl = strings.Split(r[1:], "/")
+		rootEl = []string{}
+		if r := path.Clean("/" + root); r != "/" {
+			rootEl = strings.Split(r[1:], "/")
+		}
 	}
 	// Walk the elements: once inside the root, a ".." that climbs above
 	// it is refused even if later elements come back.
@@ -40,7 +44,7 @@ func CleanPath(root, p string) (string, error) {
 	// element costs O(1) however long the root is.
 	stack := make([]string, 0, 16)
 	match := 0
-	inside := rootEl == nil
+	inside := len(rootEl) == 0
 	for _, e := range strings.Split(p, "/") {
 		switch e {
 		case "", ".":
@@ -64,7 +68,7 @@ func CleanPath(root, p string) (string, error) {
 		}
 	}
 	if !inside || match < len(rootEl) {
-		return "", fmt.Errorf("path %q is outside the workspace %s; use a path under it or a relative path: %w", p, "/"+strings.Join(rootEl, "/"), ErrPathEscape)
+		return "", fmt.Errorf("path %q is outside the workspace root %s; use a path under it or a relative path: %w", p, "/"+strings.Join(rootEl, "/"), ErrPathEscape)
 	}
 	if len(stack) == len(rootEl) {
 		return ".", nil

@@ -72,6 +72,15 @@ func TestCleanPath(t *testing.T) {
 	if _, err := CleanPath("", "/workspace/a"); !errors.Is(err, ErrPathEscape) {
 		t.Errorf("CleanPath with empty root accepted an absolute path: %v", err)
 	}
+	// A root of "/" makes every absolute path a workspace path.
+	for p, want := range map[string]string{"/etc/x": "etc/x", "/": ".", "/a/../b": "b"} {
+		if got, err := CleanPath("/", p); err != nil || got != want {
+			t.Errorf("CleanPath(\"/\", %q) = %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if _, err := CleanPath("/", "/.."); !errors.Is(err, ErrPathEscape) {
+		t.Errorf("CleanPath(\"/\", \"/..\") = %v, want ErrPathEscape", err)
+	}
 }
 
 // fixture builds a parent directory holding a workspace "ws" and a

@@ -134,7 +134,8 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 	}
 	var notices []string
 	if res.TimedOut {
-		notices = append(notices, fmt.Sprintf("Command timed out after %.3f seconds.", t.timeout.Seconds()))
+		notices = append(notices, sandbox.TimeoutNotice(t.timeout))
 	}
-	return Output{Text: formatExecResult(res, wall, 0, notices)}, nil
+	res.Wall = wall
+	return Output{Text: sandbox.FormatExecOutput(res, 0, notices...)}, nil
 }

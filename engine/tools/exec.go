@@ -2,8 +2,6 @@ package tools
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,64 +147,15 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
 	}
 	if res.TimedOut {
-		notices = append(notices, fmt.Sprintf("Command timed out after %.3f seconds.", req.Timeout.Seconds()))
+		notices = append(notices, sandbox.TimeoutNotice(req.Timeout))
 	}
-	return Output{Text: formatExecResult(res, wall, maxTokens, notices)}, nil
-}
-
-// formatExecResult renders an exec result the way the SDK's exec_command
-// does: a chunk id, the wall time, the exit code (absent when the command
-// timed out), the original token count when output was cut, then the
-// output (stdout, then stderr) after "Output:".
-func formatExecResult(res sandbox.ExecResult, wall time.Duration, maxTokens int, notices []string) string {
-	out := joinStreams(res.Stdout, res.Stderr)
-	out, original := truncateTokens(out, maxTokens)
-	if res.Truncated && original == 0 {
-		original = approxTokens(int(res.OriginalStdout + res.OriginalStderr))
-	}
-	for i := len(notices) - 1; i >= 0; i-- {
-		if out == "" {
-			out = notices[i]
-		} else {
-			out = notices[i] + "\n" + out
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Chunk ID: %s\n", chunkID())
-	fmt.Fprintf(&b, "Wall time: %.4f seconds\n", wall.Seconds())
-	if !res.TimedOut {
-		fmt.Fprintf(&b, "Process exited with code %d\n", res.ExitCode)
-	}
-	if original > 0 {
-		fmt.Fprintf(&b, "Original token count: %d\n", original)
-	}
-	b.WriteString("Output:\n")
-	b.WriteString(out)
-	return b.String()
-}
-
-// joinStreams decodes both streams and puts stderr after stdout, on a new
-// line when stdout does not end with one.
-func joinStreams(stdout, stderr []byte) string {
-	o, e := decodeLossy(stdout), decodeLossy(stderr)
-	if o != "" && e != "" {
-		if !strings.HasSuffix(o, "\n") {
-			return o + "\n" + e
-		}
-		return o + e
-	}
-	return o + e
-}
-
-func chunkID() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	res.Wall = wall
+	return Output{Text: sandbox.FormatExecOutput(res, maxTokens, notices...)}, nil
 }
 
 // checkDir checks p lexically and then that it is a directory in ws.
 func checkDir(ctx context.Context, ws *sandbox.Workspace, root, p string) (string, error) {
-	rel, err := cleanPath(root, p)
+	rel, err := toolPath(root, p)
 	if err != nil {
 		return "", err
 	}

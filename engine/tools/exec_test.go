@@ -185,29 +185,7 @@ func TestExecCommandShellAndTTY(t *testing.T) {
 	}
 }
 
-func TestTruncateTokens(t *testing.T) {
-	if s, n := truncateTokens("short", 10); s != "short" || n != 0 {
-		t.Errorf("short text changed: %q %d", s, n)
-	}
-	text := strings.Repeat("abcdefghij", 10) // 100 bytes, 25 tokens
-	got, n := truncateTokens(text, 15)       // 60 bytes
-	if n != 25 {
-		t.Errorf("original tokens = %d, want 25", n)
-	}
-	// 60 bytes - 23 (prefix) - 25 (marker) = 12 bytes of content, split
-	// 6/6; 88 bytes removed = 22 tokens.
-	want := "Total output lines: 1\n\nabcdef…22 tokens truncated…efghij"
-	if got != want {
-		t.Errorf("got  %q\nwant %q", got, want)
-	}
-	// Multi-byte runes are never split.
-	got, _ = truncateTokens(strings.Repeat("é", 100), 20)
-	if !strings.Contains(got, "tokens truncated") || strings.ContainsRune(got, '\uFFFD') {
-		t.Errorf("bad rune-safe truncation: %q", got)
-	}
-}
-
-func TestCleanPath(t *testing.T) {
+func TestToolPath(t *testing.T) {
 	for _, tc := range []struct{ root, in, want, err string }{
 		{"/workspace", "a/b.txt", "a/b.txt", ""},
 		{"/workspace", "./a//b/../c", "a/c", ""},
@@ -215,9 +193,10 @@ func TestCleanPath(t *testing.T) {
 		{"/workspace", "/workspace", "", ""},
 		{"/workspace", "/workspace/a/b", "a/b", ""},
 		{"/workspace/", "/workspace/a", "a", ""},
-		{"/workspace", "/workspace/../etc/passwd", "", "outside"},
+		{"/workspace", "/workspace/../etc/passwd", "", "leaves the workspace"},
+		{"/workspace", "a/../../workspace/x", "", "leaves the workspace"},
 		{"/workspace", "/workspacefoo/x", "", "outside"},
-		{"/workspace", "/etc/passwd", "", "outside"},
+		{"/workspace", "/etc/passwd", "", "outside the workspace root /workspace"},
 		{"", "/etc/passwd", "", "absolute path"},
 		{"/workspace", "..", "", "leaves"},
 		{"/workspace", "a/../../b", "", "leaves"},
@@ -226,15 +205,18 @@ func TestCleanPath(t *testing.T) {
 		{"/workspace", "", "", "empty"},
 		{"/", "/etc/x", "etc/x", ""},
 	} {
-		got, err := cleanPath(tc.root, tc.in)
+		got, err := toolPath(tc.root, tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("cleanPath(%q, %q) error = %v, want %q", tc.root, tc.in, err, tc.err)
+				t.Errorf("toolPath(%q, %q) error = %v, want %q", tc.root, tc.in, err, tc.err)
+			}
+			if tc.in != "" && !errors.Is(err, sandbox.ErrPathEscape) {
+				t.Errorf("toolPath(%q, %q) error %v does not wrap ErrPathEscape", tc.root, tc.in, err)
 			}
 			continue
 		}
 		if err != nil || got != tc.want {
-			t.Errorf("cleanPath(%q, %q) = %q, %v; want %q", tc.root, tc.in, got, err, tc.want)
+			t.Errorf("toolPath(%q, %q) = %q, %v; want %q", tc.root, tc.in, got, err, tc.want)
 		}
 	}
 }

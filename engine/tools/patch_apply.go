@@ -92,7 +92,7 @@ func ApplyPatch(ctx context.Context, fsys PatchFS, root, patch string) (string, 
 }
 
 func checkPatchPath(root, p string) (string, error) {
-	rel, err := cleanPath(root, p)
+	rel, err := toolPath(root, p)
 	if err != nil {
 		return "", err
 	}

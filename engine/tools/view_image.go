@@ -65,7 +65,7 @@ func (t *ViewImage) Call(ctx context.Context, arguments string) (Output, error) 
 		return Output{}, errors.New(`view_image: "path" is required: give the image's path, e.g. {"path": "output/chart.png"}`)
 	}
 	p := *a.Path
-	rel, err := cleanPath(t.opts.Root, p)
+	rel, err := toolPath(t.opts.Root, p)
 	if err != nil {
 		return Output{}, fmt.Errorf("view_image: %w", err)
 	}

@@ -275,10 +275,11 @@ func parseMode(perm string, dir bool) fs.FileMode {
 }
 
 // CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
-// here with the safe-extraction rules (no absolute or ".." names, no
-// hardlinks, devices or FIFOs, symlink targets confined to the workspace,
-// nothing beneath a symlink of the same archive, modes reduced to
-// permission bits, member and size limits), uploaded as one file and
+// here by sandbox.SanitizeTar with the common safe-extraction rules (no
+// absolute or ".." names, no hardlinks, devices, FIFOs or sparse files,
+// symlink targets confined to the workspace, nothing beneath a symlink of
+// the same archive, modes reduced to permission bits, parents sent as
+// explicit directories, member and size limits), uploaded as one file and
 // unpacked with tar inside the sandbox: three requests whatever the
 // number of files, and modes and symlinks survive (the bulk upload API
 // keeps neither).
@@ -287,12 +288,16 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	if err != nil {
 		return err
 	}
-	clean, err := sanitizeTar(rd, w.relOf(r.abs))
+	var clean bytes.Buffer
+	err = sandbox.SanitizeTar(ctx, w.relOf(r.abs), rd, &clean, sandbox.SanitizeOptions{
+		Limits:          sandbox.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
+		KeepPermissions: true,
+	})
 	if err != nil {
 		return fmt.Errorf("daytona: %s: copy into %q: %w", w.spec.Address, dir, err)
 	}
 	tmp := w.p.tempDir + "/agentctl-in-" + nonce() + ".tar"
-	if err := w.s.FileSystem.UploadFile(ctx, clean, tmp); err != nil {
+	if err := w.s.FileSystem.UploadFile(ctx, clean.Bytes(), tmp); err != nil {
 		return err
 	}
 	script := "t=" + shq(tmp) + "\nmkdir -p -- " + shq(r.follow) + " && tar -xf \"$t\" -C " + shq(r.follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
@@ -304,83 +309,6 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		return fmt.Errorf("daytona: %s: copy into %q: tar exited %d: %s (the image needs tar)", w.spec.Address, dir, code, stderr)
 	}
 	return nil
-}
-
-func sanitizeTar(rd io.Reader, base string) ([]byte, error) {
-	tr := tar.NewReader(rd)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	links := map[string]bool{}
-	var n int
-	var total int64
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the archive: %w", err)
-		}
-		n++
-		if n > maxTarMembers {
-			return nil, fmt.Errorf("archive has more than %d members", maxTarMembers)
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if name == "" || name == "." || name == "./" {
-			continue
-		}
-		if strings.HasPrefix(name, "/") || strings.ContainsRune(name, 0) {
-			return nil, fmt.Errorf("member %q: absolute path: %w", h.Name, sandbox.ErrPathEscape)
-		}
-		for _, seg := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
-			if seg == ".." {
-				return nil, fmt.Errorf("member %q: \"..\" segment: %w", h.Name, sandbox.ErrPathEscape)
-			}
-		}
-		name = path.Clean(name)
-		for p := path.Dir(name); p != "."; p = path.Dir(p) {
-			if links[p] {
-				return nil, fmt.Errorf("member %q lies beneath symlink %q of the same archive: %w", h.Name, p, sandbox.ErrPathEscape)
-			}
-		}
-		nh := &tar.Header{Name: name, ModTime: h.ModTime, Format: tar.FormatPAX}
-		switch h.Typeflag {
-		case tar.TypeReg, tar.TypeRegA:
-			nh.Typeflag, nh.Mode, nh.Size = tar.TypeReg, h.Mode&0o777, h.Size
-			total += h.Size
-			if total > maxTarBytes {
-				return nil, fmt.Errorf("archive is larger than %d bytes", int64(maxTarBytes))
-			}
-		case tar.TypeDir:
-			nh.Typeflag, nh.Mode = tar.TypeDir, h.Mode&0o777|0o700
-			nh.Name += "/"
-		case tar.TypeSymlink:
-			t := h.Linkname
-			if path.IsAbs(t) {
-				return nil, fmt.Errorf("member %q: symlink to absolute path %q: %w", h.Name, t, sandbox.ErrPathEscape)
-			}
-			full := path.Join(base, path.Dir(name), t)
-			if full == ".." || strings.HasPrefix(full, "../") {
-				return nil, fmt.Errorf("member %q: symlink target %q leaves the workspace: %w", h.Name, t, sandbox.ErrPathEscape)
-			}
-			nh.Typeflag, nh.Linkname, nh.Mode = tar.TypeSymlink, t, 0o777
-			links[name] = true
-		default:
-			return nil, fmt.Errorf("member %q: type %q (hardlink, device or FIFO) is not allowed", h.Name, string(h.Typeflag))
-		}
-		if err := tw.WriteHeader(nh); err != nil {
-			return nil, err
-		}
-		if nh.Typeflag == tar.TypeReg {
-			if _, err := io.CopyN(tw, tr, h.Size); err != nil {
-				return nil, fmt.Errorf("member %q: %w", h.Name, err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // CopyOut implements sandbox.Sandbox: tar runs inside the sandbox, the

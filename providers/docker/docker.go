@@ -11,11 +11,12 @@
 //     component at a time with the archive stat call, which reports the
 //     fully evaluated target of a symlink; a link that leaves the workspace
 //     root is refused with sandbox.ErrPathEscape.
-//   - Tar streams given to CopyIn are checked member by member before they
-//     are sent (no absolute names, no "..", no hardlinks, devices or FIFOs,
-//     symlink targets inside the workspace, modes sanitized) and every
-//     parent directory is sent as an explicit directory member, so the
-//     daemon replaces an existing symlink instead of writing through it.
+//   - Tar streams given to CopyIn go through sandbox.SanitizeTar before
+//     they are sent (no absolute names, no "..", no hardlinks, devices,
+//     FIFOs or sparse files, symlink targets inside the workspace, modes
+//     sanitized) and every parent directory is sent as an explicit
+//     directory member, so the daemon replaces an existing symlink instead
+//     of writing through it.
 //   - Exec timeouts kill the whole process tree: every exec carries a
 //     random marker in its environment, and on timeout a second exec (a
 //     shell script using only builtins, so it needs no fork) reads
