@@ -107,7 +107,10 @@ func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr stri
 	case p.Local != nil:
 		sp = local.New(local.Options{Isolation: p.Local.Isolation})
 	case p.Docker != nil:
-		d, err := docker.New(ctx, docker.Options{Host: p.Docker.Host, Environ: e.Environ})
+		d, err := docker.New(ctx, docker.Options{Host: p.Docker.Host, Environ: e.Environ, Progress: func(line string) {
+			// Image pulls can take minutes: show their progress.
+			e.emit(Event{Type: EventApplyProgress, Address: addr, Message: line})
+		}})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", addr, err)
 		}
