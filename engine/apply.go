@@ -206,7 +206,20 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
-	sb, err := prov.Create(ctx, a.e.sandboxSpec(sbc, a.st.Lineage))
+	spec := a.e.sandboxSpec(sbc, a.st.Lineage)
+	image := ""
+	if restore {
+		// A whole-sandbox snapshot image (commit_snapshot) brings back the
+		// files outside the workspace too; the workspace snapshot is
+		// still unpacked below, over the same files.
+		if image, err = a.restoreImage(ctx, addr, prov); err != nil {
+			return err
+		}
+		if image != "" {
+			spec.Image = image
+		}
+	}
+	sb, err := prov.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("%s: creating sandbox: %w", addr, err)
 	}
@@ -226,6 +239,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		if restore && prev != nil {
 			ns.Snapshot, ns.SnapshotDigest = prev.Snapshot, prev.SnapshotDigest
 			ns.EntryDigests, ns.ManifestDigest = prev.EntryDigests, prev.ManifestDigest
+			ns.SnapshotImage = image
 		}
 		st.Sandboxes[addr] = ns
 		a.sbs[addr] = sb
@@ -301,6 +315,9 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 		if err := os.Remove(a.e.State.Abs(ss.Snapshot)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s: removing snapshot: %w", addr, err)
 		}
+	}
+	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
+		return err
 	}
 	return a.update(func(st *state.State) {
 		delete(st.Sandboxes, addr)
@@ -571,10 +588,85 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
-	return a.update(func(st *state.State) {
+	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
-	})
+	}); err != nil {
+		return err
+	}
+	return a.commitImage(ctx, addr, sb)
+}
+
+// commitImage saves the whole sandbox as a local image when the sandbox
+// setting commit_snapshot is true and the sandbox can (sandbox.Committer),
+// recording it as the sandbox's SnapshotImage.
+func (a *applier) commitImage(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+	c, ok := sb.(sandbox.Committer)
+	sbc := a.e.Config.SandboxInstances[addr]
+	if !ok || sbc == nil {
+		return nil
+	}
+	if on, _ := sbc.Settings["commit_snapshot"].(bool); !on {
+		return nil
+	}
+	ref := sandbox.SnapshotImageRef(a.st.Lineage, addr)
+	if _, err := c.Commit(ctx, ref); err != nil {
+		return fmt.Errorf("%s: whole-sandbox snapshot: %w", addr, err)
+	}
+	var old, prov string
+	if err := a.update(func(st *state.State) {
+		ss := st.Sandboxes[addr]
+		old, prov = ss.SnapshotImage, ss.Provider
+		ss.SnapshotImage = ref
+	}); err != nil {
+		return err
+	}
+	if old != "" && old != ref {
+		return a.removeSnapshotImage(ctx, addr, prov, old)
+	}
+	return nil
+}
+
+// restoreImage returns the snapshot image a restored sandbox is created
+// from: the state's SnapshotImage if the provider still has it, "" (with a
+// notice) when it is gone, so that it is never pulled from a registry.
+func (a *applier) restoreImage(ctx context.Context, addr string, prov sandbox.Provider) (string, error) {
+	a.mu.Lock()
+	ref := ""
+	if ss := a.st.Sandboxes[addr]; ss != nil {
+		ref = ss.SnapshotImage
+	}
+	a.mu.Unlock()
+	l, ok := prov.(sandbox.ImageLooker)
+	if ref == "" || !ok {
+		return "", nil
+	}
+	if _, err := l.ImageID(ctx, ref); err != nil {
+		if !errors.Is(err, sandbox.ErrNotFound) {
+			return "", fmt.Errorf("%s: snapshot image %s: %w", addr, ref, err)
+		}
+		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf("snapshot image %s is gone: restoring only the workspace snapshot, into the configured image", ref)})
+		return "", nil
+	}
+	return ref, nil
+}
+
+// removeSnapshotImage removes a sandbox's snapshot image through its
+// provider (sandbox.ImageRemover); an image already gone is fine.
+func (a *applier) removeSnapshotImage(ctx context.Context, addr, provAddr, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	prov, err := a.e.provs().sandboxProvider(ctx, a.e, provAddr)
+	if err != nil {
+		return fmt.Errorf("%s: removing snapshot image %s: %w", addr, ref, err)
+	}
+	if r, ok := prov.(sandbox.ImageRemover); ok {
+		if err := r.RemoveImage(ctx, ref); err != nil {
+			return fmt.Errorf("%s: removing snapshot image %s: %w", addr, ref, err)
+		}
+	}
+	return nil
 }
 
 // finish applies on_exit to the sandboxes this apply used and records the

@@ -87,10 +87,14 @@ type Sandbox struct {
 	URLs         map[string]string `json:"urls,omitempty"`
 	// Snapshot is the path of the latest snapshot, relative to the state
 	// directory (see Dir.Abs).
-	Snapshot       string    `json:"snapshot,omitempty"`
-	SnapshotDigest string    `json:"snapshot_digest,omitempty"`
-	CreatedAt      time.Time `json:"created_at,omitzero"`
-	UpdatedAt      time.Time `json:"updated_at,omitzero"`
+	Snapshot       string `json:"snapshot,omitempty"`
+	SnapshotDigest string `json:"snapshot_digest,omitempty"`
+	// SnapshotImage is the local image reference of the latest
+	// whole-sandbox snapshot (docker commit with commit_snapshot = true);
+	// a restore creates the sandbox from it.
+	SnapshotImage string    `json:"snapshot_image,omitempty"`
+	CreatedAt     time.Time `json:"created_at,omitzero"`
+	UpdatedAt     time.Time `json:"updated_at,omitzero"`
 }
 
 // Run is one execution of an agent on an input.

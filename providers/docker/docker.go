@@ -214,6 +214,26 @@ func (p *Provider) ImageID(ctx context.Context, ref string) (string, error) {
 	return res.ID, nil
 }
 
+var (
+	_ sandbox.ImageRemover = (*Provider)(nil)
+	_ sandbox.ImageLooker  = (*Provider)(nil)
+	_ sandbox.Committer    = (*Sandbox)(nil)
+)
+
+// RemoveImage removes the local image ref (a snapshot image made by
+// Sandbox.Commit) and the untagged parent images only it used. An image
+// that is already gone is not an error; one still used by a container is.
+func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
+	_, err := p.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+		return nil
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("docker: remove image %q: %w; remove the containers using it (docker ps -a --filter ancestor=%s) and try again", ref, err, ref)
+	}
+	return fmt.Errorf("docker: remove image %q: %w", ref, err)
+}
+
 // ensureImage returns the image id, pulling the image when it is missing.
 func (p *Provider) ensureImage(ctx context.Context, ref string) (string, error) {
 	id, err := p.ImageID(ctx, ref)

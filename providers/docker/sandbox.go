@@ -351,12 +351,21 @@ var _ sandbox.Drifter = (*Sandbox)(nil)
 // Drift reports a replace reason when spec.Image now resolves to another
 // image than the one the container was created from (the tag was rebuilt
 // or re-pulled). A reference that no longer resolves locally is not drift:
-// the container keeps working, and a later create would pull it.
+// the container keeps working, and a later create would pull it. A
+// container created from another reference (a snapshot image) is not
+// compared.
 func (s *Sandbox) Drift(ctx context.Context, spec sandbox.Spec) (string, error) {
 	s.mu.Lock()
 	have, ref := s.d.ImageID, s.d.Image
 	s.mu.Unlock()
 	if spec.Image != "" {
+		if ref != "" && ref != spec.Image {
+			// Created from another reference than the configured image:
+			// a restore from a snapshot image (commit_snapshot). A change
+			// of the configured image is a configuration change, planned
+			// as a replace without asking the provider.
+			return "", nil
+		}
 		ref = spec.Image
 	}
 	if ref == "" || have == "" {
