@@ -112,17 +112,7 @@ func TestDockerCommitSnapshot(t *testing.T) {
 	// Removed behind agentctl's back: plan says restore, and the restored
 	// container comes from the snapshot image.
 	id := ss.Session.ID
-	if _, err := p.Client().ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	out, code := c.run("plan", "-detailed-exitcode", "commit.hcl")
-	if code != 2 {
-		t.Fatalf("plan after removal: exit %d\n%s", code, out)
-	}
-	mustContain(t, "plan after removal", out, "# sandbox.box will be restored from its snapshot", "0 runs to execute, 0 to resume")
-	out = c.ok("apply", "-auto-approve", "commit.hcl")
-	mustContain(t, "restore apply", out, "0 runs executed, 0 resumed")
-	mustNotContain(t, "restore apply", out, "Executing...")
+	removeAndRestore(t, p, c, "sandbox.box", id)
 	st = c.mustState()
 	ss = st.Sandboxes["sandbox.box"]
 	if ss.Session.ID == id || ss.SnapshotImage != ref {
@@ -148,8 +138,7 @@ func TestDockerCommitSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = c.ok("apply", "-auto-approve", "-replace=run.work", "commit.hcl")
-	mustContain(t, "re-run", out, "1 run executed")
+	mustContain(t, "re-run", c.ok("apply", "-auto-approve", "-replace=run.work", "commit.hcl"), "1 run executed")
 	after, err := p.ImageID(ctx, ref)
 	if err != nil {
 		t.Fatal(err)

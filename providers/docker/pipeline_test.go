@@ -160,6 +160,24 @@ func (c *cli) destroyOnCleanup(p *Provider) {
 	})
 }
 
+// removeAndRestore removes the container id of the sandbox at addr behind
+// agentctl's back; plan must say restore with nothing to run, and apply
+// restores it without running anything.
+func removeAndRestore(t *testing.T, p *Provider, c *cli, addr, id string) {
+	t.Helper()
+	if _, err := p.Client().ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	out, code := c.run("plan", "-detailed-exitcode", c.file)
+	if code != 2 {
+		t.Fatalf("plan after removal: exit %d\n%s", code, out)
+	}
+	mustContain(t, "plan after removal", out, "# "+addr+" will be restored from its snapshot", "Plan: 1 to create, 0 to change, 0 to destroy; 0 runs to execute, 0 to resume.")
+	out = c.ok("apply", "-auto-approve", c.file)
+	mustContain(t, "restore apply", out, "0 runs executed, 0 resumed")
+	mustNotContain(t, "restore apply", out, "Executing...")
+}
+
 func mustContain(t *testing.T, what, out string, wants ...string) {
 	t.Helper()
 	for _, w := range wants {
@@ -497,17 +515,7 @@ echo "region=$REGION token-length=${#DB_TOKEN}"`)
 	t.Logf("port 8080: %s, after restart %s", url1, url2)
 
 	// Removed behind agentctl's back: plan says restore, runs stay.
-	if _, err := p.Client().ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	out, code := c.run("plan", "-detailed-exitcode", "pipeline.hcl")
-	if code != 2 {
-		t.Fatalf("plan after removal: exit %d\n%s", code, out)
-	}
-	mustContain(t, "plan after removal", out, "# sandbox.box will be restored from its snapshot", "Plan: 1 to create, 0 to change, 0 to destroy; 0 runs to execute, 0 to resume.")
-	out = c.ok("apply", "-auto-approve", "pipeline.hcl")
-	mustContain(t, "restore apply", out, "0 runs executed, 0 resumed")
-	mustNotContain(t, "restore apply", out, "Executing...")
+	removeAndRestore(t, p, c, "sandbox.box", id)
 	st = c.mustState()
 	if nid := st.Sandboxes["sandbox.box"].Session.ID; nid == id || nid == "" {
 		t.Fatalf("restored sandbox has container %q (old %q)", nid, id)
