@@ -35,7 +35,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/agentctl/agentctl/engine/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,12 +87,28 @@ func (p *Provider) executable() (string, error) {
 
 // probe checks that namespaces can be created and the sandbox root built.
 func (s *Sandbox) probe(ctx context.Context) error {
-	run := &execRun{argv: []string{"true"}, dir: ".", stdout: io.Discard, stderr: io.Discard}
-	_, _, err := s.runNamespaced(ctx, run, true)
+	run := &execRun{argv: []string{"true"}, dir: "."}
+	_, _, err := s.runInit(ctx, run, sandbox.NewHeadTail(0), sandbox.NewHeadTail(0), true)
 	return err
 }
 
-func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (int, bool, error) {
+func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
+	stdout, stderr := sandbox.NewHeadTail(run.outputLimit), sandbox.NewHeadTail(run.outputLimit)
+	start := time.Now()
+	code, timedOut, err := s.runInit(ctx, run, stdout, stderr, false)
+	return sandbox.ExecResult{
+		ExitCode:       code,
+		Stdout:         stdout.Bytes(),
+		Stderr:         stderr.Bytes(),
+		Wall:           time.Since(start),
+		Truncated:      stdout.Truncated() || stderr.Truncated(),
+		OriginalStdout: stdout.Total(),
+		OriginalStderr: stderr.Total(),
+		TimedOut:       timedOut,
+	}, err
+}
+
+func (s *Sandbox) runInit(ctx context.Context, run *execRun, stdout, stderr io.Writer, probe bool) (int, bool, error) {
 	exePath, err := s.p.executable()
 	if err != nil {
 		return -1, false, err
@@ -143,7 +161,7 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
 
 	cfg := initConfig{
-		Argv: run.argv, Env: run.env, Dir: path.Join(s.spec.Root, run.dir), Root: s.spec.Root,
+		Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), Root: s.spec.Root,
 		HostNet: hostNet, MountFDs: root, ReadOnly: s.p.opts.ReadOnlyPaths,
 		PIDs: s.spec.Resources.PIDs, Probe: probe,
 	}
@@ -187,7 +205,7 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (
 		childSock.Close()
 		return sendConfig()
 	}
-	code, err := runProcess(cmd, run, afterStart, nil)
+	code, err := runProcess(cmd, run, stdout, stderr, afterStart, nil)
 	if ctx.Err() != nil {
 		return -1, false, ctx.Err()
 	}
@@ -767,7 +785,7 @@ func dropPrivileges(pids int64) error {
 // runCommand starts the command, reaps every child (it is PID 1) and
 // returns the command's exit code; returning ends the namespace.
 func runCommand(cfg initConfig) int {
-	prog, err := lookPath(cfg.Argv[0], envValue(cfg.Env, "PATH"), cfg.Dir)
+	prog, err := lookPath(cfg.Argv[0], pathOf(cfg.Env), cfg.Dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Argv[0], err)
 		return notFoundCode(err)
@@ -801,8 +819,87 @@ func runCommand(cfg initConfig) int {
 	}
 }
 
+// runProcess starts cmd with its output on pipes drained into run's
+// writers, waits for it, calls afterExit (to kill what is left), and
+// drains the output. The command's context (timeout, cancellation) kills
+// the process through cmd.Cancel.
+func runProcess(cmd *exec.Cmd, run *execRun, stdout, stderr io.Writer, afterStart func() error, afterExit func()) (code int, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return -1, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return -1, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.Stdin = run.stdin
+	cmd.WaitDelay = ioGrace
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return -1, err
+	}
+	outW.Close()
+	errW.Close()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(stdout, outR); done <- struct{}{} }()
+	go func() { io.Copy(stderr, errR); done <- struct{}{} }()
+
+	var startErr error
+	if afterStart != nil {
+		if startErr = afterStart(); startErr != nil {
+			cmd.Process.Kill()
+		}
+	}
+	waitErr := cmd.Wait()
+	if afterExit != nil {
+		afterExit()
+	}
+	grace := time.NewTimer(ioGrace)
+	for i := 0; i < 2; i++ {
+		select {
+		case <-done:
+		case <-grace.C:
+			outR.Close()
+			errR.Close()
+			<-done
+		}
+	}
+	grace.Stop()
+	outR.Close()
+	errR.Close()
+
+	if startErr != nil {
+		return -1, startErr
+	}
+	ps := cmd.ProcessState
+	if ps == nil {
+		return -1, waitErr
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	} else {
+		code = ps.ExitCode()
+	}
+	return code, nil
+}
+
 // groupSysProcAttr puts an unisolated command in its own process group,
 // killed with agentctl.
 func groupSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+func pathOf(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -1,3 +1,5 @@
+//go:build unix
+
 package local
 
 import (
@@ -20,7 +22,7 @@ type Sandbox struct {
 	dir  string // the sandbox directory (holds marker, workspace/, tmp/)
 	ws   string // dir/workspace
 	tmp  string // dir/tmp
-	root *os.Root
+	wsd  *sandbox.Dir
 
 	mu     sync.Mutex
 	status sandbox.Status
@@ -30,7 +32,7 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 
 func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, error) {
 	ws := filepath.Join(data.Dir, "workspace")
-	root, err := os.OpenRoot(ws)
+	wsd, err := sandbox.OpenRoot(ws)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("local sandbox %s: workspace %s: %w", spec.Address, ws, sandbox.ErrNotFound)
@@ -38,7 +40,7 @@ func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, er
 		return nil, fmt.Errorf("local sandbox %s: opening workspace: %w", spec.Address, err)
 	}
 	return &Sandbox{
-		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), root: root,
+		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), wsd: wsd,
 		status: sandbox.Status(data.Status),
 	}, nil
 }
@@ -114,7 +116,7 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	if fi, err := os.Lstat(filepath.Join(s.dir, markerName)); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("local sandbox %s: %s was not created by agentctl (no %s): refusing to delete it", s.spec.Address, s.dir, markerName)
 	}
-	s.root.Close()
+	s.wsd.Close()
 	err := os.RemoveAll(s.dir)
 	if err != nil {
 		// A command may have left directories without write permission.
