@@ -21,3 +21,7 @@ func (s *Sandbox) probe(ctx context.Context) error {
 func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, errors.New(`local provider: isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
 }
+
+type initProc struct{}
+
+func (s *Sandbox) stopInit() {}

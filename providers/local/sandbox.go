@@ -26,6 +26,10 @@ type Sandbox struct {
 
 	mu     sync.Mutex
 	status sandbox.Status
+
+	// The long-lived init of a namespaced sandbox (nil until needed).
+	initMu sync.Mutex
+	ip     *initProc
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -70,8 +74,8 @@ func (s *Sandbox) exists() error {
 	return nil
 }
 
-// Start marks the sandbox running. No process outlives an exec, so there
-// is nothing to start.
+// Start marks the sandbox running. A namespaced sandbox's init starts
+// with its first command.
 func (s *Sandbox) Start(ctx context.Context) error {
 	if err := s.exists(); err != nil {
 		return err
@@ -82,8 +86,10 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop marks the sandbox stopped; Exec refuses until Start.
+// Stop marks the sandbox stopped and ends every process in it; Exec
+// refuses until Start.
 func (s *Sandbox) Stop(ctx context.Context) error {
+	s.stopInit()
 	if err := s.exists(); err != nil {
 		return err
 	}
@@ -110,6 +116,7 @@ func (s *Sandbox) Refresh(ctx context.Context) (sandbox.Status, error) {
 // the provider's marker file, so a tampered state file cannot make it
 // remove something else.
 func (s *Sandbox) Delete(ctx context.Context) error {
+	s.stopInit()
 	if _, err := os.Lstat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -131,6 +138,15 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("local sandbox %s: deleting %s: %w", s.spec.Address, s.dir, err)
 	}
+	return nil
+}
+
+// Close ends the sandbox's processes (a namespaced sandbox's init) without
+// changing its state; the next command starts them again. Every process of
+// a sandbox also ends when agentctl exits. For long-running callers that
+// drop a sandbox without stopping or deleting it.
+func (s *Sandbox) Close() error {
+	s.stopInit()
 	return nil
 }
 
