@@ -270,7 +270,7 @@ func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr i
 			return execStatus{Code: -1}, false, err
 		}
 		st, timedOut, err := s.execOnce(ctx, ip, run, stdout, stderr)
-		if errors.Is(err, errInitGone) && attempt == 0 && ctx.Err() == nil {
+		if errors.Is(err, errInitGone) && attempt == 0 && ctx.Err() == nil && s.running() {
 			continue
 		}
 		return st, timedOut, err

@@ -30,7 +30,7 @@ package local
 
 import (
 	"bytes"
-		"encoding/binary"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,8 +54,8 @@ const initEnv = "_AGENTCTL_SANDBOX_INIT"
 
 // initConfig is what the parent sends the init.
 type initConfig struct {
-	Root    string   `json:"root"` // workspace mount point
-	HostNet bool     `json:"host_net"`
+	Root    string `json:"root"` // workspace mount point
+	HostNet bool   `json:"host_net"`
 	// MountFDs is true when the workspace and /tmp arrive as mount file
 	// descriptors (rights[0], rights[1]); otherwise they are bound from
 	// WorkspacePath and TmpPath.

@@ -74,6 +74,12 @@ func (s *Sandbox) exists() error {
 	return nil
 }
 
+func (s *Sandbox) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status != sandbox.StatusStopped
+}
+
 // Start marks the sandbox running. A namespaced sandbox's init starts
 // with its first command.
 func (s *Sandbox) Start(ctx context.Context) error {
