@@ -229,18 +229,9 @@ func nsInit(a *spawnArgs) {
 	if _, e := raw(unix.SYS_MOUNT, a.procType, a.procTarget, a.procType, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, 0); e != 0 {
 		fail(a, 3, stepProc, e)
 	}
-	var child uintptr
-	var e syscall.Errno
-	if runtime.GOARCH == "s390x" {
-		child, e = raw(unix.SYS_CLONE, 0, uintptr(unix.SIGCHLD), 0, 0, 0)
-	} else {
-		child, e = raw(unix.SYS_CLONE, uintptr(unix.SIGCHLD), 0, 0, 0, 0)
-	}
+	child, e := forkProgram(a)
 	if e != 0 {
 		fail(a, 3, stepFork, e)
-	}
-	if child == 0 {
-		runProgram(a)
 	}
 	for fd := uintptr(0); fd < 4; fd++ {
 		raw(unix.SYS_CLOSE, fd, 0, 0, 0, 0)
