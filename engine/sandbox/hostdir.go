@@ -203,20 +203,14 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (ExecResult, error) {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
-	res := ExecResult{
-		Wall:           time.Since(start),
-		Stdout:         stdout.Bytes(),
-		Stderr:         stderr.Bytes(),
-		OriginalStdout: stdout.Total(),
-		OriginalStderr: stderr.Total(),
-		Truncated:      stdout.Truncated() || stderr.Truncated(),
-	}
+	code := 0
 	if st := cmd.ProcessState; st != nil {
-		res.ExitCode = st.ExitCode()
+		code = st.ExitCode()
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.ExitCode = 128 + int(ws.Signal())
+			code = 128 + int(ws.Signal())
 		}
 	}
+	res := CapturedResult(stdout, stderr, code, time.Since(start), false)
 	if ps.Timeout > 0 && errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		res.TimedOut = true
 		if res.ExitCode == 0 {

@@ -161,11 +161,10 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 		}
 		return nil, err
 	}
-	c, err := net.FileConn(parentSock)
+	ip.ctl, err = fileConn(parentSock)
 	if err != nil {
 		return fail(fmt.Errorf("local provider: %w", err))
 	}
-	ip.ctl = c.(*net.UnixConn)
 	// Cancellation while the root is built kills the init.
 	defer context.AfterFunc(ctx, func() { cmd.Process.Kill() })()
 
@@ -248,17 +247,7 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.Exec
 	stdout, stderr := sandbox.NewHeadTail(run.outputLimit), sandbox.NewHeadTail(run.outputLimit)
 	start := time.Now()
 	st, timedOut, err := s.execInInit(ctx, run, stdout, stderr)
-	res := sandbox.ExecResult{
-		ExitCode:       st.Code,
-		Stdout:         stdout.Bytes(),
-		Stderr:         stderr.Bytes(),
-		Wall:           time.Since(start),
-		Truncated:      stdout.Truncated() || stderr.Truncated(),
-		OriginalStdout: stdout.Total(),
-		OriginalStderr: stderr.Total(),
-		TimedOut:       timedOut,
-	}
-	return res, err
+	return sandbox.CapturedResult(stdout, stderr, st.Code, time.Since(start), timedOut), err
 }
 
 // execInInit runs one command through the init, starting (or, if it
@@ -283,14 +272,11 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	if err != nil {
 		return failed, false, fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
 	}
-	pf := os.NewFile(uintptr(fds[0]), "sandbox-exec")
-	c, err := net.FileConn(pf)
-	pf.Close()
+	conn, err := fileConn(os.NewFile(uintptr(fds[0]), "sandbox-exec"))
 	if err != nil {
 		unix.Close(fds[1])
 		return failed, false, fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
 	}
-	conn := c.(*net.UnixConn)
 	defer conn.Close()
 	_, _, err = ip.ctl.WriteMsgUnix([]byte{'C'}, unix.UnixRights(fds[1]), nil)
 	unix.Close(fds[1])

@@ -64,6 +64,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if argv[0] == "" {
 		return sandbox.ExecResult{}, errors.New("exec: the program name is empty")
 	}
+	for i, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return sandbox.ExecResult{}, fmt.Errorf("exec: argument %d contains a NUL byte, which no program can receive", i)
+		}
+	}
 	dir, err := sandbox.CleanPath(s.spec.Root, req.Workdir)
 	if err != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir: %w", err)

@@ -639,13 +639,10 @@ const maxMessage = 64 << 20
 // serve accepts command connections from the control socket until
 // agentctl closes it.
 func serve(sock int, cfg initConfig, capLast int) {
-	f := os.NewFile(uintptr(sock), "sandbox-control")
-	c, err := net.FileConn(f)
-	f.Close()
+	ctl, err := fileConn(os.NewFile(uintptr(sock), "sandbox-control"))
 	if err != nil {
 		return
 	}
-	ctl := c.(*net.UnixConn)
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
@@ -660,6 +657,22 @@ func serve(sock int, cfg initConfig, capLast int) {
 		}
 		go serveExec(fds[0], cfg, capLast)
 	}
+}
+
+// fileConn turns a Unix socket descriptor into a connection (the runtime's
+// poller then serves it) and closes f.
+func fileConn(f *os.File) (*net.UnixConn, error) {
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("%s is not a Unix socket", f.Name())
+	}
+	return uc, nil
 }
 
 func parseRights(oob []byte) []int {
@@ -678,13 +691,10 @@ func parseRights(oob []byte) []int {
 
 // serveExec runs the one command requested on connection fd.
 func serveExec(fd int, cfg initConfig, capLast int) {
-	f := os.NewFile(uintptr(fd), "sandbox-exec")
-	c, err := net.FileConn(f)
-	f.Close()
+	conn, err := fileConn(os.NewFile(uintptr(fd), "sandbox-exec"))
 	if err != nil {
 		return
 	}
-	conn := c.(*net.UnixConn)
 	defer conn.Close()
 	reply := func(st execStatus) {
 		b, _ := json.Marshal(st)
@@ -722,7 +732,7 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 		reply(execStatus{Code: notFoundCode(err)})
 		return
 	}
-	pid, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, cfg.PIDs, capLast)
+	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, cfg.PIDs, capLast)
 	if err != nil {
 		reply(execStatus{Error: "starting the command: " + err.Error()})
 		return
@@ -762,6 +772,7 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 		}
 	}
 	mu.Unlock()
+	release()
 	switch {
 	case failed == stepExec:
 		code := 126

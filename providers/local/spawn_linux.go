@@ -67,6 +67,7 @@ type spawnArgs struct {
 	cur                   [4]uintptr // scratch: a handler read back
 	status                int32      // scratch: wait4 status
 	report                [2]uint32  // scratch: failed step, errno
+	stack                 uintptr    // top of the child's own stack, if it has one
 
 	keep []any
 }
@@ -79,7 +80,10 @@ var spawnMu sync.Mutex
 // spawnCommand starts argv in a new PID namespace. stdio are the command's
 // descriptors. It returns the pid of the namespace's PID 1 (to wait for
 // and to kill), or the step that failed before the program ran.
-func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, nproc int64, capLast int) (pid int, failed uint32, errno syscall.Errno, err error) {
+//
+// release must be called once the pid has been reaped: the child may use
+// memory of this process until then.
+func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, nproc int64, capLast int) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
 	a := &spawnArgs{capLast: uintptr(capLast), blockAll: ^uint64(0)}
 	bs := func(s string) uintptr {
 		b, err2 := syscall.BytePtrFromString(s)
@@ -102,7 +106,21 @@ func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, npr
 	a.path, a.argv, a.envv, a.dir = bs(prog), vec(argv), vec(env), bs(dir)
 	a.procType, a.procTarget = bs("proc"), bs("/proc")
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("command line or environment: %w", err)
+		return 0, nil, 0, 0, fmt.Errorf("command line or environment: %w", err)
+	}
+	var stack []byte
+	if childStack > 0 {
+		stack, err = unix.Mmap(-1, 0, childStack, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+		if err != nil {
+			return 0, nil, 0, 0, fmt.Errorf("allocating a stack: %w", err)
+		}
+		a.stack = uintptr(unsafe.Pointer(&stack[len(stack)-64]))
+	}
+	release = func() {
+		runtime.KeepAlive(a)
+		if stack != nil {
+			unix.Munmap(stack)
+		}
 	}
 	for i, fd := range stdio {
 		a.stdio[i] = uintptr(fd)
@@ -114,7 +132,8 @@ func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, npr
 	spawnMu.Lock()
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		spawnMu.Unlock()
-		return 0, 0, 0, err
+		release()
+		return 0, nil, 0, 0, err
 	}
 	a.errFD = uintptr(p[1])
 	runtime.LockOSThread()
@@ -122,10 +141,10 @@ func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, npr
 	runtime.UnlockOSThread()
 	unix.Close(p[1])
 	spawnMu.Unlock()
-	runtime.KeepAlive(a)
 	defer unix.Close(p[0])
 	if e != 0 {
-		return 0, 0, 0, fmt.Errorf("clone: %w", e)
+		release()
+		return 0, nil, 0, 0, fmt.Errorf("clone: %w", e)
 	}
 	// The pipe closes when the program was executed (close-on-exec) and
 	// the child closed its copy; a report means a step failed.
@@ -136,7 +155,7 @@ func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, npr
 		failed = *(*uint32)(unsafe.Pointer(&rep[0]))
 		errno = syscall.Errno(*(*uint32)(unsafe.Pointer(&rep[4])))
 	}
-	return pid, failed, errno, nil
+	return pid, release, failed, errno, nil
 }
 
 func readFull(fd int, b []byte) (int, error) {
@@ -163,27 +182,17 @@ func raw(trap, a1, a2, a3, a4, a5 uintptr) (uintptr, syscall.Errno) {
 	return r, e
 }
 
-// spawn clones the child with every signal blocked; in the parent it
+// spawn clones the child with every signal blocked (the child keeps them
+// blocked until the program's handlers are reset); in the parent it
 // restores the signal mask and returns the child's pid.
 //
 //go:nosplit
 //go:norace
 func spawn(a *spawnArgs) (uintptr, syscall.Errno) {
 	raw(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.blockAll)), uintptr(unsafe.Pointer(&a.oldMask)), 8, 0)
-	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS | uintptr(unix.SIGCHLD))
-	var pid uintptr
-	var e syscall.Errno
-	if runtime.GOARCH == "s390x" {
-		pid, e = raw(unix.SYS_CLONE, 0, flags, 0, 0, 0)
-	} else {
-		pid, e = raw(unix.SYS_CLONE, flags, 0, 0, 0, 0)
-	}
-	if e != 0 || pid != 0 {
-		raw(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.oldMask)), 0, 8, 0)
-		return pid, e
-	}
-	nsInit(a)
-	return 0, 0
+	pid, e := cloneInit(a, unix.CLONE_NEWPID|unix.CLONE_NEWNS|uintptr(unix.SIGCHLD))
+	raw(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.oldMask)), 0, 8, 0)
+	return pid, e
 }
 
 // fail reports a failed step on descriptor fd and exits.

@@ -27,3 +27,38 @@ ok:
 	MOVQ	AX, pid+8(FP)
 	MOVQ	$0, errno+16(FP)
 	RET
+
+// func cloneVM(flags, stack uintptr, a *spawnArgs) (pid uintptr, errno uintptr)
+//
+// clone(2) with CLONE_VM and a stack of the child's own: the child shares
+// this process's memory but none of its stacks, and runs nsInit(a) on the
+// new stack (never returning); the parent returns the child's pid.
+TEXT ·cloneVM(SB),NOSPLIT,$0-40
+	MOVQ	flags+0(FP), DI
+	MOVQ	stack+8(FP), SI
+	MOVQ	a+16(FP), R12
+	XORQ	DX, DX
+	XORQ	R10, R10
+	XORQ	R8, R8
+	MOVQ	$56, AX // SYS_clone
+	SYSCALL
+	CMPQ	AX, $0
+	JEQ	child
+	CMPQ	AX, $0xfffffffffffff001
+	JLS	parent
+	NEGQ	AX
+	MOVQ	$0, pid+24(FP)
+	MOVQ	AX, errno+32(FP)
+	RET
+parent:
+	MOVQ	AX, pid+24(FP)
+	MOVQ	$0, errno+32(FP)
+	RET
+child:
+	// The new stack: pass a (ABI0, on the stack) and run nsInit.
+	PUSHQ	R12
+	CALL	·nsInit(SB)
+	MOVQ	$125, DI
+	MOVQ	$231, AX // SYS_exit_group
+	SYSCALL
+	INT	$3
