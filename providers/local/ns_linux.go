@@ -183,10 +183,13 @@ func runInit(sock int) int {
 			capLast = n
 		}
 	}
-	// Every command is forked from this process: the fewer pages it has
-	// mapped, the cheaper the fork (page tables are copied). Give back
-	// what package initialization and building the root left behind.
-	debug.FreeOSMemory()
+	// Where commands are forked from a copy of this process (not on
+	// amd64, see cloneInit), the fewer pages it has mapped the cheaper the
+	// fork: give back what package initialization and building the root
+	// left behind.
+	if childStack == 0 {
+		debug.FreeOSMemory()
+	}
 	// Tell agentctl the sandbox is built: it distinguishes this from a
 	// binary that never acted as the init.
 	unix.Write(sock, []byte{readyByte})
