@@ -81,6 +81,17 @@ func (s *Sandbox) stopInit() {
 	}
 }
 
+// discardInit kills ip, a sandbox init found dead or dying, and forgets
+// it if it is still the sandbox's.
+func (s *Sandbox) discardInit(ip *initProc) {
+	s.initMu.Lock()
+	if s.ip == ip {
+		s.ip = nil
+	}
+	s.initMu.Unlock()
+	ip.kill()
+}
+
 // probe checks that namespaces can be created and the sandbox root built;
 // the init it starts serves the sandbox's first commands.
 func (s *Sandbox) probe(ctx context.Context) error {
@@ -179,6 +190,10 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 		cfg.WorkspacePath, cfg.TmpPath = s.ws, s.tmp
 	}
 	sendErr := s.sendConfig(ip, cfg, root)
+	if sendErr != nil {
+		// The init would wait for its configuration forever.
+		cmd.Process.Kill()
+	}
 	b := make([]byte, 1)
 	n, _ := ip.ctl.Read(b)
 	if sendErr == nil && n == 1 && b[0] == readyByte {
@@ -259,8 +274,12 @@ func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr i
 			return execStatus{Code: -1}, false, err
 		}
 		st, timedOut, err := s.execOnce(ctx, ip, run, stdout, stderr)
-		if errors.Is(err, errInitGone) && attempt == 0 && ctx.Err() == nil && s.running() {
-			continue
+		if errors.Is(err, errInitGone) {
+			// Make sure it is gone, so the next attempt starts a new one.
+			s.discardInit(ip)
+			if attempt == 0 && ctx.Err() == nil && s.running() {
+				continue
+			}
 		}
 		return st, timedOut, err
 	}
@@ -365,10 +384,18 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	grace.Stop()
 	closeFiles(outR, errR)
 
+	started := len(msg) > 0 && msg[0] == startedByte
+	if started {
+		msg = msg[1:]
+	}
 	var st execStatus
 	if len(msg) == 0 || json.Unmarshal(msg, &st) != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return failed, false, ctx.Err()
+		case !started:
+			// It never took the command: safe to run it again.
+			return failed, false, fmt.Errorf("local sandbox %s: %w before it started %s", s.spec.Address, errInitGone, run.argv[0])
 		}
 		return failed, false, fmt.Errorf("local sandbox %s: the sandbox's init process died while running %s", s.spec.Address, run.argv[0])
 	}

@@ -1,10 +1,16 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +144,51 @@ func TestCommandProcessView(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// initPIDs lists this process's children that are sandbox inits.
+func initPIDs() []int {
+	var pids []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", os.Getpid()))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, p := range strings.Fields(string(b)) {
+			cmdline, _ := os.ReadFile("/proc/" + p + "/cmdline")
+			if pid, err := strconv.Atoi(p); err == nil && bytes.HasPrefix(cmdline, []byte("agentctl-sandbox-init")) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// TestInitRestartsAfterDying: when the sandbox's init is killed from
+// outside, the next command starts a new one; Delete leaves none behind.
+func TestInitRestartsAfterDying(t *testing.T) {
+	requireNamespaces(t)
+	sb, _ := newSandbox(t, local.Options{}, sandbox.Spec{})
+	sh(t, sb, "echo kept > /tmp/state")
+	pids := initPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("sandbox inits running: %v, want one", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); slices.Contains(initPIDs(), pids[0]); {
+		if time.Now().After(deadline) {
+			t.Fatal("the init did not die")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res := sh(t, sb, "cat /tmp/state"); string(res.Stdout) != "kept\n" {
+		t.Fatalf("after the init died: %+v", res)
+	}
+	if now := initPIDs(); len(now) != 1 || now[0] == pids[0] {
+		t.Fatalf("inits after a restart: %v (the old one was %d)", now, pids[0])
+	}
+	if err := sb.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if now := initPIDs(); len(now) != 0 {
+		t.Fatalf("inits left after Delete: %v", now)
+	}
 }

@@ -636,6 +636,9 @@ type execStatus struct {
 // killByte on a command's connection asks the init to kill the command.
 const killByte = 'K'
 
+// startedByte precedes the answer when the command was started.
+const startedByte = 'S'
+
 // maxMessage bounds a request or answer.
 const maxMessage = 64 << 20
 
@@ -748,6 +751,8 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 	// when it does.
 	closeFDs(stdio...)
 	stdio = nil
+	// agentctl may retry a command that never started, not one that did.
+	conn.Write([]byte{startedByte})
 
 	// A kill request, or agentctl closing the connection, kills the
 	// command's namespace. The pid is not reaped (so not reused) before
