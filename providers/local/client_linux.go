@@ -211,7 +211,11 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	if len(msg) > 0 && json.Unmarshal(msg, &st) == nil && st.Error != "" {
 		return nil, s.setupError(errors.New(st.Error))
 	}
-	if sendErr != nil && !errors.Is(sendErr, syscall.EPIPE) && !errors.Is(sendErr, syscall.ECONNRESET) {
+	// A program that exits by itself without a word (rather than being
+	// killed above) is not the init; its exit may also be why sending
+	// failed.
+	exitedItself := cmd.ProcessState != nil && cmd.ProcessState.Exited()
+	if sendErr != nil && !exitedItself && !errors.Is(sendErr, syscall.EPIPE) && !errors.Is(sendErr, syscall.ECONNRESET) {
 		return nil, s.setupError(sendErr)
 	}
 	code := -1
