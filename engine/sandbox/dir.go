@@ -136,6 +136,16 @@ func (d *Dir) openDir(p string) (*os.File, error) {
 	return d.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 }
 
+// OpenDir opens directory p beneath the root, following symlinks only
+// while they stay inside it: for checking a command's working directory.
+func (d *Dir) OpenDir(p string) (*os.File, error) {
+	f, err := d.openDir(p)
+	if err != nil {
+		return nil, pathErr("open", p, err)
+	}
+	return f, nil
+}
+
 // parent opens the directory holding p and returns it with p's last
 // element. p must not be the root.
 func (d *Dir) parent(p string) (*os.File, string, error) {

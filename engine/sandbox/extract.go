@@ -107,6 +107,13 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 	default:
 		return m, false, unsafeMember(hdr.Name, fmt.Sprintf("unsupported member type %q", hdr.Typeflag))
 	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			// The reader expands holes into zeros: a tiny archive could
+			// fill the disk.
+			return m, false, unsafeMember(hdr.Name, "sparse files are not supported")
+		}
+	}
 	name := hdr.Name
 	for strings.HasPrefix(name, "./") {
 		name = name[2:]

@@ -142,12 +142,19 @@ type ProcessSpec struct {
 	// SysProcAttr, when set, is used instead of a plain new process group;
 	// Setpgid is forced on so the group can be killed.
 	SysProcAttr *syscall.SysProcAttr
+	// Path, when set, is the program to run (Argv[0] is then only the
+	// name the program sees); otherwise Argv[0] is looked up in
+	// agentctl's own PATH.
+	Path string
+	// KillGroupOnExit kills what is left of the process group as soon as
+	// the command itself exits, so background jobs do not outlive it.
+	KillGroupOnExit bool
 }
 
 // RunProcess runs a host process with head+tail output capture and a
 // process-group kill on timeout or cancellation. Providers that run their
-// commands as host processes (the local provider, with namespaces set in
-// SysProcAttr) share it.
+// commands as host processes (the local provider's isolation "none") share
+// it. A process killed by a signal reports 128+signal, as shells do.
 func RunProcess(ctx context.Context, ps ProcessSpec) (ExecResult, error) {
 	if len(ps.Argv) == 0 {
 		return ExecResult{}, errors.New("exec: empty command")
@@ -159,6 +166,9 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (ExecResult, error) {
 		defer cancel()
 	}
 	cmd := exec.CommandContext(runCtx, ps.Argv[0], ps.Argv[1:]...)
+	if ps.Path != "" {
+		cmd.Path, cmd.Err = ps.Path, nil
+	}
 	cmd.Dir = ps.Dir
 	keys := slices.Sorted(maps.Keys(ps.Env))
 	cmd.Env = make([]string, 0, len(keys))
@@ -183,18 +193,24 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (ExecResult, error) {
 	// Descendants that escaped the group could hold the pipes open.
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
-	err := cmd.Run()
-	res := ExecResult{
-		Wall:           time.Since(start),
-		Stdout:         stdout.Bytes(),
-		Stderr:         stderr.Bytes(),
-		OriginalStdout: stdout.Total(),
-		OriginalStderr: stderr.Total(),
-		Truncated:      stdout.Truncated() || stderr.Truncated(),
+	err := cmd.Start()
+	if err == nil {
+		if ps.KillGroupOnExit {
+			go killGroupOnExit(cmd.Process.Pid)
+		}
+		err = cmd.Wait()
+		if ps.KillGroupOnExit {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 	}
-	if cmd.ProcessState != nil {
-		res.ExitCode = cmd.ProcessState.ExitCode()
+	code := 0
+	if st := cmd.ProcessState; st != nil {
+		code = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
 	}
+	res := CapturedResult(stdout, stderr, code, time.Since(start), false)
 	if ps.Timeout > 0 && errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		res.TimedOut = true
 		if res.ExitCode == 0 {

@@ -1,6 +1,9 @@
 package sandbox
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // DefaultOutputLimit is the number of bytes of each exec stream kept when
 // ExecRequest.OutputLimit is zero.
@@ -91,4 +94,19 @@ func (h *HeadTail) Bytes() []byte {
 	out = append(out, h.tail[h.start:]...)
 	out = append(out, h.tail[:h.start]...)
 	return out
+}
+
+// CapturedResult is the ExecResult of a command whose stdout and stderr
+// were captured by two HeadTails.
+func CapturedResult(stdout, stderr *HeadTail, code int, wall time.Duration, timedOut bool) ExecResult {
+	return ExecResult{
+		ExitCode:       code,
+		Stdout:         stdout.Bytes(),
+		Stderr:         stderr.Bytes(),
+		Wall:           wall,
+		Truncated:      stdout.Truncated() || stderr.Truncated(),
+		OriginalStdout: stdout.Total(),
+		OriginalStderr: stderr.Total(),
+		TimedOut:       timedOut,
+	}
 }

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -37,17 +38,23 @@ func BenchmarkExecTrue(b *testing.B) {
 			}
 		}
 	})
-	for _, tc := range []struct{ name, iso, network string }{
-		{"sandbox-none", local.IsolationNone, ""},
-		{"sandbox-namespaces", local.IsolationNamespaces, ""},
+	for _, tc := range []struct{ name, iso, network, exe string }{
+		{"sandbox-none", local.IsolationNone, "", ""},
+		{"sandbox-namespaces", local.IsolationNamespaces, "", ""},
 		// The same without a new network namespace, to show its share.
-		{"sandbox-namespaces-hostnet", local.IsolationNamespaces, "host"},
+		{"sandbox-namespaces-hostnet", local.IsolationNamespaces, "host", ""},
+		// With the sandbox init being another binary, e.g. agentctl itself
+		// (its larger memory makes each fork dearer than the test binary's).
+		{"sandbox-namespaces-exe", local.IsolationNamespaces, "", os.Getenv("AGENTCTL_BENCH_EXECUTABLE")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			if tc.name == "sandbox-namespaces-exe" && tc.exe == "" {
+				b.Skip("set AGENTCTL_BENCH_EXECUTABLE to an agentctl binary")
+			}
 			if tc.iso == local.IsolationNamespaces {
 				requireNamespaces(b)
 			}
-			sb, _ := newSandbox(b, local.Options{Isolation: tc.iso}, sandbox.Spec{Network: tc.network})
+			sb, _ := newSandbox(b, local.Options{Isolation: tc.iso, Executable: tc.exe}, sandbox.Spec{Network: tc.network})
 			ctx := context.Background()
 			req := sandbox.ExecRequest{Argv: []string{"true"}}
 			for b.Loop() {

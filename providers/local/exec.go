@@ -1,3 +1,5 @@
+//go:build unix
+
 package local
 
 import (
@@ -7,12 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
@@ -32,13 +32,12 @@ const ioGrace = 2 * time.Second
 
 // execRun is one command, validated and ready for a runner.
 type execRun struct {
-	argv    []string
-	dir     string // workspace-relative, clean ("." = root)
-	env     []string
-	stdin   io.Reader
-	stdout  io.Writer
-	stderr  io.Writer
-	timeout time.Duration
+	argv        []string
+	dir         string // workspace-relative, clean ("." = root)
+	env         map[string]string
+	stdin       io.Reader
+	timeout     time.Duration
+	outputLimit int
 }
 
 // Exec runs one command: argv, or Shell through /bin/sh -c.
@@ -52,6 +51,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if st == sandbox.StatusStopped {
 		return sandbox.ExecResult{}, fmt.Errorf("local sandbox %s is stopped: start it (agentctl apply) before running commands", s.spec.Address)
 	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	argv := req.Argv
 	if len(argv) == 0 {
 		if req.Shell == "" {
@@ -62,23 +64,29 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if argv[0] == "" {
 		return sandbox.ExecResult{}, errors.New("exec: the program name is empty")
 	}
-	dir, err := relPath(req.Workdir)
+	for i, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return sandbox.ExecResult{}, fmt.Errorf("exec: argument %d contains a NUL byte, which no program can receive", i)
+		}
+	}
+	dir, err := sandbox.CleanPath(s.spec.Root, req.Workdir)
 	if err != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir: %w", err)
 	}
-	fi, err := s.root.Stat(dir)
+	// Resolved beneath the workspace: a symlink cannot point the command
+	// elsewhere.
+	wd, err := s.wsd.OpenDir(dir)
 	if err != nil {
-		return sandbox.ExecResult{}, s.fileErr("exec: workdir", req.Workdir, err)
+		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir: %w", err)
 	}
-	if !fi.IsDir() {
-		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir %s is not a directory", req.Workdir)
-	}
+	wd.Close()
+	none := s.p.opts.Isolation == IsolationNone
 	home := s.spec.Root
-	if s.p.opts.Isolation == IsolationNone {
+	if none {
 		home = s.ws
 	}
 	env := map[string]string{"PATH": DefaultPath, "HOME": home, "LANG": "C.UTF-8", "USER": "root", "LOGNAME": "root", "TERM": "dumb"}
-	if s.p.opts.Isolation == IsolationNone {
+	if none {
 		delete(env, "USER")
 		delete(env, "LOGNAME")
 	}
@@ -88,108 +96,53 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		}
 		env[k] = v
 	}
-	envList := make([]string, 0, len(env))
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
-	slices.Sort(envList)
-
-	stdout := sandbox.NewHeadTail(req.OutputLimit)
-	stderr := sandbox.NewHeadTail(req.OutputLimit)
-	run := &execRun{argv: argv, dir: dir, env: envList, stdin: req.Stdin, stdout: stdout, stderr: stderr, timeout: req.Timeout}
-
-	start := time.Now()
-	var code int
-	var timedOut bool
-	if s.p.opts.Isolation == IsolationNone {
-		code, timedOut, err = s.runNone(ctx, run)
+	run := &execRun{argv: argv, dir: dir, env: env, stdin: req.Stdin, timeout: req.Timeout, outputLimit: req.OutputLimit}
+	var res sandbox.ExecResult
+	if none {
+		res, err = s.runNone(ctx, run)
 	} else {
-		code, timedOut, err = s.runNamespaced(ctx, run, false)
+		res, err = s.runNamespaced(ctx, run)
 	}
-	res := sandbox.ExecResult{
-		ExitCode:       code,
-		Stdout:         stdout.Bytes(),
-		Stderr:         stderr.Bytes(),
-		Wall:           time.Since(start),
-		Truncated:      stdout.Truncated() || stderr.Truncated(),
-		OriginalStdout: stdout.Total(),
-		OriginalStderr: stderr.Total(),
-		TimedOut:       timedOut,
-	}
-	if timedOut {
+	if res.TimedOut {
 		res.ExitCode = TimeoutExitCode
 	}
 	return res, err
 }
 
-// runProcess starts cmd with its output on pipes drained into run's
-// writers, waits for it, calls afterExit (to kill what is left), and
-// drains the output. The command's context (timeout, cancellation) kills
-// the process through cmd.Cancel.
-func runProcess(cmd *exec.Cmd, run *execRun, afterStart func() error, afterExit func()) (code int, err error) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return -1, err
+// envList is env as a sorted KEY=VALUE list.
+func envList(env map[string]string) []string {
+	l := make([]string, 0, len(env))
+	for k, v := range env {
+		l = append(l, k+"="+v)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return -1, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.Stdin = run.stdin
-	cmd.WaitDelay = ioGrace
-	if err := cmd.Start(); err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return -1, err
-	}
-	outW.Close()
-	errW.Close()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(run.stdout, outR); done <- struct{}{} }()
-	go func() { io.Copy(run.stderr, errR); done <- struct{}{} }()
+	slices.Sort(l)
+	return l
+}
 
-	var startErr error
-	if afterStart != nil {
-		if startErr = afterStart(); startErr != nil {
-			cmd.Process.Kill()
-		}
-	}
-	waitErr := cmd.Wait()
-	if afterExit != nil {
-		afterExit()
-	}
-	grace := time.NewTimer(ioGrace)
-	for i := 0; i < 2; i++ {
-		select {
-		case <-done:
-		case <-grace.C:
-			outR.Close()
-			errR.Close()
-			<-done
-		}
-	}
-	grace.Stop()
-	outR.Close()
-	errR.Close()
+// cannotRun is the result for a program that cannot be started: the
+// shell's message and exit code (127 missing, 126 not executable).
+func cannotRun(name string, err error) sandbox.ExecResult {
+	msg := []byte(fmt.Sprintf("%s: %v\n", name, err))
+	return sandbox.ExecResult{ExitCode: notFoundCode(err), Stderr: msg, OriginalStderr: int64(len(msg))}
+}
 
-	if startErr != nil {
-		return -1, startErr
+// runNone runs the command directly on the host, in its own process
+// group, which is killed on timeout and when the command exits.
+func (s *Sandbox) runNone(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
+	dir := filepath.Join(s.ws, filepath.FromSlash(run.dir))
+	prog, err := lookPath(run.argv[0], run.env["PATH"], dir)
+	if err != nil {
+		return cannotRun(run.argv[0], err), nil
 	}
-	ps := cmd.ProcessState
-	if ps == nil {
-		return -1, waitErr
+	res, err := sandbox.RunProcess(ctx, sandbox.ProcessSpec{
+		Argv: run.argv, Path: prog, Dir: dir, Env: run.env, Stdin: run.stdin,
+		Timeout: run.timeout, OutputLimit: run.outputLimit,
+		SysProcAttr: groupSysProcAttr(), KillGroupOnExit: true,
+	})
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int(ws.Signal())
-	} else {
-		code = ps.ExitCode()
-	}
-	return code, nil
+	return res, err
 }
 
 // withTimeout derives the command's context; timedOut reports whether it
@@ -203,46 +156,6 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return c, cancel, func() bool {
 		return errors.Is(c.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	}
-}
-
-// runNone runs the command directly on the host, in its own process
-// group, which is killed on timeout and when the command exits.
-func (s *Sandbox) runNone(ctx context.Context, run *execRun) (int, bool, error) {
-	prog, err := lookPath(run.argv[0], envValue(run.env, "PATH"), filepath.Join(s.ws, run.dir))
-	if err != nil {
-		fmt.Fprintf(run.stderr, "%s: %v\n", run.argv[0], err)
-		return notFoundCode(err), false, nil
-	}
-	tctx, cancel, timedOut := withTimeout(ctx, run.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, prog)
-	cmd.Args = run.argv
-	cmd.Env = run.env
-	cmd.Dir = filepath.Join(s.ws, filepath.FromSlash(run.dir))
-	cmd.SysProcAttr = groupSysProcAttr()
-	killGroup := func() {
-		if cmd.Process != nil {
-			killProcessGroup(cmd.Process)
-		}
-	}
-	cmd.Cancel = func() error { killGroup(); return nil }
-	code, err := runProcess(cmd, run, nil, killGroup)
-	if ctx.Err() != nil {
-		return code, false, ctx.Err()
-	}
-	if err != nil {
-		return code, false, fmt.Errorf("exec %s: %w", run.argv[0], err)
-	}
-	return code, timedOut(), nil
-}
-
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // lookPath resolves name against pathList (the command's PATH, not

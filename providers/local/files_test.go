@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
@@ -43,6 +46,46 @@ func hostileTar(t testing.TB, h *tar.Header, body string) io.Reader {
 	}
 	tw.Write([]byte(body))
 	tw.Close()
+	return &buf
+}
+
+// sparseTar is a PAX (GNU 1.0) sparse archive of a few KB whose single
+// member expands to size bytes of zeros; Go's tar writer cannot write
+// sparse files, so the extended header is made by hand.
+func sparseTar(t testing.TB, size int64) io.Reader {
+	t.Helper()
+	rec := func(k, v string) string {
+		s := " " + k + "=" + v + "\n"
+		for d := 1; ; d++ {
+			if n := len(s) + d; len(strconv.Itoa(n)) == d {
+				return strconv.Itoa(n) + s
+			}
+		}
+	}
+	recs := rec("GNU.sparse.major", "1") + rec("GNU.sparse.minor", "0") + rec("GNU.sparse.name", "big") + rec("GNU.sparse.realsize", strconv.FormatInt(size, 10))
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "PaxHeaders/big", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(recs)), Format: tar.FormatUSTAR})
+	tw.Write([]byte(recs))
+	tw.Flush()
+	b := buf.Bytes()
+	b[156] = tar.TypeXHeader
+	copy(b[148:156], "        ")
+	sum := 0
+	for _, c := range b[:512] {
+		sum += int(c)
+	}
+	copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	sparseMap := fmt.Sprintf("1\n%d\n1\n", size-1)
+	body := sparseMap + strings.Repeat("\x00", 512-len(sparseMap)) + "x"
+	tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatUSTAR})
+	tw.Write([]byte(body))
+	tw.Close()
+	// The archive is what it claims to be: Go's reader expands it.
+	h, err := tar.NewReader(bytes.NewReader(buf.Bytes())).Next()
+	if err != nil || h.Size != size {
+		t.Fatalf("sparse archive reads as %+v, %v", h, err)
+	}
 	return &buf
 }
 
@@ -125,6 +168,13 @@ func TestCopyInHostileArchives(t *testing.T) {
 		if err := sb.CopyIn(ctx, ".", hostileTar(t, h, "")); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A few KB that would expand to 256 MB of zeros.
+	if err := sb.CopyIn(ctx, ".", sparseTar(t, 256<<20)); !errors.Is(err, sandbox.ErrUnsafeArchive) {
+		t.Errorf("sparse member: %v, want ErrUnsafeArchive", err)
+	}
+	if _, err := os.Lstat(filepath.Join(sb.Dir(), "big")); err == nil {
+		t.Error("sparse member extracted")
 	}
 	if _, err := os.Stat("/tmp/agentctl-pwned"); err == nil {
 		os.Remove("/tmp/agentctl-pwned")

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package local is the sandbox provider that keeps each workspace in a
 // directory under the state directory and runs commands on this machine.
 //
@@ -196,7 +198,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// Fail now, with the reason and the opt-out, rather than on the
 		// first tool call.
 		if err := sb.probe(ctx); err != nil {
-			sb.root.Close()
+			sb.wsd.Close()
 			cleanup()
 			return nil, err
 		}

@@ -2,38 +2,48 @@
 
 package local
 
-// The namespaced runner. Each exec starts the agentctl binary again, in
-// new user, mount, PID, IPC, UTS and (unless network = "host") network
-// namespaces, in a hidden init mode (MaybeRunInit). That init process is
-// PID 1 of the new PID namespace: it builds a private root (a tmpfs with
-// read-only binds of the system directories, a synthesized /etc, a
-// minimal /dev, a new /proc, the sandbox's /tmp and the workspace),
-// pivots into it, drops every capability and runs the command. When it
-// exits, or is killed on timeout, the kernel kills every process left in
-// the namespace.
+// The namespaced runner. Each sandbox has one long-lived init: the
+// agentctl binary started again in new user, mount, PID, IPC, UTS and
+// (unless network = "host") network namespaces, in a hidden init mode
+// (MaybeRunInit). That process is PID 1 of the sandbox's PID namespace.
+// It builds the private root once (a tmpfs with read-only binds of the
+// system directories, a synthesized /etc, a minimal /dev, /proc, the
+// sandbox's /tmp and the workspace), pivots into it, and then serves
+// commands: for each, agentctl hands it a connection over the control
+// socket, with the command line and its stdin, stdout and stderr
+// descriptors (SCM_RIGHTS); the init starts the command in a PID
+// namespace of its own (spawn_linux.go) and sends its exit status back.
+// Closing the connection, or a kill request on it, kills the command's
+// namespace, hence its whole process tree.
 //
-// The parent sends the init its configuration over a socket, together
-// with the workspace and /tmp mounts when agentctl runs as root: those
-// are idmapped mounts (open_tree + mount_setattr) that show files owned
-// by the agentctl user as owned by the sandbox user, so host-side file
-// tools and sandboxed commands share the workspace, while the sandbox's
-// host identity is an unprivileged uid everywhere else.
+// The init lives while agentctl does: it dies with it (PR_SET_PDEATHSIG),
+// and with it the kernel kills every process of the sandbox; Stop and
+// Delete kill it; the next command (or the next agentctl process) starts
+// a new one.
+//
+// The parent sends the init its configuration over the control socket,
+// together with the workspace and /tmp mounts when agentctl runs as root:
+// those are idmapped mounts (open_tree + mount_setattr) that show files
+// owned by the agentctl user as owned by the sandbox user, so host-side
+// file tools and sandboxed commands share the workspace, while the
+// sandbox's host identity is an unprivileged uid everywhere else.
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
-	"os/exec"
 	"path"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -45,11 +55,8 @@ const initEnv = "_AGENTCTL_SANDBOX_INIT"
 
 // initConfig is what the parent sends the init.
 type initConfig struct {
-	Argv    []string `json:"argv"`
-	Env     []string `json:"env"`
-	Dir     string   `json:"dir"`  // absolute, inside the sandbox
-	Root    string   `json:"root"` // workspace mount point
-	HostNet bool     `json:"host_net"`
+	Root    string `json:"root"` // workspace mount point
+	HostNet bool   `json:"host_net"`
 	// MountFDs is true when the workspace and /tmp arrive as mount file
 	// descriptors (rights[0], rights[1]); otherwise they are bound from
 	// WorkspacePath and TmpPath.
@@ -58,7 +65,6 @@ type initConfig struct {
 	TmpPath       string   `json:"tmp_path,omitempty"`
 	ReadOnly      []string `json:"read_only,omitempty"`
 	PIDs          int64    `json:"pids"`
-	Probe         bool     `json:"probe,omitempty"`
 }
 
 type initStatus struct {
@@ -81,134 +87,6 @@ func (p *Provider) executable() (string, error) {
 		return "", fmt.Errorf("local provider: cannot find the agentctl binary to start the sandbox with: %w", err)
 	}
 	return exe, nil
-}
-
-// probe checks that namespaces can be created and the sandbox root built.
-func (s *Sandbox) probe(ctx context.Context) error {
-	run := &execRun{argv: []string{"true"}, dir: ".", stdout: io.Discard, stderr: io.Discard}
-	_, _, err := s.runNamespaced(ctx, run, true)
-	return err
-}
-
-func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (int, bool, error) {
-	exePath, err := s.p.executable()
-	if err != nil {
-		return -1, false, err
-	}
-	exe, err := os.Open(exePath)
-	if err != nil {
-		return -1, false, fmt.Errorf("local provider: opening the agentctl binary %s: %w", exePath, err)
-	}
-	defer exe.Close()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, false, fmt.Errorf("local provider: %w", err)
-	}
-	parentSock := os.NewFile(uintptr(fds[0]), "sandbox-init-parent")
-	childSock := os.NewFile(uintptr(fds[1]), "sandbox-init-child")
-	defer parentSock.Close()
-	defer childSock.Close()
-
-	root := os.Geteuid() == 0
-	uid, gid := os.Getuid(), os.Getgid()
-	if root {
-		uid, gid = s.p.opts.HostID, s.p.opts.HostID
-	}
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	hostNet := s.spec.Network == "host"
-	if !hostNet {
-		flags |= unix.CLONE_NEWNET
-	}
-	tctx, cancel, timedOut := withTimeout(ctx, run.timeout)
-	defer cancel()
-	// The binary is executed through its descriptor: the sandbox uid may
-	// not be allowed to traverse the directories it lives in.
-	cmd := exec.CommandContext(tctx, "/proc/self/fd/3")
-	cmd.Args = []string{"agentctl-sandbox-init"}
-	cmd.Env = []string{initEnv + "=4", "GOMAXPROCS=1", "GOGC=off"}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{exe, childSock}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: root,
-		// As root, drop the host's supplementary groups (root's group
-		// would otherwise still grant access).
-		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !root},
-		Pdeathsig:  syscall.SIGKILL,
-	}
-	// Killing PID 1 of the namespace makes the kernel kill every process
-	// in it: the whole tree goes.
-	cmd.Cancel = func() error { return cmd.Process.Kill() }
-
-	cfg := initConfig{
-		Argv: run.argv, Env: run.env, Dir: path.Join(s.spec.Root, run.dir), Root: s.spec.Root,
-		HostNet: hostNet, MountFDs: root, ReadOnly: s.p.opts.ReadOnlyPaths,
-		PIDs: s.spec.Resources.PIDs, Probe: probe,
-	}
-	if cfg.PIDs <= 0 {
-		cfg.PIDs = DefaultPIDs
-	}
-	if !root {
-		cfg.WorkspacePath, cfg.TmpPath = s.ws, s.tmp
-	}
-	sendConfig := func() error {
-		var rights []int
-		if root {
-			for _, dir := range []string{s.ws, s.tmp} {
-				fd, err := idmappedMount(cmd.Process.Pid, dir)
-				if err != nil {
-					return err
-				}
-				defer unix.Close(fd)
-				rights = append(rights, fd)
-			}
-		}
-		body, err := json.Marshal(cfg)
-		if err != nil {
-			return err
-		}
-		var hdr [8]byte
-		binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
-		var oob []byte
-		if len(rights) > 0 {
-			oob = unix.UnixRights(rights...)
-		}
-		if err := unix.Sendmsg(int(parentSock.Fd()), hdr[:], oob, nil, 0); err != nil {
-			return fmt.Errorf("sending the sandbox configuration: %w", err)
-		}
-		if _, err := parentSock.Write(body); err != nil {
-			return fmt.Errorf("sending the sandbox configuration: %w", err)
-		}
-		return nil
-	}
-	afterStart := func() error {
-		childSock.Close()
-		return sendConfig()
-	}
-	code, err := runProcess(cmd, run, afterStart, nil)
-	if ctx.Err() != nil {
-		return -1, false, ctx.Err()
-	}
-	if err != nil && cmd.Process == nil {
-		return -1, false, namespaceError(err, s.p.opts.HostID)
-	}
-	if err == nil && timedOut() {
-		return code, true, nil
-	}
-	msg, _ := io.ReadAll(io.LimitReader(parentSock, 64<<10))
-	if err == nil && len(msg) == 1 && msg[0] == readyByte {
-		return code, false, nil
-	}
-	var st initStatus
-	if len(msg) > 0 && json.Unmarshal(msg, &st) == nil && st.Error != "" {
-		return -1, false, s.setupError(errors.New(st.Error))
-	}
-	if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
-		return -1, false, s.setupError(err)
-	}
-	return -1, false, fmt.Errorf("local provider: %s did not act as the sandbox init (exit code %d): the program's main must call local.MaybeRunInit() before anything else", exePath, code)
 }
 
 func (s *Sandbox) setupError(err error) error {
@@ -278,8 +156,8 @@ func MaybeRunInit() bool {
 }
 
 func runInit(sock int) int {
-	// Everything below runs on one thread: capabilities, no_new_privs
-	// and securebits are per thread, and the command is forked from it.
+	// The root is built on one thread (the mount namespace, root and
+	// working directory are shared by all threads).
 	runtime.LockOSThread()
 	unix.CloseOnExec(sock)
 	unix.Close(3) // the binary itself
@@ -298,20 +176,27 @@ func runInit(sock int) int {
 	if err := buildRoot(cfg, rights); err != nil {
 		return report(err)
 	}
-	for _, fd := range rights {
-		unix.Close(fd)
+	closeFDs(rights...)
+	capLast := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil {
+			capLast = n
+		}
 	}
-	if err := dropPrivileges(cfg.PIDs); err != nil {
-		return report(err)
+	// Where commands are forked from a copy of this process (not on
+	// amd64, see cloneInit), the fewer pages it has mapped the cheaper the
+	// fork: give back what package initialization and building the root
+	// left behind.
+	if childStack == 0 {
+		debug.FreeOSMemory()
 	}
-	// Tell the parent the sandbox is built: it distinguishes the command's
-	// exit codes from a binary that never acted as the init.
+	// Tell agentctl the sandbox is built: it distinguishes this from a
+	// binary that never acted as the init.
 	unix.Write(sock, []byte{readyByte})
-	unix.Close(sock)
-	if cfg.Probe {
-		return 0
-	}
-	return runCommand(cfg)
+	serve(sock, cfg, capLast)
+	// Returning ends PID 1 of the sandbox: the kernel kills every process
+	// left in it.
+	return 0
 }
 
 func readConfig(sock int) (initConfig, []int, error) {
@@ -719,90 +604,195 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// dropPrivileges bounds the process count, then removes every capability
-// from this thread (bounding, ambient, effective, permitted, inheritable),
-// locks root out of regaining them on exec and sets no_new_privs. The
-// command is forked from this thread and inherits all of it.
-func dropPrivileges(pids int64) error {
-	if pids > 0 {
-		lim := unix.Rlimit{Cur: uint64(pids), Max: uint64(pids)}
-		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
-			return fmt.Errorf("limiting processes: %w", err)
-		}
-	}
-	// A new, empty session keyring: the inherited one is agentctl's, and
-	// its keys would be readable by their possessor.
-	if _, _, errno := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); errno != 0 && errno != unix.ENOSYS {
-		return fmt.Errorf("joining a new session keyring: %w", errno)
-	}
-	last := 40
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil {
-			last = n
-		}
-	}
-	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-			return fmt.Errorf("dropping capability %d: %w", c, err)
-		}
-	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
-		return fmt.Errorf("clearing ambient capabilities: %w", err)
-	}
-	const secbits = 1<<0 | 1<<1 | 1<<2 | 1<<3 // SECBIT_NOROOT(_LOCKED), SECBIT_NO_SETUID_FIXUP(_LOCKED)
-	if err := unix.Prctl(unix.PR_SET_SECUREBITS, secbits, 0, 0, 0); err != nil {
-		return fmt.Errorf("setting securebits: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("setting no_new_privs: %w", err)
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("dropping capabilities: %w", err)
-	}
-	return nil
-}
-
-// runCommand starts the command, reaps every child (it is PID 1) and
-// returns the command's exit code; returning ends the namespace.
-func runCommand(cfg initConfig) int {
-	prog, err := lookPath(cfg.Argv[0], envValue(cfg.Env, "PATH"), cfg.Dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Argv[0], err)
-		return notFoundCode(err)
-	}
-	proc, err := os.StartProcess(prog, cfg.Argv, &os.ProcAttr{
-		Dir:   cfg.Dir,
-		Env:   cfg.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", cfg.Argv[0], err)
-		return notFoundCode(err)
-	}
-	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 1
-		}
-		if pid != proc.Pid {
-			continue
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
-	}
-}
-
 // groupSysProcAttr puts an unisolated command in its own process group,
 // killed with agentctl.
 func groupSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+func pathOf(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// execRequest is one command, sent on its own connection.
+type execRequest struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"` // absolute, inside the sandbox
+}
+
+// execStatus is the init's answer once the command's namespace is gone.
+type execStatus struct {
+	Code   int    `json:"code"`
+	Killed bool   `json:"killed,omitempty"` // killed on request
+	Error  string `json:"error,omitempty"`  // the command could not be started
+}
+
+// killByte on a command's connection asks the init to kill the command.
+const killByte = 'K'
+
+// startedByte precedes the answer when the command was started.
+const startedByte = 'S'
+
+// maxMessage bounds a request or answer.
+const maxMessage = 64 << 20
+
+// serve accepts command connections from the control socket until
+// agentctl closes it.
+func serve(sock int, cfg initConfig, capLast int) {
+	ctl, err := fileConn(os.NewFile(uintptr(sock), "sandbox-control"))
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := ctl.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		fds := parseRights(oob[:oobn])
+		if len(fds) != 1 {
+			closeFDs(fds...)
+			continue
+		}
+		go serveExec(fds[0], cfg, capLast)
+	}
+}
+
+// fileConn turns a Unix socket descriptor into a connection (the runtime's
+// poller then serves it) and closes f.
+func fileConn(f *os.File) (*net.UnixConn, error) {
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("%s is not a Unix socket", f.Name())
+	}
+	return uc, nil
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+// serveExec runs the one command requested on connection fd.
+func serveExec(fd int, cfg initConfig, capLast int) {
+	conn, err := fileConn(os.NewFile(uintptr(fd), "sandbox-exec"))
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	reply := func(st execStatus) {
+		b, _ := json.Marshal(st)
+		conn.Write(b)
+	}
+	hdr := make([]byte, 8)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, _, _, err := conn.ReadMsgUnix(hdr, oob)
+	stdio := parseRights(oob[:max(oobn, 0)])
+	defer func() { closeFDs(stdio...) }()
+	if err == nil && n < 8 {
+		_, err = io.ReadFull(conn, hdr[n:])
+	}
+	if err != nil || len(stdio) != 3 {
+		reply(execStatus{Error: fmt.Sprintf("malformed request (%d descriptors, %v)", len(stdio), err)})
+		return
+	}
+	size := binary.LittleEndian.Uint64(hdr)
+	if size > maxMessage {
+		reply(execStatus{Error: fmt.Sprintf("request too large (%d bytes)", size)})
+		return
+	}
+	body := make([]byte, size)
+	var req execRequest
+	if _, err := io.ReadFull(conn, body); err != nil {
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Argv) == 0 {
+		reply(execStatus{Error: fmt.Sprintf("malformed request: %v", err)})
+		return
+	}
+	prog, err := lookPath(req.Argv[0], pathOf(req.Env), req.Dir)
+	if err != nil {
+		unix.Write(stdio[2], []byte(fmt.Sprintf("%s: %v\n", req.Argv[0], err)))
+		reply(execStatus{Code: notFoundCode(err)})
+		return
+	}
+	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, cfg.PIDs, capLast)
+	if err != nil {
+		reply(execStatus{Error: "starting the command: " + err.Error()})
+		return
+	}
+	if failed == stepExec {
+		msg := fmt.Sprintf("%s: %v\n", req.Argv[0], errno)
+		unix.Write(stdio[2], []byte(msg))
+	}
+	// The command holds its own copies: close ours, so its output ends
+	// when it does.
+	closeFDs(stdio...)
+	stdio = nil
+	// agentctl may retry a command that never started, not one that did.
+	conn.Write([]byte{startedByte})
+
+	// A kill request, or agentctl closing the connection, kills the
+	// command's namespace. The pid is not reaped (so not reused) before
+	// reaped is set under mu.
+	var mu sync.Mutex
+	reaped := false
+	go func() {
+		b := make([]byte, 1)
+		conn.Read(b)
+		mu.Lock()
+		if !reaped {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		mu.Unlock()
+	}()
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
+	mu.Lock()
+	reaped = true
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	mu.Unlock()
+	release()
+	switch {
+	case failed == stepExec:
+		code := 126
+		if errno == unix.ENOENT {
+			code = 127
+		}
+		reply(execStatus{Code: code})
+	case failed != 0:
+		reply(execStatus{Error: fmt.Sprintf("starting the command: %s: %v", stepNames[failed], errno)})
+	case ws.Signaled():
+		reply(execStatus{Code: 128 + int(ws.Signal()), Killed: true})
+	default:
+		reply(execStatus{Code: ws.ExitStatus()})
+	}
 }

@@ -1,10 +1,12 @@
-//go:build !linux
+//go:build unix && !linux
 
 package local
 
 import (
 	"context"
 	"errors"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
 )
 
 // MaybeRunInit reports false: the namespaced sandbox init exists on Linux
@@ -12,10 +14,14 @@ import (
 func MaybeRunInit() bool { return false }
 
 func (s *Sandbox) probe(ctx context.Context) error {
-	_, _, err := s.runNamespaced(ctx, nil, true)
+	_, err := s.runNamespaced(ctx, nil)
 	return err
 }
 
-func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun, probe bool) (int, bool, error) {
-	return -1, false, errors.New(`local provider: isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
+func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, errors.New(`local provider: isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
 }
+
+type initProc struct{}
+
+func (s *Sandbox) stopInit() {}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package local
 
 import (
@@ -20,17 +22,21 @@ type Sandbox struct {
 	dir  string // the sandbox directory (holds marker, workspace/, tmp/)
 	ws   string // dir/workspace
 	tmp  string // dir/tmp
-	root *os.Root
+	wsd  *sandbox.Dir
 
 	mu     sync.Mutex
 	status sandbox.Status
+
+	// The long-lived init of a namespaced sandbox (nil until needed).
+	initMu sync.Mutex
+	ip     *initProc
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
 
 func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, error) {
 	ws := filepath.Join(data.Dir, "workspace")
-	root, err := os.OpenRoot(ws)
+	wsd, err := sandbox.OpenRoot(ws)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("local sandbox %s: workspace %s: %w", spec.Address, ws, sandbox.ErrNotFound)
@@ -38,7 +44,7 @@ func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, er
 		return nil, fmt.Errorf("local sandbox %s: opening workspace: %w", spec.Address, err)
 	}
 	return &Sandbox{
-		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), root: root,
+		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), wsd: wsd,
 		status: sandbox.Status(data.Status),
 	}, nil
 }
@@ -68,8 +74,14 @@ func (s *Sandbox) exists() error {
 	return nil
 }
 
-// Start marks the sandbox running. No process outlives an exec, so there
-// is nothing to start.
+func (s *Sandbox) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status != sandbox.StatusStopped
+}
+
+// Start marks the sandbox running. A namespaced sandbox's init starts
+// with its first command.
 func (s *Sandbox) Start(ctx context.Context) error {
 	if err := s.exists(); err != nil {
 		return err
@@ -80,8 +92,10 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop marks the sandbox stopped; Exec refuses until Start.
+// Stop marks the sandbox stopped and ends every process in it; Exec
+// refuses until Start.
 func (s *Sandbox) Stop(ctx context.Context) error {
+	s.stopInit()
 	if err := s.exists(); err != nil {
 		return err
 	}
@@ -108,13 +122,14 @@ func (s *Sandbox) Refresh(ctx context.Context) (sandbox.Status, error) {
 // the provider's marker file, so a tampered state file cannot make it
 // remove something else.
 func (s *Sandbox) Delete(ctx context.Context) error {
+	s.stopInit()
 	if _, err := os.Lstat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if fi, err := os.Lstat(filepath.Join(s.dir, markerName)); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("local sandbox %s: %s was not created by agentctl (no %s): refusing to delete it", s.spec.Address, s.dir, markerName)
 	}
-	s.root.Close()
+	s.wsd.Close()
 	err := os.RemoveAll(s.dir)
 	if err != nil {
 		// A command may have left directories without write permission.
@@ -129,6 +144,15 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("local sandbox %s: deleting %s: %w", s.spec.Address, s.dir, err)
 	}
+	return nil
+}
+
+// Close ends the sandbox's processes (a namespaced sandbox's init) without
+// changing its state; the next command starts them again. Every process of
+// a sandbox also ends when agentctl exits. For long-running callers that
+// drop a sandbox without stopping or deleting it.
+func (s *Sandbox) Close() error {
+	s.stopInit()
 	return nil
 }
 

@@ -1,0 +1,426 @@
+//go:build linux
+
+package local
+
+// agentctl's side of the sandbox init: starting it, handing it commands,
+// stopping it.
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// initProc is a running sandbox init.
+type initProc struct {
+	cmd  *exec.Cmd
+	ctl  *net.UnixConn
+	done chan struct{} // closed when the init has exited
+}
+
+func (ip *initProc) alive() bool {
+	select {
+	case <-ip.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends the init, and with it every process of the sandbox, and
+// waits for it.
+func (ip *initProc) kill() {
+	ip.cmd.Process.Kill()
+	<-ip.done
+	ip.ctl.Close()
+}
+
+// errInitGone means the init died before it took the command.
+var errInitGone = errors.New("the sandbox's init process is gone")
+
+// init returns the sandbox's running init, starting one if needed.
+func (s *Sandbox) init(ctx context.Context) (*initProc, error) {
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	if s.ip != nil && s.ip.alive() {
+		return s.ip, nil
+	}
+	if s.ip != nil {
+		s.ip.ctl.Close()
+		s.ip = nil
+	}
+	ip, err := s.startInit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.ip = ip
+	return ip, nil
+}
+
+// stopInit kills the sandbox's init, if one runs.
+func (s *Sandbox) stopInit() {
+	s.initMu.Lock()
+	ip := s.ip
+	s.ip = nil
+	s.initMu.Unlock()
+	if ip != nil {
+		ip.kill()
+	}
+}
+
+// discardInit kills ip, a sandbox init found dead or dying, and forgets
+// it if it is still the sandbox's.
+func (s *Sandbox) discardInit(ip *initProc) {
+	s.initMu.Lock()
+	if s.ip == ip {
+		s.ip = nil
+	}
+	s.initMu.Unlock()
+	ip.kill()
+}
+
+// probe checks that namespaces can be created and the sandbox root built;
+// the init it starts serves the sandbox's first commands.
+func (s *Sandbox) probe(ctx context.Context) error {
+	_, err := s.init(ctx)
+	return err
+}
+
+func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
+	exePath, err := s.p.executable()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Open(exePath)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: opening the agentctl binary %s: %w", exePath, err)
+	}
+	defer exe.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	parentSock := os.NewFile(uintptr(fds[0]), "sandbox-init-parent")
+	childSock := os.NewFile(uintptr(fds[1]), "sandbox-init-child")
+	defer parentSock.Close()
+	defer childSock.Close()
+
+	root := os.Geteuid() == 0
+	uid, gid := os.Getuid(), os.Getgid()
+	if root {
+		uid, gid = s.p.opts.HostID, s.p.opts.HostID
+	}
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	hostNet := s.spec.Network == "host"
+	if !hostNet {
+		flags |= unix.CLONE_NEWNET
+	}
+	// The binary is executed through its descriptor: the sandbox uid may
+	// not be allowed to traverse the directories it lives in.
+	cmd := exec.Command("/proc/self/fd/3")
+	cmd.Args = []string{"agentctl-sandbox-init"}
+	cmd.Env = []string{initEnv + "=4", "GOMAXPROCS=1"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{exe, childSock}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: root,
+		// As root, drop the host's supplementary groups (root's group
+		// would otherwise still grant access).
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !root},
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	ip := &initProc{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// PR_SET_PDEATHSIG fires when the thread that started the init
+		// exits, not the process: this goroutine keeps its thread for as
+		// long as the init lives.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		close(ip.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, namespaceError(err, s.p.opts.HostID)
+	}
+	childSock.Close()
+	fail := func(err error) (*initProc, error) {
+		cmd.Process.Kill()
+		<-ip.done
+		if ip.ctl != nil {
+			ip.ctl.Close()
+		}
+		return nil, err
+	}
+	ip.ctl, err = fileConn(parentSock)
+	if err != nil {
+		return fail(fmt.Errorf("local provider: %w", err))
+	}
+	// Cancellation while the root is built kills the init.
+	defer context.AfterFunc(ctx, func() { cmd.Process.Kill() })()
+
+	cfg := initConfig{
+		Root: s.spec.Root, HostNet: hostNet, MountFDs: root, ReadOnly: s.p.opts.ReadOnlyPaths,
+		PIDs: s.spec.Resources.PIDs,
+	}
+	if cfg.PIDs <= 0 {
+		cfg.PIDs = DefaultPIDs
+	}
+	if !root {
+		cfg.WorkspacePath, cfg.TmpPath = s.ws, s.tmp
+	}
+	sendErr := s.sendConfig(ip, cfg, root)
+	if sendErr != nil {
+		// The init would wait for its configuration forever.
+		cmd.Process.Kill()
+	}
+	b := make([]byte, 1)
+	n, _ := ip.ctl.Read(b)
+	if sendErr == nil && n == 1 && b[0] == readyByte {
+		return ip, nil
+	}
+	rest, _ := io.ReadAll(io.LimitReader(ip.ctl, 64<<10))
+	msg := append(b[:n], rest...)
+	cmd.Process.Kill()
+	<-ip.done
+	ip.ctl.Close()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var st initStatus
+	if len(msg) > 0 && json.Unmarshal(msg, &st) == nil && st.Error != "" {
+		return nil, s.setupError(errors.New(st.Error))
+	}
+	// A program that exits by itself without a word (rather than being
+	// killed above) is not the init; its exit may also be why sending
+	// failed.
+	exitedItself := cmd.ProcessState != nil && cmd.ProcessState.Exited()
+	if sendErr != nil && !exitedItself && !errors.Is(sendErr, syscall.EPIPE) && !errors.Is(sendErr, syscall.ECONNRESET) {
+		return nil, s.setupError(sendErr)
+	}
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	return nil, fmt.Errorf("local provider: %s did not act as the sandbox init (exit code %d): the program's main must call local.MaybeRunInit() before anything else", exePath, code)
+}
+
+// sendConfig sends the init its configuration, with the idmapped
+// workspace and /tmp mounts when agentctl runs as root.
+func (s *Sandbox) sendConfig(ip *initProc, cfg initConfig, root bool) error {
+	var rights []int
+	if root {
+		for _, dir := range []string{s.ws, s.tmp} {
+			fd, err := idmappedMount(ip.cmd.Process.Pid, dir)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			rights = append(rights, fd)
+		}
+	}
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
+	var oob []byte
+	if len(rights) > 0 {
+		oob = unix.UnixRights(rights...)
+	}
+	if _, _, err := ip.ctl.WriteMsgUnix(hdr[:], oob, nil); err != nil {
+		return fmt.Errorf("sending the sandbox configuration: %w", err)
+	}
+	if _, err := ip.ctl.Write(body); err != nil {
+		return fmt.Errorf("sending the sandbox configuration: %w", err)
+	}
+	return nil
+}
+
+// killWait bounds how long a killed command's namespace may take to go
+// away before the whole init is killed instead.
+const killWait = 10 * time.Second
+
+func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
+	stdout, stderr := sandbox.NewHeadTail(run.outputLimit), sandbox.NewHeadTail(run.outputLimit)
+	start := time.Now()
+	st, timedOut, err := s.execInInit(ctx, run, stdout, stderr)
+	return sandbox.CapturedResult(stdout, stderr, st.Code, time.Since(start), timedOut), err
+}
+
+// execInInit runs one command through the init, starting (or, if it
+// died, restarting) the init first.
+func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr io.Writer) (execStatus, bool, error) {
+	for attempt := 0; ; attempt++ {
+		ip, err := s.init(ctx)
+		if err != nil {
+			return execStatus{Code: -1}, false, err
+		}
+		st, timedOut, err := s.execOnce(ctx, ip, run, stdout, stderr)
+		if errors.Is(err, errInitGone) {
+			// Make sure it is gone, so the next attempt starts a new one.
+			s.discardInit(ip)
+			if attempt == 0 && ctx.Err() == nil && s.running() {
+				continue
+			}
+		}
+		return st, timedOut, err
+	}
+}
+
+func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdout, stderr io.Writer) (execStatus, bool, error) {
+	failed := execStatus{Code: -1}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return failed, false, fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
+	}
+	conn, err := fileConn(os.NewFile(uintptr(fds[0]), "sandbox-exec"))
+	if err != nil {
+		unix.Close(fds[1])
+		return failed, false, fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
+	}
+	defer conn.Close()
+	_, _, err = ip.ctl.WriteMsgUnix([]byte{'C'}, unix.UnixRights(fds[1]), nil)
+	unix.Close(fds[1])
+	if err != nil {
+		return failed, false, fmt.Errorf("local sandbox %s: %w (%v)", s.spec.Address, errInitGone, err)
+	}
+
+	// The command's descriptors: stdin (/dev/null or a pipe we feed),
+	// stdout and stderr pipes we drain.
+	var stdinR *os.File
+	var stdinW *os.File
+	if run.stdin == nil {
+		if stdinR, err = os.Open(os.DevNull); err != nil {
+			return failed, false, err
+		}
+	} else if stdinR, stdinW, err = os.Pipe(); err != nil {
+		return failed, false, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeFiles(stdinR, stdinW)
+		return failed, false, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeFiles(stdinR, stdinW, outR, outW)
+		return failed, false, err
+	}
+	body, err := json.Marshal(execRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir)})
+	if err != nil {
+		closeFiles(stdinR, stdinW, outR, outW, errR, errW)
+		return failed, false, err
+	}
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
+	_, _, err = conn.WriteMsgUnix(hdr[:], unix.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
+	if err == nil {
+		_, err = conn.Write(body)
+	}
+	closeFiles(stdinR, outW, errW)
+	if err != nil {
+		closeFiles(stdinW, outR, errR)
+		return failed, false, fmt.Errorf("local sandbox %s: %w (%v)", s.spec.Address, errInitGone, err)
+	}
+	if stdinW != nil {
+		go func() {
+			io.Copy(stdinW, run.stdin)
+			stdinW.Close()
+		}()
+	}
+	drained := make(chan struct{}, 2)
+	go func() { io.Copy(stdout, outR); drained <- struct{}{} }()
+	go func() { io.Copy(stderr, errR); drained <- struct{}{} }()
+
+	answer := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(conn, maxMessage))
+		answer <- b
+	}()
+	tctx, cancel, timedOut := withTimeout(ctx, run.timeout)
+	defer cancel()
+	var msg []byte
+	select {
+	case msg = <-answer:
+	case <-tctx.Done():
+		// Kill the command's namespace and wait until it is gone.
+		conn.Write([]byte{killByte})
+		select {
+		case msg = <-answer:
+		case <-time.After(killWait):
+			s.stopInit()
+			msg = <-answer
+		}
+	}
+	// Everything holding the pipes is dead now; drain what is left.
+	grace := time.NewTimer(ioGrace)
+	for range 2 {
+		select {
+		case <-drained:
+		case <-grace.C:
+			outR.Close()
+			errR.Close()
+			<-drained
+		}
+	}
+	grace.Stop()
+	closeFiles(outR, errR)
+
+	started := len(msg) > 0 && msg[0] == startedByte
+	if started {
+		msg = msg[1:]
+	}
+	var st execStatus
+	if len(msg) == 0 || json.Unmarshal(msg, &st) != nil {
+		switch {
+		case ctx.Err() != nil:
+			return failed, false, ctx.Err()
+		case !started:
+			// It never took the command: safe to run it again.
+			return failed, false, fmt.Errorf("local sandbox %s: %w before it started %s", s.spec.Address, errInitGone, run.argv[0])
+		}
+		return failed, false, fmt.Errorf("local sandbox %s: the sandbox's init process died while running %s", s.spec.Address, run.argv[0])
+	}
+	if st.Error != "" {
+		return failed, false, s.setupError(errors.New(st.Error))
+	}
+	if st.Killed {
+		if ctx.Err() != nil {
+			return st, false, ctx.Err()
+		}
+		if timedOut() {
+			return st, true, nil
+		}
+	}
+	return st, false, nil
+}
+
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
