@@ -158,13 +158,6 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 		}
 	default:
 		m.kind, m.mode = tar.TypeReg, sanitizeMode(hdr.Mode)
-		for k := range hdr.PAXRecords {
-			if strings.HasPrefix(k, "GNU.sparse.") {
-				// A sparse file can expand a tiny archive into
-				// gigabytes of zeros.
-				return m, false, unsafeMember(hdr.Name, "sparse files are not allowed")
-			}
-		}
 		if hdr.Size < 0 {
 			return m, false, unsafeMember(hdr.Name, "negative size")
 		}
