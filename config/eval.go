@@ -231,19 +231,10 @@ func (l *loader) toInt(v cty.Value, rng hcl.Range, what string) (int, bool) {
 }
 
 func (l *loader) toInt64(v cty.Value, rng hcl.Range, what string) (int64, bool) {
-	v, _ = v.UnmarkDeep()
-	if v.IsNull() {
-		return 0, true
+	bf, ok := l.toNumber(v, rng, what, "a whole number")
+	if !ok || bf == nil {
+		return 0, ok
 	}
-	if !l.known(v, rng, what) {
-		return 0, false
-	}
-	n, err := convert.Convert(v, cty.Number)
-	if err != nil {
-		l.typeErr(rng, what, "a whole number", err)
-		return 0, false
-	}
-	bf := n.AsBigFloat()
 	i, acc := bf.Int64()
 	if acc != big.Exact {
 		l.typeErr(rng, what, "a whole number", fmt.Errorf("%s is not", bf.Text('g', -1)))
@@ -253,20 +244,30 @@ func (l *loader) toInt64(v cty.Value, rng hcl.Range, what string) (int64, bool) 
 }
 
 func (l *loader) toFloat(v cty.Value, rng hcl.Range, what string) (float64, bool) {
+	bf, ok := l.toNumber(v, rng, what, "a number")
+	if !ok || bf == nil {
+		return 0, ok
+	}
+	f, _ := bf.Float64()
+	return f, true
+}
+
+// toNumber converts v to a number, reporting a type error that says v
+// must be want; a null value gives (nil, true).
+func (l *loader) toNumber(v cty.Value, rng hcl.Range, what, want string) (*big.Float, bool) {
 	v, _ = v.UnmarkDeep()
 	if v.IsNull() {
-		return 0, true
+		return nil, true
 	}
 	if !l.known(v, rng, what) {
-		return 0, false
+		return nil, false
 	}
 	n, err := convert.Convert(v, cty.Number)
 	if err != nil {
-		l.typeErr(rng, what, "a number", err)
-		return 0, false
+		l.typeErr(rng, what, want, err)
+		return nil, false
 	}
-	f, _ := n.AsBigFloat().Float64()
-	return f, true
+	return n.AsBigFloat(), true
 }
 
 func (l *loader) toBool(v cty.Value, rng hcl.Range, what string) (bool, bool) {
