@@ -40,15 +40,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 	l.diags = append(l.diags, diags...)
 	sc := scope{where: "a capability"}
 	val := func(attr string) (cty.Value, hcl.Range, bool) {
-		a, ok := content.Attributes[attr]
-		if !ok {
-			return cty.NilVal, hcl.Range{}, false
-		}
-		v, ok := l.eval(a.Expr, sc, nil, nil)
-		if !ok || !l.noSensitive(v, a.Expr.Range(), "A capability setting") {
-			return cty.NilVal, a.Expr.Range(), false
-		}
-		return v, a.Expr.Range(), true
+		return l.settingAttr(content.Attributes, attr, sc, nil, "A capability setting")
 	}
 	positive := func(attr string) int64 {
 		v, r, ok := val(attr)
@@ -275,15 +267,7 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 	attrs := content.Attributes
 	sc := scope{each: each != nil, where: "a sandbox"}
 	val := func(attr string) (cty.Value, hcl.Range, bool) {
-		a, ok := attrs[attr]
-		if !ok {
-			return cty.NilVal, hcl.Range{}, false
-		}
-		v, ok := l.eval(a.Expr, sc, each, nil)
-		if !ok || !l.noSensitive(v, a.Expr.Range(), "A sandbox argument") {
-			return cty.NilVal, a.Expr.Range(), false
-		}
-		return v, a.Expr.Range(), true
+		return l.settingAttr(attrs, attr, sc, each, "A sandbox argument")
 	}
 	str := func(attr string) string {
 		if v, r, ok := val(attr); ok {
@@ -349,12 +333,7 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 		rc, diags := rb.Body.Content(resourcesSchema)
 		l.diags = append(l.diags, diags...)
 		num := func(attr string) (cty.Value, hcl.Range, bool) {
-			a, ok := rc.Attributes[attr]
-			if !ok {
-				return cty.NilVal, hcl.Range{}, false
-			}
-			v, ok := l.eval(a.Expr, sc, each, nil)
-			return v, a.Expr.Range(), ok
+			return l.settingAttr(rc.Attributes, attr, sc, each, "A sandbox resource")
 		}
 		pos := func(attr string) int64 {
 			v, r, ok := num(attr)
@@ -886,4 +865,20 @@ func (l *loader) decodeOutput(b *hcl.Block) {
 		o.Description, _ = l.staticString(a)
 	}
 	l.cfg.Outputs[o.Name] = o
+}
+
+// settingAttr evaluates the attribute name of attrs when it is present. A
+// sensitive value is refused with an error that starts with what ("A
+// sandbox argument"), since only ephemeral env entries, provider settings
+// and sensitive outputs may hold one.
+func (l *loader) settingAttr(attrs hcl.Attributes, name string, sc scope, each *eachVal, what string) (cty.Value, hcl.Range, bool) {
+	a, ok := attrs[name]
+	if !ok {
+		return cty.NilVal, hcl.Range{}, false
+	}
+	v, ok := l.eval(a.Expr, sc, each, nil)
+	if !ok || !l.noSensitive(v, a.Expr.Range(), what) {
+		return cty.NilVal, a.Expr.Range(), false
+	}
+	return v, a.Expr.Range(), true
 }
