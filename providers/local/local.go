@@ -164,6 +164,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if name == "" {
 		name = "sandbox"
 	}
+	if err := removeLeftovers(spec, name); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp(spec.StateDir, name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("local provider: creating sandbox directory: %w", err)
@@ -231,4 +234,32 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 		data.Status = string(sandbox.StatusRunning)
 	}
 	return p.newSandbox(spec, data)
+}
+
+// removeLeftovers removes sandbox directories carrying spec's lineage and
+// address: ones whose creation an earlier, killed agentctl never recorded
+// in the state. The state never holds two sandboxes at one address, so
+// such a directory is always a leftover.
+func removeLeftovers(spec sandbox.Spec, name string) error {
+	if spec.Lineage == "" || spec.Address == "" {
+		return nil
+	}
+	dirs, err := filepath.Glob(filepath.Join(spec.StateDir, name+"-*"))
+	if err != nil {
+		return nil
+	}
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, markerName))
+		if err != nil {
+			continue
+		}
+		var mk marker
+		if json.Unmarshal(b, &mk) != nil || mk.Address != spec.Address || mk.Lineage != spec.Lineage {
+			continue
+		}
+		if err := removeTree(dir); err != nil {
+			return fmt.Errorf("local provider: removing %s, left by an interrupted create of %s: %w", dir, spec.Address, err)
+		}
+	}
+	return nil
 }

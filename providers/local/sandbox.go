@@ -130,21 +130,26 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 		return fmt.Errorf("local sandbox %s: %s was not created by agentctl (no %s): refusing to delete it", s.spec.Address, s.dir, markerName)
 	}
 	s.wsd.Close()
-	err := os.RemoveAll(s.dir)
+	if err := removeTree(s.dir); err != nil {
+		return fmt.Errorf("local sandbox %s: deleting %s: %w", s.spec.Address, s.dir, err)
+	}
+	return nil
+}
+
+// removeTree removes a sandbox directory, first making directories a
+// command left without write permission removable.
+func removeTree(dir string) error {
+	err := os.RemoveAll(dir)
 	if err != nil {
-		// A command may have left directories without write permission.
-		filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				os.Chmod(p, 0o700)
 			}
 			return nil
 		})
-		err = os.RemoveAll(s.dir)
+		err = os.RemoveAll(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("local sandbox %s: deleting %s: %w", s.spec.Address, s.dir, err)
-	}
-	return nil
+	return err
 }
 
 // Close ends the sandbox's processes (a namespaced sandbox's init) without
