@@ -145,6 +145,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	p.filterTargets(cfg, opts.Targets)
 	sortChanges(p.Changes)
+	if err := e.checkModels(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -511,4 +514,31 @@ func (e *Engine) WorkspaceRoot(addr string) string {
 		return manifestRoot(e.Config, sbc)
 	}
 	return "/workspace"
+}
+
+// checkModels configures the model provider of every agent a planned run
+// uses, as terraform plan configures its providers, so a missing API key
+// is reported by plan rather than in the middle of apply.
+func (e *Engine) checkModels(p *Plan) error {
+	checked := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.Kind != KindRun || (c.Action != ActionExecute && c.Action != ActionRerun && c.Action != ActionResume) {
+			continue
+		}
+		ri := e.Config.RunInstances[c.Address]
+		if ri == nil {
+			continue
+		}
+		for _, name := range e.Config.AgentClosure(ri.Agent) {
+			a := e.Config.Agents[name]
+			if a == nil || checked[name] {
+				continue
+			}
+			checked[name] = true
+			if _, _, err := e.provs().model(e, a); err != nil {
+				return fmt.Errorf("%s: %w", c.Address, err)
+			}
+		}
+	}
+	return nil
 }
