@@ -169,11 +169,7 @@ func finish(req sandbox.ExecRequest, stdout, stderr []byte, code int, timedOut b
 	o, e := sandbox.NewHeadTail(req.OutputLimit), sandbox.NewHeadTail(req.OutputLimit)
 	o.Write(stdout)
 	e.Write(stderr)
-	return sandbox.ExecResult{
-		ExitCode: code, Stdout: o.Bytes(), Stderr: e.Bytes(),
-		Truncated: o.Truncated() || e.Truncated(), OriginalStdout: o.Total(), OriginalStderr: e.Total(),
-		TimedOut: timedOut,
-	}
+	return sandbox.CapturedResult(o, e, code, 0, timedOut)
 }
 
 func (w *Workspace) execShort(ctx context.Context, req sandbox.ExecRequest, stdin []byte) (sandbox.ExecResult, error) {

@@ -112,17 +112,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		user: s.d.User, argv: argv, env: env, workdir: wd, stdin: req.Stdin,
 		stdout: stdout, stderr: stderr, timeout: req.Timeout, marker: marker,
 	})
-	res := sandbox.ExecResult{
-		ExitCode:       code,
-		Stdout:         stdout.Bytes(),
-		Stderr:         stderr.Bytes(),
-		Wall:           time.Since(start),
-		Truncated:      stdout.Truncated() || stderr.Truncated(),
-		OriginalStdout: stdout.Total(),
-		OriginalStderr: stderr.Total(),
-		TimedOut:       timedOut,
-	}
-	return res, err
+	return sandbox.CapturedResult(stdout, stderr, code, time.Since(start), timedOut), err
 }
 
 // execStream runs one exec to completion and returns its exit code.
