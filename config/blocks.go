@@ -43,15 +43,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		return l.settingAttr(content.Attributes, attr, sc, nil, "A capability setting")
 	}
 	positive := func(attr string) int64 {
-		v, r, ok := val(attr)
-		if !ok {
-			return 0
-		}
-		n, ok := l.toInt64(v, r, attr)
-		if ok && n < 0 {
-			l.errorf(r, "Invalid "+attr, "%s must be 0 or more, got %d.", attr, n)
-		}
-		return n
+		return l.nonNegativeAttr(content.Attributes, attr, sc, nil, "A capability setting")
 	}
 	switch typ {
 	case "shell":
@@ -336,15 +328,7 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 			return l.settingAttr(rc.Attributes, attr, sc, each, "A sandbox resource")
 		}
 		pos := func(attr string) int64 {
-			v, r, ok := num(attr)
-			if !ok {
-				return 0
-			}
-			n, ok := l.toInt64(v, r, attr)
-			if ok && n < 0 {
-				l.errorf(r, "Invalid "+attr, "%s must be 0 or more.", attr)
-			}
-			return n
+			return l.nonNegativeAttr(rc.Attributes, attr, sc, each, "A sandbox resource")
 		}
 		if v, r, ok := num("cpus"); ok {
 			si.Resources.CPUs, _ = l.toFloat(v, r, "cpus")
@@ -881,4 +865,18 @@ func (l *loader) settingAttr(attrs hcl.Attributes, name string, sc scope, each *
 		return cty.NilVal, a.Expr.Range(), false
 	}
 	return v, a.Expr.Range(), true
+}
+
+// nonNegativeAttr evaluates an optional whole-number setting (0 when
+// absent) and reports a negative value as an error at its range.
+func (l *loader) nonNegativeAttr(attrs hcl.Attributes, name string, sc scope, each *eachVal, what string) int64 {
+	v, r, ok := l.settingAttr(attrs, name, sc, each, what)
+	if !ok {
+		return 0
+	}
+	n, ok := l.toInt64(v, r, name)
+	if ok && n < 0 {
+		l.errorf(r, "Invalid "+name, "%s must be 0 or more, got %d.", name, n)
+	}
+	return n
 }
