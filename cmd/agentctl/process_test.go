@@ -180,6 +180,21 @@ type proc struct {
 	done chan error
 }
 
+// startHeld starts an apply and holds it inside step 12's command: it
+// creates the "hold" file in the workspace and waits until the step runs.
+// Removing the returned path lets the step finish.
+func (h *harness) startHeld(t *testing.T) (*proc, string) {
+	t.Helper()
+	p := h.start("apply", "-auto-approve", "-no-color")
+	h.waitUntil("the workspace", func() bool { return h.workspace() != "" })
+	hold := filepath.Join(h.workspace(), "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.waitUntil("step 12 to start", func() bool { return h.lastStep() == holdStep })
+	return p, hold
+}
+
 func (h *harness) start(args ...string) *proc {
 	h.t.Helper()
 	cmd := h.command(args...)
@@ -425,13 +440,7 @@ func TestCrashBetweenSteps(t *testing.T) {
 // (at-least-once), and the log shows step 12 twice.
 func TestCrashDuringTool(t *testing.T) {
 	h := newHarness(t)
-	p := h.start("apply", "-auto-approve", "-no-color")
-	h.waitUntil("the workspace", func() bool { return h.workspace() != "" })
-	hold := filepath.Join(h.workspace(), "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.waitUntil("step 12 to start", func() bool { return h.lastStep() == holdStep })
+	p, hold := h.startHeld(t)
 	p.kill(t)
 	if n := countKind(h.journal(), runtime.StepTool); n != holdStep-1 {
 		t.Fatalf("journal holds %d tool results after a kill during step %d, want %d", n, holdStep, holdStep-1)
@@ -441,7 +450,7 @@ func TestCrashDuringTool(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("(interrupted at turn %d)", holdStep)) {
 		t.Fatalf("plan does not say where the run stopped:\n%s", out)
 	}
-	if err := os.Remove(filepath.Join(h.workspace(), "hold")); err != nil {
+	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
 	h.checkFinished()
@@ -505,13 +514,7 @@ func TestCrashAnywhere(t *testing.T) {
 // step 12 again.
 func TestInterrupt(t *testing.T) {
 	h := newHarness(t)
-	p := h.start("apply", "-auto-approve", "-no-color")
-	h.waitUntil("the workspace", func() bool { return h.workspace() != "" })
-	hold := filepath.Join(h.workspace(), "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.waitUntil("step 12 to start", func() bool { return h.lastStep() == holdStep })
+	p, hold := h.startHeld(t)
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -552,13 +555,7 @@ func TestInterrupt(t *testing.T) {
 // removes the lock information the dead process left.
 func TestLock(t *testing.T) {
 	h := newHarness(t)
-	p := h.start("apply", "-auto-approve", "-no-color")
-	h.waitUntil("the workspace", func() bool { return h.workspace() != "" })
-	hold := filepath.Join(h.workspace(), "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.waitUntil("step 12 to start", func() bool { return h.lastStep() == holdStep })
+	p, hold := h.startHeld(t)
 
 	_, errOut, code := h.run("apply", "-auto-approve", "-no-color")
 	if code != 1 {
