@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testenv"
 )
 
 func TestGitCommit(t *testing.T) {
@@ -14,7 +16,7 @@ func TestGitCommit(t *testing.T) {
 		t.Fatalf("GitCommit outside a repository = %q", got)
 	}
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		testenv.Missing(t, "git is not installed")
 	}
 	repo := t.TempDir()
 	git := func(args ...string) string {

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentctl/agentctl/internal/testenv"
 )
 
 func newHostDir(t *testing.T) *HostDir {
@@ -256,7 +258,7 @@ func gitRepo(t *testing.T) (bare string, commits map[string]string) {
 	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("git is not installed; git_repo materialization needs the git CLI")
+		testenv.Missing(t, "git is not installed; git_repo materialization needs the git CLI")
 	}
 	dir := t.TempDir()
 	work := filepath.Join(dir, "work")

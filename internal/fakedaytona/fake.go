@@ -1,7 +1,7 @@
 // Package fakedaytona is an in-process fake of the Daytona API and of a
 // sandbox's toolbox daemon for tests. Every request and every response
 // is validated against the published OpenAPI documents
-// (shared/specs/daytona, found by walking up from the working directory);
+// (vendored under testdata/ and embedded);
 // a violation fails the test. It models the sandbox state machine
 // (creating/pending_build → started → stopped → archived, error,
 // build_failed, destroyed), sessions with asynchronous commands, files
@@ -16,7 +16,9 @@ package fakedaytona
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -101,43 +103,27 @@ var (
 	specErr  error
 )
 
-// SpecDir finds shared/specs/daytona by walking up from the working
-// directory.
-func SpecDir() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "shared", "specs", "daytona")
-		if _, err := os.Stat(filepath.Join(p, "api.openapi.yaml")); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("shared/specs/daytona not found above the working directory")
-		}
-		dir = parent
-	}
-}
+// The Daytona OpenAPI documents, vendored with their license under
+// testdata/ (see testdata/README.md), so the fake needs nothing outside
+// the repository.
+var (
+	//go:embed testdata/api.openapi.yaml
+	apiYAML []byte
+	//go:embed testdata/toolbox.openapi.yaml
+	toolboxYAML []byte
+)
 
 func loadSpecs() {
-	dir, err := SpecDir()
-	if err != nil {
-		specErr = err
-		return
-	}
-	load := func(name string) *openapi3.T {
-		l := openapi3.NewLoader()
-		d, err := l.LoadFromFile(filepath.Join(dir, name))
+	load := func(name string, data []byte) *openapi3.T {
+		d, err := openapi3.NewLoader().LoadFromData(data)
 		if err != nil {
-			specErr = err
+			specErr = errors.Join(specErr, fmt.Errorf("fakedaytona: loading testdata/%s: %w", name, err))
 			return nil
 		}
 		d.Servers = nil
 		return d
 	}
-	apiDoc, tbDoc = load("api.openapi.yaml"), load("toolbox.openapi.yaml")
+	apiDoc, tbDoc = load("api.openapi.yaml", apiYAML), load("toolbox.openapi.yaml", toolboxYAML)
 }
 
 // New starts a fake; it is closed, and checked for spec violations, when
@@ -146,7 +132,7 @@ func New(t testing.TB) *Server {
 	t.Helper()
 	specOnce.Do(loadSpecs)
 	if specErr != nil {
-		t.Skipf("Daytona OpenAPI documents unavailable: %v", specErr)
+		t.Fatal(specErr)
 	}
 	ar, err := legacy.NewRouter(apiDoc, openapi3.DisableExamplesValidation())
 	if err != nil {

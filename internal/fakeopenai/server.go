@@ -2,10 +2,9 @@
 // Completions APIs for tests. It is an httptest server that answers
 // POST /v1/responses and POST /v1/chat/completions (streaming and not)
 // from a queue of scripted replies or a handler function, validates every
-// request body against the OpenAI OpenAPI document
-// (shared/specs/openai/openapi.yaml, found by walking up from the working
-// directory), validates everything it sends back against the same document,
-// records every request with arrival and completion times, and injects
+// request body against the OpenAI OpenAPI document (testdata/openapi.yaml,
+// vendored and embedded), validates everything it sends back against the
+// same document, records every request with arrival and completion times, and injects
 // faults: error statuses with Retry-After, hangs, truncated streams and
 // malformed tool-call arguments.
 package fakeopenai

@@ -3,14 +3,13 @@ package fakeopenai
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -19,9 +18,12 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 )
 
-// SpecRelPath is where the OpenAI OpenAPI document lives relative to a
-// directory that contains "shared"; FindSpec walks up to it.
-const SpecRelPath = "shared/specs/openai/openapi.yaml"
+// specYAML is OpenAI's OpenAPI document, vendored with its license under
+// testdata/ (see testdata/README.md), so the fake needs nothing outside
+// the repository.
+//
+//go:embed testdata/openapi.yaml
+var specYAML []byte
 
 // Spec is a loaded OpenAPI document with the operations the fake serves.
 // It is immutable once loaded and safe for concurrent use.
@@ -40,47 +42,20 @@ var specCache struct {
 	err  error
 }
 
-// LoadSpec returns the OpenAI OpenAPI document found by FindSpec, loading
-// it on first use and caching it for the life of the process.
+// LoadSpec returns the vendored OpenAI OpenAPI document, parsing it on
+// first use and caching it for the life of the process.
 func LoadSpec() (*Spec, error) {
 	specCache.once.Do(func() {
-		path, err := FindSpec("")
-		if err != nil {
-			specCache.err = err
-			return
-		}
-		specCache.spec, specCache.err = LoadSpecFile(path)
+		specCache.spec, specCache.err = loadSpec(specYAML)
 	})
 	return specCache.spec, specCache.err
 }
 
-// FindSpec walks up from dir (the working directory when empty) looking
-// for shared/specs/openai/openapi.yaml.
-func FindSpec(dir string) (string, error) {
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", fmt.Errorf("fakeopenai: locating %s: %w", SpecRelPath, err)
-		}
-		dir = wd
-	}
-	for d := dir; ; {
-		p := filepath.Join(d, filepath.FromSlash(SpecRelPath))
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("fakeopenai: %s not found in %s or any parent directory; run the tests from inside the checkout next to the shared folder", SpecRelPath, dir)
-		}
-		d = parent
-	}
-}
-
-// LoadSpecFile parses the OpenAPI document at path (uncached).
-func LoadSpecFile(path string) (*Spec, error) {
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile(path)
+// loadSpec parses the document and indexes the operations and stream
+// events the fake serves.
+func loadSpec(data []byte) (*Spec, error) {
+	const path = "testdata/openapi.yaml"
+	doc, err := openapi3.NewLoader().LoadFromData(data)
 	if err != nil {
 		return nil, fmt.Errorf("fakeopenai: loading OpenAPI document %s: %w", path, err)
 	}

@@ -3,7 +3,7 @@
 // Sandbox.Start/Stop/Delete/WaitForStart, Process.ExecuteCommand and
 // sessions, FileSystem upload/download, GetPreviewLink and
 // GetSignedPreviewLink), written against the published OpenAPI documents
-// (shared/specs/daytona), and a sandbox.Provider built on it.
+// (vendored in internal/fakedaytona/testdata), and a sandbox.Provider built on it.
 package daytona
 
 import (

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/internal/testenv"
 )
 
 // TestImage is the tag of the tiny test image the tests build themselves.
@@ -222,7 +223,7 @@ func execOK(t testing.TB, sb *Sandbox, shell string) string {
 func dockerCLI(t testing.TB) string {
 	p, err := exec.LookPath("docker")
 	if err != nil {
-		t.Skip("docker CLI not installed")
+		testenv.Missing(t, "docker CLI not installed")
 	}
 	return p
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -227,7 +228,7 @@ func bareRepo(t *testing.T) string {
 		if mustDocker() {
 			t.Fatal("git is not installed (apt-get install git)")
 		}
-		t.Skip("git is not installed")
+		testenv.Missing(t, "git is not installed")
 	}
 	base := t.TempDir()
 	src := filepath.Join(base, "src")

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/moby/moby/client"
+
+	"github.com/agentctl/agentctl/internal/testenv"
 )
 
 // fakeRegistry serves one image over the registry HTTP API v2 (the
@@ -24,7 +26,7 @@ func fakeRegistry(t *testing.T, repo, tag string) *httptest.Server {
 	t.Helper()
 	bb, err := staticBusybox()
 	if err != nil {
-		t.Skip(err)
+		testenv.Missing(t, "%v", err)
 	}
 	bin, err := os.ReadFile(bb)
 	if err != nil {

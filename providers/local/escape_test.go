@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/providers/local"
 )
 
@@ -47,7 +48,7 @@ func mustFail(t *testing.T, sb sandbox.Sandbox, script, leak string) sandbox.Exe
 func TestEscapeReadShadow(t *testing.T) {
 	sb, _ := escapeSandbox(t, sandbox.Spec{})
 	if _, err := os.Stat("/etc/shadow"); err != nil {
-		t.Skipf("no /etc/shadow on this host: %v", err)
+		testenv.Missing(t, "no /etc/shadow on this host: %v", err)
 	}
 	// When the test can read it, no line of it may show up.
 	host, _ := os.ReadFile("/etc/shadow")
@@ -380,7 +381,7 @@ func TestNamespacesUnavailable(t *testing.T) {
 	requireNamespaces(t)
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("needs util-linux unshare:", err)
+		testenv.Missing(t, "needs util-linux unshare: %v", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -390,7 +391,7 @@ func TestNamespacesUnavailable(t *testing.T) {
 	cmd.Env = append(os.Environ(), helperEnv+"=create "+t.TempDir())
 	out, _ := cmd.CombinedOutput()
 	if bytes.Contains(out, []byte("Permission denied")) || bytes.Contains(out, []byte("Operation not permitted")) && !bytes.Contains(out, []byte("local provider")) {
-		t.Skipf("cannot restrict user namespaces here: %s", out)
+		testenv.Missing(t, "cannot restrict user namespaces here: %s", out)
 	}
 	for _, want := range []string{"cannot start a command in isolated namespaces", "does not allow creating user namespaces", `isolation = "none"`} {
 		if !bytes.Contains(out, []byte(want)) {

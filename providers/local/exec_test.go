@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/providers/local"
 )
 
@@ -25,7 +26,7 @@ func requireNamespaces(t testing.TB) {
 	sb, err := local.New(local.Options{}).Create(context.Background(), sandbox.Spec{Address: "sandbox.probe", StateDir: dir})
 	if err != nil {
 		if strings.Contains(err.Error(), "cannot start a command in isolated namespaces") {
-			t.Skipf("user namespaces are unavailable here: %v", err)
+			testenv.Missing(t, "user namespaces are unavailable here: %v", err)
 		}
 		t.Fatal(err)
 	}
@@ -422,7 +423,7 @@ func TestReadOnlyPaths(t *testing.T) {
 	// A host directory outside the system directories, shared read-only.
 	shared, err := os.MkdirTemp("/var/tmp", "agentctl-ro-")
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	defer os.RemoveAll(shared)
 	os.Chmod(shared, 0o755)
