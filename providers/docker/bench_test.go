@@ -23,7 +23,7 @@ func BenchmarkCreateFirstExec(b *testing.B) {
 	p := testProvider(b)
 	docker := dockerCLI(b)
 	ctx := context.Background()
-	spec := sandbox.Spec{Address: "sandbox.bench", Lineage: "bench-" + randHex(4), Root: "/workspace", Image: TestImage}
+	spec := sandbox.Spec{Address: "sandbox.bench", Lineage: testLineagePrefix + "bench-" + randHex(4), Root: "/workspace", Image: TestImage}
 
 	b.Run("sandbox-create+exec", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
@@ -106,7 +106,7 @@ func BenchmarkCopyTree(b *testing.B) {
 	p := testProvider(b)
 	docker := dockerCLI(b)
 	ctx := context.Background()
-	spec := sandbox.Spec{Address: "sandbox.bench", Lineage: "bench-" + randHex(4), Root: "/workspace", Image: TestImage}
+	spec := sandbox.Spec{Address: "sandbox.bench", Lineage: testLineagePrefix + "bench-" + randHex(4), Root: "/workspace", Image: TestImage}
 	sbi, err := p.Create(ctx, spec)
 	if err != nil {
 		b.Fatal(err)

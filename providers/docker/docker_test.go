@@ -595,7 +595,7 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		list, _ := provVal.ListManaged(ctx, "")
 		for _, c := range list {
-			if strings.HasPrefix(c.Lineage, "test-lineage-") || strings.HasPrefix(c.Lineage, "bench-") {
+			if strings.HasPrefix(c.Lineage, testLineagePrefix) {
 				_, _ = provVal.Client().ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			}
 		}

@@ -158,10 +158,16 @@ func imageBuild(ctx context.Context, cli *client.Client, tag string, buildContex
 	return nil
 }
 
+// testLineagePrefix starts the lineage of every container this test
+// process creates for itself; TestMain removes those left behind, and only
+// those, so test binaries running at the same time (go test ./... runs
+// packages in parallel) never remove each other's containers.
+var testLineagePrefix = fmt.Sprintf("test-lineage-%d-", os.Getpid())
+
 func testSpec(t testing.TB) sandbox.Spec {
 	return sandbox.Spec{
 		Address: "sandbox.test[\"" + t.Name() + "\"]",
-		Lineage: "test-lineage-" + randHex(4),
+		Lineage: testLineagePrefix + randHex(4),
 		Root:    "/workspace",
 		Image:   TestImage,
 	}
