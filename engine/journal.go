@@ -42,18 +42,18 @@ func (e *JournalLostError) Unwrap() error { return e.Err }
 func (e *JournalLostError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: its journal %s %s", e.Run, e.Path, e.problem())
-	progress := fmt.Sprintf("%d checkpointed %s (%d model %s)", e.Steps, plural(e.Steps, "step", "steps"), e.Turns, plural(e.Turns, "turn", "turns"))
+	progress := fmt.Sprintf("%d %s, %d model %s", e.Steps, plural(e.Steps, "step", "steps"), e.Turns, plural(e.Turns, "turn", "turns"))
 	if e.Status == RunRunning {
 		// The state is written when a run starts and ends, not per step:
 		// a run whose apply died may have checkpointed more.
 		progress = "at least " + progress + ", as recorded when its last apply started it"
 	}
 	if e.Status == RunCompleted {
-		fmt.Fprintf(&b, ". It held the run's transcript, %s, which is lost. The run's output, usage and provenance are still in the state (agentctl state show %s); to record a new transcript, run it again with agentctl apply -replace=%s",
+		fmt.Fprintf(&b, ". It held the run's transcript (%s), which is lost. The run's output, usage and provenance are still in the state (agentctl state show %s); to record a new transcript, run it again with agentctl apply -replace=%s",
 			progress, e.Run, e.Run)
 		return b.String()
 	}
-	fmt.Fprintf(&b, ". It held the run's checkpointed progress, %s, which is lost, so the %s run cannot be resumed. agentctl does not start it over silently: to start it over from turn 0, apply with -replace=%s (its model turns and tool calls are made again); to resume it instead, put its journal back first",
+	fmt.Fprintf(&b, ". It held the run's checkpointed progress (%s), which is lost, so the %s run cannot be resumed. agentctl does not start it over silently: to start it over from turn 0, apply with -replace=%s (its model turns and tool calls are made again); to resume it instead, put its journal back first",
 		progress, e.Status, e.Run)
 	return b.String()
 }
