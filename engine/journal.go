@@ -46,7 +46,11 @@ func (e *JournalLostError) Error() string {
 	if e.Status == RunRunning {
 		// The state is written when a run starts and ends, not per step:
 		// a run whose apply died may have checkpointed more.
-		progress = "at least " + progress + ", as recorded when its last apply started it"
+		if e.Steps == 0 {
+			progress = "every step checkpointed since its last apply started it"
+		} else {
+			progress = "at least " + progress + ", as recorded when its last apply started it"
+		}
 	}
 	if e.Status == RunCompleted {
 		fmt.Fprintf(&b, ". It held the run's transcript (%s), which is lost. The run's output, usage and provenance are still in the state (agentctl state show %s); to record a new transcript, run it again with agentctl apply -replace=%s",
