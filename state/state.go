@@ -6,9 +6,10 @@
 // holds:
 //
 //	state.json          the state, replaced atomically on every change
+//	state.json.backup   the state before the latest change
 //	state.lock          the lock file (never removed; the lock is a kernel lock on it)
 //	state.lock.info     who holds the lock (JSON), present while it is held
-//	journals/*.jsonl    one append-only journal per run in progress
+//	journals/*.jsonl    one append-only journal per run: its checkpoints, then its transcript
 //	snapshots/...       sandbox snapshots (written by the engine)
 //
 // See docs/state.md for the file formats and the guarantees.
