@@ -386,12 +386,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	e := a.e
 	addr := c.Address
 	if c.Action == ActionForget {
-		return a.update(func(st *state.State) {
-			if r := st.Runs[addr]; r != nil && r.Journal != "" {
-				os.Remove(e.State.Abs(r.Journal))
-			}
-			delete(st.Runs, addr)
-		})
+		return a.forgetRun(addr)
 	}
 	if c.Action == ActionNoop {
 		return nil
@@ -427,12 +422,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	journalRel := state.JournalName(addr)
 	if resume {
-		history, err = e.readJournal(prev)
-		if err != nil {
-			return fmt.Errorf("%s: reading its journal to resume: %w", addr, err)
+		if history, err = e.readJournal(prev); err != nil {
+			return err
 		}
-	} else if err := os.Remove(e.State.Abs(journalRel)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s: clearing old journal: %w", addr, err)
 	}
 
 	workspaces := map[string]*sandbox.Workspace{}
@@ -453,6 +445,13 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err := os.MkdirAll(e.State.Abs("journals"), 0o700); err != nil {
 		return err
 	}
+	if !resume {
+		// The previous attempt's journal (its transcript) goes only now,
+		// when its record is about to be replaced.
+		if err := state.RemoveJournal(e.State.Abs(journalRel)); err != nil {
+			return fmt.Errorf("%s: clearing old journal: %w", addr, err)
+		}
+	}
 	journal, err := state.OpenJournal(e.State.Abs(journalRel))
 	if err != nil {
 		return fmt.Errorf("%s: opening journal: %w", addr, err)
@@ -468,7 +467,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
 		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: inputs,
-			Sandboxes: sortedKeys(workspaces), Journal: journalRel}
+			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history)}
+		r.Turns, r.Usage = runtime.Replay(history)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
 			GitCommit:    state.GitCommit(e.Config.Dir),
@@ -518,6 +518,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		r := st.Runs[addr]
 		r.Status = status
 		r.Error = errText
+		r.Steps = journal.Len()
 		if res != nil {
 			r.Turns = res.Turns
 			r.Usage = res.Usage
@@ -746,26 +747,3 @@ func (e *Engine) recordOutputs(st *state.State) {
 		st.Outputs[name] = &state.Output{Value: b}
 	}
 }
-
-// readJournal reads the steps of a run's journal.
-func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
-	if r == nil || r.Journal == "" {
-		return nil, nil
-	}
-	var steps []runtime.Step
-	_, err := state.ReadJournal(e.State.Abs(r.Journal), func(raw json.RawMessage) error {
-		var s runtime.Step
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return err
-		}
-		steps = append(steps, s)
-		return nil
-	})
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	return steps, err
-}
-
-// Transcript returns the recorded steps of a run.
-func (e *Engine) Transcript(r *state.Run) ([]runtime.Step, error) { return e.readJournal(r) }

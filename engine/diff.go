@@ -14,7 +14,6 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/runtime"
 	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -145,6 +144,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	p.filterTargets(cfg, opts.Targets)
 	sortChanges(p.Changes)
+	if err := e.resumeReasons(st, p); err != nil {
+		return nil, err
+	}
 	if err := e.checkModels(p); err != nil {
 		return nil, err
 	}
@@ -302,16 +304,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	case prev.Status == RunPending:
 		c.Action = ActionExecute
 	default:
+		// Its reason (the turn it stopped at) comes from its journal,
+		// read once the plan is targeted (resumeReasons).
 		c.Action = ActionResume
-		turns := e.journalTurns(prev)
-		switch prev.Status {
-		case RunFailed:
-			c.Reasons = []string{fmt.Sprintf("failed at turn %d: %s", turns, prev.Error)}
-		case RunAwaiting:
-			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d", turns)}
-		default:
-			c.Reasons = []string{fmt.Sprintf("interrupted at turn %d", turns)}
-		}
 	}
 	return c, nil
 }
@@ -413,16 +408,6 @@ func outputValue(raw json.RawMessage) (cty.Value, error) {
 		return cty.NilVal, err
 	}
 	return ctyjson.Unmarshal(raw, t)
-}
-
-// journalTurns counts the model turns recorded in a run's journal.
-func (e *Engine) journalTurns(r *state.Run) int {
-	steps, err := e.readJournal(r)
-	if err != nil {
-		return r.Turns
-	}
-	turns, _ := runtime.Replay(steps)
-	return turns
 }
 
 // filterTargets keeps only the targeted objects and what they depend on,

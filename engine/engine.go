@@ -28,8 +28,9 @@ const (
 	EventApplyProgress EventType = "apply_progress"
 	EventApplyComplete EventType = "apply_complete"
 	EventApplyErrored  EventType = "apply_errored"
-	// EventApplyInterrupted: a run stopped by an interrupt after its step
-	// in flight; it is checkpointed and the next apply resumes it.
+	// EventApplyInterrupted: a run stopped by an interrupt (its tool calls
+	// in flight finished, its model call in flight abandoned); it is
+	// checkpointed and the next apply resumes it.
 	EventApplyInterrupted EventType = "apply_interrupted"
 	EventRefresh          EventType = "refresh_complete"
 	EventRuntime          EventType = "run_event"
@@ -62,7 +63,9 @@ type Engine struct {
 	// ProgressInterval is how often "Still ..." progress is reported
 	// (0 = 10s).
 	ProgressInterval time.Duration
-	// Interrupt, when closed, stops runs after the step in flight.
+	// Interrupt, when closed, stops runs: model calls in flight are
+	// abandoned at once (with their retries), tool calls in flight finish
+	// and are checkpointed, and nothing new starts (runtime.Runner).
 	Interrupt <-chan struct{}
 
 	provOnce  sync.Once

@@ -11,7 +11,19 @@ import (
 // mixture or a truncated file. It writes a temporary file in the same
 // directory, fsyncs it, renames it over path and fsyncs the directory so
 // the rename itself is durable.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, "", data, perm)
+}
+
+// replaceFile is WriteFileAtomic that, when backup is not "", first keeps
+// the file being replaced as backup (in the same directory): the previous
+// file itself becomes the backup through a hard link (its content was
+// made durable when it was written), or a durable copy where the file
+// system has no hard links. Both renames are made durable by the one
+// directory fsync. A crash at any moment leaves path holding the old or
+// the new content, and backup holding the old content or what it held
+// before.
+func replaceFile(path, backup string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -35,6 +47,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if backup != "" {
+		if err = keepBackup(path, backup, perm); err != nil {
+			return fmt.Errorf("writing %s: keeping the previous file as %s: %w", path, backup, err)
+		}
 	}
 	if err = os.Rename(tmpName, path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -69,4 +86,69 @@ func removeDurable(path string) error {
 		return fmt.Errorf("removing %s: %w", path, err)
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// keepBackup makes backup hold the current content of path (nothing to do
+// when path does not exist yet), replacing backup atomically. The caller
+// fsyncs the directory.
+func keepBackup(path, backup string, perm os.FileMode) (err error) {
+	fi, err := os.Lstat(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(backup), "."+filepath.Base(backup)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer func() {
+		if err != nil {
+			os.Remove(tmpName)
+		}
+	}()
+	linked := false
+	if fi.Mode().IsRegular() {
+		if err := os.Remove(tmpName); err != nil {
+			return err
+		}
+		linked = os.Link(path, tmpName) == nil
+	}
+	if !linked {
+		// No hard links here (or not a regular file): copy durably.
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := writeSynced(tmpName, data, perm); err != nil {
+			return err
+		}
+	} else if err := os.Chmod(tmpName, perm); err != nil {
+		return err
+	}
+	return os.Rename(tmpName, backup)
+}
+
+// writeSynced writes data to a new file at path and fsyncs it.
+func writeSynced(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync: %w", err)
+	}
+	return f.Close()
 }

@@ -239,8 +239,8 @@ func (j *Journal) Close() error {
 	return nil
 }
 
-// Remove closes and deletes the journal (once its steps are folded into
-// state).
+// Remove closes and deletes the journal (once its run's record is gone
+// from the state).
 func (j *Journal) Remove() error {
 	if err := j.Close(); err != nil {
 		return err

@@ -6,9 +6,10 @@
 // holds:
 //
 //	state.json          the state, replaced atomically on every change
+//	state.json.backup   the state before the latest change
 //	state.lock          the lock file (never removed; the lock is a kernel lock on it)
 //	state.lock.info     who holds the lock (JSON), present while it is held
-//	journals/*.jsonl    one append-only journal per run in progress
+//	journals/*.jsonl    one append-only journal per run: its checkpoints, then its transcript
 //	snapshots/...       sandbox snapshots (written by the engine)
 //
 // See docs/state.md for the file formats and the guarantees.
@@ -23,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +40,10 @@ const FormatVersion = 1
 
 // StateFileName is the name of the state file inside a state directory.
 const StateFileName = "state.json"
+
+// BackupSuffix is appended to the state file's path to name its backup:
+// the state as it was before the latest write.
+const BackupSuffix = ".backup"
 
 // Sandbox statuses.
 const (
@@ -114,10 +120,14 @@ type Run struct {
 	Turns      int             `json:"turns"`
 	Usage      model.Usage     `json:"usage"`
 	Provenance Provenance      `json:"provenance"`
-	// Journal is the run's journal path, relative to the state directory,
-	// while the run is in progress (see Dir.JournalPath).
+	// Journal is the run's journal path, relative to the state directory
+	// (see Dir.JournalPath): the checkpoints of a run in progress, and the
+	// transcript of a finished one. It is removed with the run's record.
 	Journal string `json:"journal,omitempty"`
-	// Steps is the number of journal steps folded into this run.
+	// Steps is the number of steps checkpointed in the journal when this
+	// record was written. The journal holds at least as many (a run in
+	// progress appends more without rewriting the state); fewer, or no
+	// journal at all, means checkpointed progress was lost.
 	Steps int `json:"steps"`
 }
 
@@ -243,6 +253,10 @@ func (d *Dir) Path() string { return d.path }
 // StateFile returns the absolute path of the state file.
 func (d *Dir) StateFile() string { return d.stateFile }
 
+// BackupFile returns the absolute path of the state backup: the state
+// file as it was before the latest write.
+func (d *Dir) BackupFile() string { return d.stateFile + BackupSuffix }
+
 // Abs resolves a path stored in state (relative to the state directory).
 func (d *Dir) Abs(rel string) string {
 	if filepath.IsAbs(rel) {
@@ -293,7 +307,7 @@ func (d *Dir) Exists() bool {
 // Read reads the state file. A missing file yields New() (serial 0, a
 // fresh lineage, nothing written). A file written by a newer agentctl is
 // refused with a *NewerFormatError; invalid content is reported with the
-// file name and position.
+// file name and position, and with how to recover from the backup.
 func (d *Dir) Read() (*State, error) {
 	data, err := os.ReadFile(d.stateFile)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -302,11 +316,51 @@ func (d *Dir) Read() (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading state: %w", err)
 	}
-	return decodeState(d.stateFile, data)
+	s, err := decodeState(d.stateFile, data)
+	var nf *NewerFormatError
+	if err != nil && !errors.As(err, &nf) {
+		return nil, fmt.Errorf("%w; %s", err, d.recoveryHint())
+	}
+	return s, err
 }
 
-// Write increments s.Serial and replaces the state file atomically. On
-// error s.Serial is left unchanged.
+// recoveryHint tells how to recover from a damaged state file: from the
+// backup when there is a readable one.
+func (d *Dir) recoveryHint() string {
+	backup := d.BackupFile()
+	data, err := os.ReadFile(backup)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("there is no backup (%s does not exist): fix the file, or remove it to start over with an empty state (agentctl then no longer tracks the sandboxes and runs it recorded)", backup)
+	case err != nil:
+		return fmt.Sprintf("the backup %s cannot be read either (%v): fix the file, or remove it to start over with an empty state", backup, err)
+	}
+	b, err := decodeState(backup, data)
+	if err != nil {
+		return fmt.Sprintf("the backup %s is damaged too (%v): fix the file, or remove it to start over with an empty state", backup, err)
+	}
+	return fmt.Sprintf("the state before the latest write is kept in %s (serial %d): to go back to it, copy it over the state file (cp %s %s)",
+		backup, b.Serial, shellQuote(backup), shellQuote(d.stateFile))
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,@", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe && s != "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Write increments s.Serial and replaces the state file atomically,
+// keeping the file it replaces as the backup (BackupFile). On error
+// s.Serial is left unchanged.
 func (d *Dir) Write(s *State) error {
 	if s == nil {
 		return errors.New("writing state: nil state")
@@ -346,7 +400,7 @@ func (d *Dir) Write(s *State) error {
 	s.Serial++
 	data, err := encodeState(s)
 	if err == nil {
-		err = WriteFileAtomic(d.stateFile, data, 0o600)
+		err = replaceFile(d.stateFile, d.BackupFile(), data, 0o600)
 	}
 	if err != nil {
 		s.Serial--
@@ -400,7 +454,7 @@ func decodeState(name string, data []byte) (*State, error) {
 		return nil, jsonError(name, "state file", data, err)
 	}
 	if s.Lineage == "" {
-		return nil, fmt.Errorf("%s: state has no lineage; the file is damaged (restore a backup or remove it to start over)", name)
+		return nil, fmt.Errorf("%s: state has no lineage; the file is damaged", name)
 	}
 	if s.Sandboxes == nil {
 		s.Sandboxes = map[string]*Sandbox{}
@@ -413,7 +467,7 @@ func decodeState(name string, data []byte) (*State, error) {
 	}
 	for addr, sb := range s.Sandboxes {
 		if sb == nil {
-			return nil, fmt.Errorf("%s: sandboxes[%q] is null; the file is damaged (remove the entry with `agentctl state rm` or edit the file)", name, addr)
+			return nil, fmt.Errorf("%s: sandboxes[%q] is null; the file is damaged (edit it to remove the entry)", name, addr)
 		}
 		if sb.Address == "" {
 			sb.Address = addr
@@ -423,7 +477,7 @@ func decodeState(name string, data []byte) (*State, error) {
 	}
 	for addr, r := range s.Runs {
 		if r == nil {
-			return nil, fmt.Errorf("%s: runs[%q] is null; the file is damaged (remove the entry with `agentctl state rm` or edit the file)", name, addr)
+			return nil, fmt.Errorf("%s: runs[%q] is null; the file is damaged (edit it to remove the entry)", name, addr)
 		}
 		if r.Address == "" {
 			r.Address = addr
@@ -496,10 +550,10 @@ func jsonError(name, what string, data []byte, err error) error {
 	case errors.As(err, &se):
 		off := se.Offset
 		if len(bytes.TrimSpace(data)) == 0 {
-			return fmt.Errorf("%s: %s is empty; the file is damaged (restore a backup or remove it to start over)", name, what)
+			return fmt.Errorf("%s: %s is empty; the file is damaged", name, what)
 		}
 		line, col := position(data, off)
-		return fmt.Errorf("%s: %s is not valid JSON at line %d, column %d (byte offset %d): %v; the file is damaged (restore a backup or remove it to start over)",
+		return fmt.Errorf("%s: %s is not valid JSON at line %d, column %d (byte offset %d): %v; the file is damaged",
 			name, what, line, col, off, se)
 	case errors.As(err, &te):
 		line, col := position(data, te.Offset)

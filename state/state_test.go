@@ -99,13 +99,14 @@ func TestWriteReadRoundTrip(t *testing.T) {
 			t.Errorf("state.json lacks %s:\n%s", key, data)
 		}
 	}
-	// No temporary files are left behind, and the directory ignores itself.
+	// No temporary files are left behind, the previous state is the
+	// backup, and the directory ignores itself.
 	entries, _ := os.ReadDir(d.Path())
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if diff := cmp.Diff([]string{".gitignore", "state.json"}, names); diff != "" {
+	if diff := cmp.Diff([]string{".gitignore", "state.json", "state.json.backup"}, names); diff != "" {
 		t.Errorf("state dir entries (-want +got):\n%s", diff)
 	}
 	if fi, _ := os.Stat(d.StateFile()); fi.Mode().Perm() != 0o600 {

@@ -146,8 +146,9 @@ func (b *backend) engine(parallelism int, events func(engine.Event), interrupt <
 }
 
 // interrupts returns a context cancelled by a second SIGINT/SIGTERM and a
-// channel closed by the first: runs finish the step in flight, checkpoint
-// and stop, as terraform apply does on the first Ctrl-C.
+// channel closed by the first: runs abandon their model calls in flight,
+// let their tool calls in flight finish, checkpoint and stop, as terraform
+// apply stops gracefully on the first Ctrl-C.
 func interrupts(parent context.Context, onFirst func()) (context.Context, <-chan struct{}, func()) {
 	ctx, cancel := context.WithCancel(parent)
 	first := make(chan struct{})

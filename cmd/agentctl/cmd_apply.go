@@ -109,7 +109,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		events = hv.Event
 	}
 	ctx, interrupt, stop := interrupts(ctx, func() {
-		fmt.Fprintln(m.Stderr, "\nInterrupt received: finishing the steps in flight and checkpointing. Press Ctrl-C again to stop at once.")
+		fmt.Fprintln(m.Stderr, "\nInterrupt received: stopping model calls in flight (they are made again on resume), letting tool calls in flight finish, and checkpointing. Press Ctrl-C again to stop at once.")
 	})
 	defer stop()
 	e := b.engine(args.Parallelism, events, interrupt)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -48,6 +49,10 @@ func showCommand(m *meta) *ffcli.Command {
 			case st.Runs[addr] != nil:
 				e := b.engine(0, nil, nil)
 				steps, err := e.Transcript(st.Runs[addr])
+				var lost *engine.JournalLostError
+				if errors.As(err, &lost) {
+					return err // it names the run and what was lost
+				}
 				if err != nil {
 					return fmt.Errorf("%s: reading its transcript: %w", addr, err)
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/state"
 )
 
 func stateCommand(m *meta) *ffcli.Command {
@@ -89,8 +90,9 @@ func stateRmCommand(m *meta) *ffcli.Command {
 		ShortUsage: "agentctl state rm [options] ADDR...",
 		ShortHelp:  "Forget sandboxes or runs without destroying them.",
 		LongHelp: "  Removes the addresses from the state only: a forgotten sandbox keeps\n" +
-			"  running at its provider and is no longer managed; a forgotten run is\n" +
-			"  executed again by the next apply.",
+			"  running at its provider and is no longer managed; a forgotten run's\n" +
+			"  journal (its checkpoints and transcript) is deleted with its record,\n" +
+			"  and the next apply executes it again.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, rest []string) error {
 			if err := args.Finish(fs, rest); err != nil {
@@ -116,12 +118,27 @@ func stateRmCommand(m *meta) *ffcli.Command {
 					return fmt.Errorf("%s is not in the state; nothing was removed", addr)
 				}
 			}
+			var journals []string
 			for _, addr := range args.Args {
+				if r := st.Runs[addr]; r != nil {
+					j := r.Journal
+					if j == "" {
+						j = state.JournalName(addr)
+					}
+					journals = append(journals, j)
+				}
 				delete(st.Sandboxes, addr)
 				delete(st.Runs, addr)
 			}
 			if err := b.dir.Write(st); err != nil {
 				return err
+			}
+			// A forgotten run's journal (its checkpoints or transcript)
+			// goes with its record, once the state no longer points to it.
+			for _, j := range journals {
+				if err := state.RemoveJournal(b.dir.Abs(j)); err != nil {
+					return fmt.Errorf("the state was updated, but a journal was not removed: %w", err)
+				}
 			}
 			fmt.Fprintf(m.Stdout, "Removed %d object(s) from the state.\n", len(args.Args))
 			return nil

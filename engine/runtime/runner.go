@@ -20,7 +20,8 @@ var (
 	// ErrMaxTurns ends a run that used up its turns; the run stays
 	// resumable.
 	ErrMaxTurns = errors.New("max turns exceeded")
-	// ErrInterrupted ends a run stopped between steps by Runner.Interrupt.
+	// ErrInterrupted ends a run stopped by Runner.Interrupt: between
+	// steps, or by abandoning the model call in flight.
 	ErrInterrupted = errors.New("interrupted")
 )
 
@@ -66,7 +67,10 @@ type Runner struct {
 	// Events, when set, receives events as they happen (from several
 	// goroutines, serialized by the runner).
 	Events func(Event)
-	// Interrupt, when closed, stops the run after the step in flight.
+	// Interrupt, when closed, stops the run: a model call in flight is
+	// abandoned at once (with its retries; it is not checkpointed, so a
+	// resume makes it again), tool calls in flight finish and are
+	// checkpointed, and no new step starts.
 	Interrupt <-chan struct{}
 	// MaxTurns bounds the run's top-level conversation (0 = the start
 	// agent's MaxTurns, else DefaultMaxTurns).
@@ -183,6 +187,25 @@ func (st *runState) interrupted() bool {
 	default:
 		return false
 	}
+}
+
+// untilInterrupt returns ctx cancelled also by Runner.Interrupt, for a
+// model call: an interrupt abandons the call in flight, with its retries
+// and backoff, since nothing of it is checkpointed yet (tool calls are
+// left to finish). stop releases it.
+func (st *runState) untilInterrupt(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if st.r.Interrupt == nil {
+		return ctx, cancel
+	}
+	go func() {
+		select {
+		case <-st.r.Interrupt:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // frame is one conversation: the run itself or a nested agent-tool run.
@@ -336,12 +359,17 @@ func (f *frame) callModel(ctx context.Context) error {
 		Compaction:       a.Compaction,
 	}
 	f.st.emit(Event{Type: EventTurn, Path: f.path, Agent: a.Name, Turn: f.turns + 1})
-	resp, err := a.Model.Respond(ctx, req, func(e model.Event) {
+	mctx, stop := f.st.untilInterrupt(ctx)
+	defer stop()
+	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
 		if e.Type == model.EventTextDelta {
 			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
 		}
 	})
 	if err != nil {
+		if f.st.interrupted() {
+			return fmt.Errorf("agent %q, turn %d: %w: the model call in flight (and its retries) was abandoned; it was not checkpointed and is made again on resume", a.Name, f.turns+1, ErrInterrupted)
+		}
 		return &modelError{fmt.Errorf("agent %q, turn %d: model call failed: %w", a.Name, f.turns+1, err)}
 	}
 	if err := f.st.checkpoint(ctx, Step{Kind: StepModel, Path: f.path, Agent: a.Name, Response: resp}); err != nil {
