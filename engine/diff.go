@@ -497,6 +497,9 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 	if ss == nil {
 		return nil, nil, fmt.Errorf("%s is not in the state; run agentctl apply to create it (agentctl state list shows what exists)", addr)
 	}
+	if ss.RestorePending != nil {
+		return nil, nil, fmt.Errorf("%s: its last restore from %s did not finish, so its workspace is incomplete; run agentctl apply to restore it", addr, ss.Snapshot)
+	}
 	if ss.Status == statusDeleted {
 		return nil, nil, fmt.Errorf("%s was deleted after the last apply (on_exit = \"delete\"); a run that needs it restores it from its snapshot", addr)
 	}

@@ -251,6 +251,10 @@ func TestRestoreFailureStaysPending(t *testing.T) {
 			if b, _ := os.ReadFile(snap); !bytes.Equal(b, bad) {
 				t.Error("the snapshot file changed after the failed restore")
 			}
+			// exec and tool call refuse the incomplete workspace.
+			if _, _, err := e.OpenWorkspace(context.Background(), readState(t, e), "sandbox.s"); err == nil || !strings.Contains(err.Error(), "did not finish") {
+				t.Errorf("OpenWorkspace on a sandbox whose restore did not finish: %v", err)
+			}
 
 			// Plan proposes the restore again, saying why; the run is
 			// unchanged. A second apply fails the same way.
