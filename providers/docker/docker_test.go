@@ -670,6 +670,10 @@ func TestSnapshotRestoreAfterLoss(t *testing.T) {
 	spec := testSpec(t)
 	sb := newSandbox(t, spec)
 	execOK(t, sb, "mkdir -p out && echo result > out/report.txt && ln -s out/report.txt latest && chmod 600 out/report.txt")
+	// Links whose target leaves the workspace (a venv has them) come back
+	// as links with the same target.
+	links := map[string]string{"abslink": "/etc/passwd", "up": "../etc", "out/deep": "../../../etc", "venv/bin/python": "/usr/bin/python3"}
+	execOK(t, sb, "mkdir -p venv/bin && ln -s /etc/passwd abslink && ln -s ../etc up && ln -s ../../../etc out/deep && ln -s /usr/bin/python3 venv/bin/python")
 	rc, err := sb.CopyOut(ctx, ".")
 	if err != nil {
 		t.Fatal(err)
@@ -691,5 +695,13 @@ func TestSnapshotRestoreAfterLoss(t *testing.T) {
 	}
 	if out := execOK(t, fresh, "cat latest; stat -c %a out/report.txt"); out != "result\n600\n" {
 		t.Fatalf("restored workspace: %q", out)
+	}
+	for p, want := range links {
+		if fi, err := fresh.Stat(ctx, p); err != nil || fi.Mode&fs.ModeSymlink == 0 || fi.Target != want {
+			t.Errorf("%s after the restore: %+v, %v; want a link to %s", p, fi, err, want)
+		}
+	}
+	if out := execOK(t, fresh, "head -c 5 /etc/passwd"); out != "root:" {
+		t.Fatalf("/etc/passwd in the container changed: %q", out)
 	}
 }
