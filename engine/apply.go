@@ -305,7 +305,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	}
 	if pending != nil {
 		if err := sandbox.RestoreSnapshot(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest); err != nil {
-			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, prev.Snapshot, err))
+			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
 		}
 	}
 	if err := a.materialize(ctx, addr, sb); err != nil {

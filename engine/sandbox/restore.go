@@ -43,7 +43,8 @@ func CheckSnapshotFile(src string) error {
 // digest matched. On an error the workspace holds an unknown part of the
 // snapshot (CopyIn stops at the first refused member): the caller must
 // not treat it as restored. Errors wrap ErrSnapshotMissing or
-// ErrSnapshotCorrupt when those are the cause.
+// ErrSnapshotCorrupt when those are the cause; they do not repeat src
+// unless the file is missing.
 func RestoreSnapshot(ctx context.Context, sb Sandbox, src, wantSHA256 string) error {
 	if err := CheckSnapshotFile(src); err != nil {
 		return err
@@ -53,7 +54,7 @@ func RestoreSnapshot(ctx context.Context, sb Sandbox, src, wantSHA256 string) er
 		return fmt.Errorf("%s: %w", src, ErrSnapshotMissing)
 	}
 	if err != nil {
-		return fmt.Errorf("restore %s: %w", sb.ID(), err)
+		return err
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -63,21 +64,21 @@ func RestoreSnapshot(ctx context.Context, sb Sandbox, src, wantSHA256 string) er
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
 			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum(nil)) != wantSHA256 {
-				return fmt.Errorf("restore %s from %s: %w (the file does not match its recorded sha256 %s: %w)", sb.ID(), src, err, wantSHA256, ErrSnapshotCorrupt)
+				return fmt.Errorf("%w (the file does not match the sha256 %s recorded when it was written: %w)", err, wantSHA256, ErrSnapshotCorrupt)
 			}
 		}
-		return fmt.Errorf("restore %s from %s: %w", sb.ID(), src, err)
+		return err
 	}
 	// Every CopyIn has consumed the archive when it returns; the rest of
 	// the file (tar padding) still counts towards the digest.
 	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("restore %s: reading %s: %w", sb.ID(), src, err)
+		return fmt.Errorf("reading the snapshot: %w", err)
 	}
 	if wantSHA256 == "" {
 		return nil
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != wantSHA256 {
-		return fmt.Errorf("restore %s: %s has sha256 %s, not the %s recorded when it was written: %w", sb.ID(), src, got, wantSHA256, ErrSnapshotCorrupt)
+		return fmt.Errorf("the file's sha256 is %s, not the %s recorded when it was written: %w", got, wantSHA256, ErrSnapshotCorrupt)
 	}
 	return nil
 }
