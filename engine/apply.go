@@ -168,7 +168,7 @@ func (a *applier) sandboxNode(ctx context.Context, c *Change) error {
 	case ActionCreate:
 		return a.createSandbox(ctx, c.Address, false)
 	case ActionRestore:
-		return a.createSandbox(ctx, c.Address, true)
+		return a.restoreSandbox(ctx, c.Address)
 	case ActionUpdate:
 		sb, err := a.open(ctx, c.Address)
 		if err != nil {
@@ -196,9 +196,45 @@ func (a *applier) open(ctx context.Context, addr string) (sandbox.Sandbox, error
 	return sb, nil
 }
 
+// restoreSandbox recreates a sandbox from its latest snapshot. A sandbox
+// whose previous restore did not finish is deleted first (its workspace
+// holds an unknown part of the snapshot) and restored from scratch.
+func (a *applier) restoreSandbox(ctx context.Context, addr string) error {
+	a.mu.Lock()
+	ss := a.st.Sandboxes[addr]
+	var prev state.Sandbox
+	if ss != nil {
+		prev = *ss
+	}
+	a.mu.Unlock()
+	if ss == nil {
+		return a.createSandbox(ctx, addr, true)
+	}
+	if err := a.e.checkSnapshot(addr, &prev); err != nil {
+		return err
+	}
+	if prev.RestorePending != nil && prev.Status != statusDeleted {
+		sb, err := a.open(ctx, addr)
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			return fmt.Errorf("%s: removing the sandbox whose restore did not finish: %w", addr, err)
+		}
+		if sb != nil {
+			if err := sb.Delete(ctx); err != nil {
+				return fmt.Errorf("%s: removing the sandbox whose restore did not finish: %w", addr, err)
+			}
+		}
+		a.mu.Lock()
+		delete(a.sbs, addr)
+		a.mu.Unlock()
+	}
+	return a.createSandbox(ctx, addr, true)
+}
+
 // createSandbox creates the sandbox, records it in state at once (so it is
 // never left untracked), then restores its snapshot (restore) and
-// materializes its manifest.
+// materializes its manifest. A restore is marked in the state
+// (RestorePending) until the snapshot is unpacked and the manifest
+// materialized; only then does the sandbox get the snapshot's digests.
 func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) error {
 	cfg := a.e.Config
 	sbc := cfg.SandboxInstances[addr]
@@ -207,6 +243,26 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	spec := a.e.sandboxSpec(sbc, a.st.Lineage)
+	var prev *state.Sandbox
+	var pending *state.RestorePending
+	if restore {
+		a.mu.Lock()
+		if ss := a.st.Sandboxes[addr]; ss != nil {
+			c := *ss
+			prev = &c
+		}
+		a.mu.Unlock()
+		if prev != nil && prev.Snapshot != "" {
+			// Nothing is created when there is nothing to restore from.
+			if err := a.e.checkSnapshot(addr, prev); err != nil {
+				return err
+			}
+			pending = &state.RestorePending{ManifestDigest: prev.ManifestDigest, EntryDigests: prev.EntryDigests, StartedAt: time.Now().UTC()}
+			if p := prev.RestorePending; p != nil {
+				pending.ManifestDigest, pending.EntryDigests = p.ManifestDigest, p.EntryDigests
+			}
+		}
+	}
 	image := ""
 	if restore {
 		// A whole-sandbox snapshot image (commit_snapshot) brings back the
@@ -223,9 +279,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	if err != nil {
 		return fmt.Errorf("%s: creating sandbox: %w", addr, err)
 	}
-	var prev *state.Sandbox
 	if err := a.update(func(st *state.State) {
-		prev = st.Sandboxes[addr]
 		ns := &state.Sandbox{
 			Address:      addr,
 			Provider:     sbc.Provider,
@@ -237,9 +291,11 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 			UpdatedAt:    time.Now().UTC(),
 		}
 		if restore && prev != nil {
+			// The snapshot stays recorded; its digests become the
+			// sandbox's only once the restore finished (materialize).
 			ns.Snapshot, ns.SnapshotDigest = prev.Snapshot, prev.SnapshotDigest
-			ns.EntryDigests, ns.ManifestDigest = prev.EntryDigests, prev.ManifestDigest
 			ns.SnapshotImage = image
+			ns.RestorePending = pending
 		}
 		st.Sandboxes[addr] = ns
 		a.sbs[addr] = sb
@@ -247,15 +303,56 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	}); err != nil {
 		return err
 	}
-	if restore && prev != nil && prev.Snapshot != "" {
-		if err := sandbox.Restore(ctx, sb, a.e.State.Abs(prev.Snapshot)); err != nil {
-			return fmt.Errorf("%s: restoring snapshot %s: %w", addr, prev.Snapshot, err)
+	if pending != nil {
+		if err := sandbox.RestoreSnapshot(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest); err != nil {
+			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
 		}
 	}
 	if err := a.materialize(ctx, addr, sb); err != nil {
+		if pending != nil {
+			return a.restoreFailed(addr, err)
+		}
 		return err
 	}
 	return a.recordURLs(ctx, addr, sb)
+}
+
+// restoreFailed records why a restore did not finish in the state (the
+// sandbox stays marked as needing one) and returns err with what to do.
+func (a *applier) restoreFailed(addr string, err error) error {
+	if uerr := a.update(func(st *state.State) {
+		if ss := st.Sandboxes[addr]; ss != nil && ss.RestorePending != nil {
+			ss.RestorePending.Error = err.Error()
+		}
+	}); uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	return fmt.Errorf("%w; the sandbox stays marked as needing a restore and its snapshot is kept: apply again once the cause is fixed, or apply -replace=%s to recreate it from its manifest without the files the runs left in it", err, addr)
+}
+
+// checkSnapshot returns an error when the snapshot file a sandbox would be
+// restored from is missing or not a regular file, saying what is lost and
+// how to go on.
+func (e *Engine) checkSnapshot(addr string, ss *state.Sandbox) error {
+	if err := e.snapshotFileError(addr, ss); err != nil {
+		return fmt.Errorf("%s: cannot restore: %w", addr, err)
+	}
+	return nil
+}
+
+// snapshotFileError checks the snapshot file of ss (when it has one)
+// without reading it; the error names the file, what is lost and how to
+// go on.
+func (e *Engine) snapshotFileError(addr string, ss *state.Sandbox) error {
+	if ss.Snapshot == "" {
+		return nil
+	}
+	if err := sandbox.CheckSnapshotFile(e.State.Abs(ss.Snapshot)); err != nil {
+		return fmt.Errorf("%w: the files the runs left in its workspace are lost with it; "+
+			"put the file back and apply again, or apply -replace=%s to recreate the sandbox from its manifest without them "+
+			"(the runs' recorded outputs are kept; -replace=run.NAME runs one again)", err, addr)
+	}
+	return nil
 }
 
 // materialize applies the manifest entries whose digest changed.
@@ -264,6 +361,11 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 	m := sandboxManifest(cfg, cfg.SandboxInstances[addr])
 	a.mu.Lock()
 	prev := a.st.Sandboxes[addr].EntryDigests
+	if p := a.st.Sandboxes[addr].RestorePending; p != nil {
+		// The workspace holds the snapshot just unpacked: only the entries
+		// that changed since it was taken are materialized.
+		prev = p.EntryDigests
+	}
 	a.mu.Unlock()
 	res, err := sandbox.Materialize(ctx, sb, m, prev, a.e.parallelism())
 	if err != nil {
@@ -273,6 +375,7 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 		ss := st.Sandboxes[addr]
 		ss.EntryDigests = res.Digests
 		ss.ManifestDigest = sandbox.ManifestDigest(m, res.Digests)
+		ss.RestorePending = nil // a restore in progress is complete
 		ss.UpdatedAt = time.Now().UTC()
 	})
 }
@@ -327,16 +430,23 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 }
 
 // ensureRunning returns the sandbox at addr ready for tools: started if
-// stopped, restored from its snapshot if deleted or gone.
+// stopped, restored from its snapshot if deleted or gone, or if its last
+// restore did not finish. A restore that fails fails the caller: nothing
+// runs on a workspace that is not the snapshot's.
 func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandbox, error) {
 	defer a.lockSandbox(addr)()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]
+	pending := ss != nil && ss.RestorePending != nil
 	a.mu.Unlock()
 	if ss == nil {
 		return nil, fmt.Errorf("%s is not in the state; apply it first (is it excluded by -target?)", addr)
 	}
-	if ss.Status == statusDeleted {
+	if pending {
+		if err := a.restoreSandbox(ctx, addr); err != nil {
+			return nil, fmt.Errorf("not started: the last restore of %s did not finish and restoring it again failed (nothing runs on an incomplete workspace): %w", addr, err)
+		}
+	} else if ss.Status == statusDeleted {
 		if err := a.createSandbox(ctx, addr, true); err != nil {
 			return nil, err
 		}
@@ -578,9 +688,22 @@ func (a *applier) lockSandbox(addr string) (unlock func()) {
 	return m.Unlock
 }
 
-// snapshot saves the sandbox's workspace under the state directory.
+// snapshot saves the sandbox's workspace under the state directory. A
+// sandbox whose restore did not finish is not snapshotted: its workspace
+// is not the snapshot's, and the last good snapshot must not be replaced
+// by a worse one.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
 	defer a.lockSandbox(addr)()
+	a.mu.Lock()
+	var restoring *state.RestorePending
+	last := ""
+	if ss := a.st.Sandboxes[addr]; ss != nil {
+		restoring, last = ss.RestorePending, ss.Snapshot
+	}
+	a.mu.Unlock()
+	if restoring != nil {
+		return fmt.Errorf("%s: not snapshotted: its restore from %s did not finish, so its workspace is incomplete; the last good snapshot is kept (apply again to restore it)", addr, last)
+	}
 	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err

@@ -208,7 +208,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	digest := digestJSON([]string{cdigest, mdigest})
 	prev := st.Sandboxes[addr]
 	drift := "" // only asked when refreshing: live holds refreshed sandboxes
-	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest {
+	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
 		var err error
 		if drift, err = e.sandboxDrift(ctx, st, addr); err != nil {
 			return nil, "", err
@@ -223,6 +223,9 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
 		c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+	case prev.RestorePending != nil:
+		c.Action = ActionRestore
+		c.Reasons = []string{restorePendingReason(prev.RestorePending)}
 	case drift != "":
 		c.Action = ActionReplace
 		c.Reasons = []string{drift}
@@ -256,7 +259,25 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
 		}
 	}
+	// A restore needs its snapshot file: say now that it is gone, also for
+	// a sandbox deleted by on_exit that a run would restore.
+	if prev != nil && (c.Action == ActionRestore || prev.Status == statusDeleted && c.Action != ActionReplace) {
+		if err := e.snapshotFileError(addr, prev); err != nil {
+			c.Action = ActionRestore
+			c.Reasons = append(c.Reasons, "apply will fail: "+err.Error())
+		}
+	}
 	return c, digest, nil
+}
+
+// restorePendingReason is the plan reason for a sandbox whose last
+// restore did not finish.
+func restorePendingReason(p *state.RestorePending) string {
+	why := "agentctl stopped during it"
+	if p.Error != "" {
+		why = p.Error
+	}
+	return "a previous restore did not finish: " + why + "; the sandbox is recreated from its latest snapshot"
 }
 
 // planRun decides one run's action, in dependency order so upstream
@@ -460,6 +481,9 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 	ss := st.Sandboxes[addr]
 	if ss == nil {
 		return nil, nil, fmt.Errorf("%s is not in the state; run agentctl apply to create it (agentctl state list shows what exists)", addr)
+	}
+	if ss.RestorePending != nil {
+		return nil, nil, fmt.Errorf("%s: its last restore from %s did not finish, so its workspace is incomplete; run agentctl apply to restore it", addr, ss.Snapshot)
 	}
 	if ss.Status == statusDeleted {
 		return nil, nil, fmt.Errorf("%s was deleted after the last apply (on_exit = \"delete\"); a run that needs it restores it from its snapshot", addr)

@@ -101,6 +101,26 @@ type Sandbox struct {
 	SnapshotImage string    `json:"snapshot_image,omitempty"`
 	CreatedAt     time.Time `json:"created_at,omitzero"`
 	UpdatedAt     time.Time `json:"updated_at,omitzero"`
+
+	// RestorePending is set while the sandbox is being restored from
+	// Snapshot and the restore has not finished: from the moment the new
+	// sandbox is recorded until the snapshot is unpacked and the manifest
+	// materialized. While it is set, ManifestDigest and EntryDigests are
+	// empty (the workspace holds an unknown part of the snapshot), plan
+	// proposes the restore again and no snapshot replaces Snapshot.
+	RestorePending *RestorePending `json:"restore_pending,omitempty"`
+}
+
+// RestorePending records a restore that has not finished.
+type RestorePending struct {
+	// Error is why the last attempt failed; empty while a restore is
+	// under way, or when the process doing it died (kill -9, power loss).
+	Error string `json:"error,omitempty"`
+	// ManifestDigest and EntryDigests describe the workspace the snapshot
+	// holds; they become the sandbox's once the restore finished.
+	ManifestDigest string            `json:"manifest_digest,omitempty"`
+	EntryDigests   map[string]string `json:"entry_digests,omitempty"`
+	StartedAt      time.Time         `json:"started_at,omitzero"`
 }
 
 // Run is one execution of an agent on an input.

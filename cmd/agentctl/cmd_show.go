@@ -149,6 +149,13 @@ func showSandbox(w io.Writer, s *state.Sandbox) {
 	if s.Snapshot != "" {
 		fmt.Fprintf(w, "snapshot        = %s (sha256 %s)\n", s.Snapshot, s.SnapshotDigest)
 	}
+	if p := s.RestorePending; p != nil {
+		why := "agentctl stopped during it"
+		if p.Error != "" {
+			why = p.Error
+		}
+		fmt.Fprintf(w, "restore_pending = the last restore did not finish (%s); apply restores it again\n", why)
+	}
 }
 
 // showRun prints a run's transcript: the input, each model turn's text and

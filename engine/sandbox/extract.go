@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 
 // ErrUnsafeArchive is returned (wrapped) when a tar stream holds a member
 // the safe extractor refuses: a hardlink, device, FIFO or other special
-// file, a symlink leading out of the workspace, or one past the limits.
+// file, a member beneath a symlink, or one past the limits.
 var ErrUnsafeArchive = errors.New("unsafe archive")
 
 // Defaults for ExtractLimits fields left zero.
@@ -72,7 +73,6 @@ type member struct {
 // tarChecker applies the safe-extraction rules to a stream's headers.
 type tarChecker struct {
 	lim     ExtractLimits
-	base    string // workspace-relative extraction directory
 	members int
 	bytes   int64
 	// links holds the symlink members seen so far: nothing may be
@@ -152,9 +152,19 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 	case tar.TypeDir:
 		m.kind, m.mode = tar.TypeDir, sanitizedDirMode
 	case tar.TypeSymlink:
+		// The link is created as it is, whatever its target: an absolute
+		// target or one that climbs out of the workspace is legal inside
+		// a sandbox (a Python venv holds both). It is safe because the
+		// target is never resolved here: nothing is extracted beneath a
+		// symlink (above), and every later host-side access to the
+		// workspace resolves paths beneath its root (Dir) or inside the
+		// sandbox.
 		m.kind = tar.TypeSymlink
-		if !symlinkStaysInside(relJoin(c.base, clean), hdr.Linkname) {
-			return m, false, unsafeMember(hdr.Name, fmt.Sprintf("symlink target %q leaves the workspace (absolute targets are refused too)", hdr.Linkname), ErrPathEscape)
+		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 {
+			return m, false, unsafeMember(hdr.Name, "empty symlink target, or a NUL byte in it")
+		}
+		if len(hdr.Linkname) >= 4096 {
+			return m, false, unsafeMember(hdr.Name, "symlink target longer than 4095 bytes")
 		}
 	default:
 		m.kind, m.mode = tar.TypeReg, sanitizeMode(hdr.Mode)
@@ -172,16 +182,18 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 // Extract unpacks the tar stream r into directory dir of d (workspace-
 // relative, created if missing), refusing what could reach outside the
 // workspace or harm the host: absolute member names and any ".." element,
-// hardlinks, devices, FIFOs, symlinks whose target is absolute or leaves
-// the workspace, and streams past the limits. Modes are sanitized (see
-// sanitizedFileMode); owners are not restored; modification times are.
-// Members replace existing files and symlinks; a member that would
-// replace a non-empty directory is an error. Extraction never goes
-// through a symlink: a member whose parent path (or the extraction
-// directory) holds a symlink, whether it came from the archive or was
-// already in the workspace, is refused. So a symlink's place in the tree
-// is exactly its member name, and its target is checked from there. Extraction stops at the first refused member; members
-// before it stay extracted.
+// hardlinks, devices, FIFOs, and streams past the limits. Modes are
+// sanitized (see sanitizedFileMode); owners are not restored;
+// modification times are. Members replace existing files and symlinks
+// (the link itself, never its target); a member that would replace a
+// non-empty directory is an error. Extraction never goes through a
+// symlink: a member whose parent path (or the extraction directory) holds
+// a symlink, whether it came from the archive or was already in the
+// workspace, is refused. So a symlink's place in the tree is exactly its
+// member name, and its target, whatever it is (absolute, or climbing out
+// of the workspace), is stored as it is and never followed on the host.
+// Extraction stops at the first refused member; members before it stay
+// extracted.
 func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) error {
 	base, err := rel(dir)
 	if err != nil {
@@ -192,7 +204,7 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 	} else {
 		f.Close()
 	}
-	c := tarChecker{lim: lim.withDefaults(), base: base}
+	c := tarChecker{lim: lim.withDefaults()}
 	tr := tar.NewReader(r)
 	var (
 		cacheName string
@@ -340,6 +352,10 @@ type SanitizeOptions struct {
 // opts.UID:opts.GID, no extended attributes or PAX records. It is for
 // providers whose extraction happens elsewhere (a container engine's or a
 // remote API's), so that every provider refuses the same archives.
+// Symlinks keep their target, whatever it is, as with Extract: those
+// extractors work inside the sandbox (a container's root, a remote
+// machine), so an absolute target means what it meant when the link was
+// archived, and nothing of the same archive is sent beneath a link.
 //
 // Such an extractor cannot be told not to follow a symlink already in the
 // workspace, so every parent directory of a member is sent first as an
@@ -349,15 +365,45 @@ type SanitizeOptions struct {
 // through. For the same reason a non-directory member that would replace
 // a directory sent earlier in the stream is refused.
 func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts SanitizeOptions) error {
-	base, err := rel(dir)
-	if err != nil {
-		return err
+	_, err := sanitizeTar(ctx, dir, r, w, opts, false)
+	return err
+}
+
+// Link is a symlink member: Name is relative to the extraction directory,
+// Target is the link's target as archived.
+type Link struct {
+	Name, Target string
+}
+
+// SanitizeTarDeferLinks is SanitizeTar for extractors that refuse a
+// relative symlink whose target climbs out of the extraction directory
+// (docker's: "invalid symlink"), although such a link is legal in a
+// workspace. Those links are left out of w and returned in archive order
+// for the caller to create afterwards, from a directory above the
+// extraction directory; their parent directories are in w. A later member
+// of the same name drops a deferred link, as it would have replaced it.
+func SanitizeTarDeferLinks(ctx context.Context, dir string, r io.Reader, w io.Writer, opts SanitizeOptions) ([]Link, error) {
+	return sanitizeTar(ctx, dir, r, w, opts, true)
+}
+
+func sanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts SanitizeOptions, deferLinks bool) ([]Link, error) {
+	if _, err := rel(dir); err != nil {
+		return nil, err
 	}
-	c := tarChecker{lim: opts.Limits.withDefaults(), base: base}
+	var deferred []Link
+	deferredAt := map[string]int{} // index in deferred by name
+	undefer := func(name string) {
+		if i, ok := deferredAt[name]; ok {
+			deferred[i].Name = "" // dropped
+			delete(deferredAt, name)
+		}
+	}
+	c := tarChecker{lim: opts.Limits.withDefaults()}
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)
 	now := time.Now().Truncate(time.Second)
-	dirs := map[string]bool{} // directories sent so far
+	dirs := map[string]bool{}  // directories sent so far
+	links := map[string]bool{} // symlinks sent so far
 	writeDir := func(name string, mode int64, mtime time.Time) error {
 		dirs[name] = true
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode,
@@ -365,18 +411,18 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return tw.Close()
+			return slices.DeleteFunc(deferred, func(l Link) bool { return l.Name == "" }), tw.Close()
 		}
 		if err != nil {
-			return fmt.Errorf("read archive: %w", err)
+			return nil, fmt.Errorf("read archive: %w", err)
 		}
 		m, skip, err := c.check(hdr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if skip {
 			continue
@@ -384,7 +430,7 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 		for i := 0; i < len(m.name); i++ {
 			if m.name[i] == '/' && !dirs[m.name[:i]] {
 				if err := writeDir(m.name[:i], sanitizedDirMode, now); err != nil {
-					return fmt.Errorf("archive member %q: %w", hdr.Name, err)
+					return nil, fmt.Errorf("archive member %q: %w", hdr.Name, err)
 				}
 			}
 		}
@@ -393,29 +439,42 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 			mode = hdr.Mode & 0o777
 		}
 		if m.kind == tar.TypeDir {
+			if links[m.name] {
+				// Some extractors (busybox tar) keep an existing link for
+				// a directory member and then write through it.
+				return nil, unsafeMember(hdr.Name, "a directory would replace a symlink of the same archive", ErrPathEscape)
+			}
 			if opts.KeepPermissions {
 				mode |= 0o700
 			}
 			if err := writeDir(m.name, mode, hdr.ModTime.Truncate(time.Second)); err != nil {
-				return fmt.Errorf("archive member %q: %w", hdr.Name, err)
+				return nil, fmt.Errorf("archive member %q: %w", hdr.Name, err)
 			}
 			continue
 		}
 		if dirs[m.name] {
-			return unsafeMember(hdr.Name, "it would replace a directory of the same archive")
+			return nil, unsafeMember(hdr.Name, "it would replace a directory of the same archive")
 		}
 		out := &tar.Header{Name: m.name, ModTime: hdr.ModTime.Truncate(time.Second), Mode: mode, Uid: opts.UID, Gid: opts.GID}
+		undefer(m.name)
 		if m.kind == tar.TypeSymlink {
+			links[m.name] = true
+			if deferLinks && !strings.HasPrefix(hdr.Linkname, "/") && !symlinkStaysInside(m.name, hdr.Linkname) {
+				deferredAt[m.name] = len(deferred)
+				deferred = append(deferred, Link{Name: m.name, Target: hdr.Linkname})
+				continue
+			}
 			out.Typeflag, out.Linkname, out.Mode = tar.TypeSymlink, hdr.Linkname, 0o777
 		} else {
 			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
+			delete(links, m.name)
 		}
 		if err := tw.WriteHeader(out); err != nil {
-			return fmt.Errorf("archive member %q: %w", hdr.Name, err)
+			return nil, fmt.Errorf("archive member %q: %w", hdr.Name, err)
 		}
 		if out.Typeflag == tar.TypeReg {
 			if n, err := io.Copy(tw, tr); err != nil || n != hdr.Size {
-				return fmt.Errorf("archive member %q: copy: %v (%d of %d bytes)", hdr.Name, err, n, hdr.Size)
+				return nil, fmt.Errorf("archive member %q: copy: %v (%d of %d bytes)", hdr.Name, err, n, hdr.Size)
 			}
 		}
 	}

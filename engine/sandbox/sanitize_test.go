@@ -135,9 +135,10 @@ func TestSparseFilesRefused(t *testing.T) {
 
 // FuzzSanitizeTar checks that whatever SanitizeTar lets through is safe
 // for an extractor that follows symlinks: relative names without "..",
-// only files, directories and symlinks whose targets stay in the
-// workspace, nothing beneath a symlink, no special mode bits, parents
-// before children.
+// only files, directories and symlinks (with a non-empty target, which may
+// be absolute: it is never written through), nothing beneath a symlink
+// and no directory in place of one, no special mode bits, parents before
+// children.
 func FuzzSanitizeTar(f *testing.F) {
 	f.Add(tarOf(f, reg("a/b", "x")), "")
 	f.Add(tarOf(f, sym("l", "../x")), "sub")
@@ -146,8 +147,7 @@ func FuzzSanitizeTar(f *testing.F) {
 	f.Add(tarOf(f, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o7777}), "x/y")
 	f.Add(tarOf(f, sym("a", "."), reg("a/b", "x")), "")
 	f.Fuzz(func(t *testing.T, data []byte, base string) {
-		b, err := CleanPath("", base)
-		if err != nil {
+		if _, err := CleanPath("", base); err != nil {
 			return
 		}
 		var out bytes.Buffer
@@ -194,13 +194,15 @@ func FuzzSanitizeTar(f *testing.F) {
 			}
 			switch h.Typeflag {
 			case tar.TypeDir:
+				if links[name] {
+					t.Fatalf("directory %q replaces a symlink of the same archive", name)
+				}
 				dirs[name] = true
-				delete(links, name)
 			case tar.TypeReg:
 				delete(links, name)
 			case tar.TypeSymlink:
-				if !symlinkStaysInside(relJoin(b, name), h.Linkname) {
-					t.Fatalf("unsafe link %q -> %q passed", name, h.Linkname)
+				if h.Linkname == "" || strings.ContainsRune(h.Linkname, 0) {
+					t.Fatalf("bad link target %q -> %q passed", name, h.Linkname)
 				}
 				links[name] = true
 			default:

@@ -277,8 +277,8 @@ func parseMode(perm string, dir bool) fs.FileMode {
 // CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
 // here by sandbox.SanitizeTar with the common safe-extraction rules (no
 // absolute or ".." names, no hardlinks, devices, FIFOs or sparse files,
-// symlink targets confined to the workspace, nothing beneath a symlink of
-// the same archive, modes reduced to permission bits, parents sent as
+// symlinks kept with their target but nothing beneath a symlink of the
+// same archive, modes reduced to permission bits, parents sent as
 // explicit directories, member and size limits), uploaded as one file and
 // unpacked with tar inside the sandbox: three requests whatever the
 // number of files, and modes and symlinks survive (the bulk upload API

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -360,8 +361,13 @@ func TestPathPolicy(t *testing.T) {
 		"hardlink": func(tw *tar.Writer) {
 			tw.WriteHeader(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"})
 		},
-		"symlink-out": func(tw *tar.Writer) {
+		"through-symlink-out": func(tw *tar.Writer) {
 			tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../../.."})
+			tw.WriteHeader(&tar.Header{Name: "l/x", Typeflag: tar.TypeReg})
+		},
+		"dir-over-symlink-out": func(tw *tar.Writer) {
+			tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/"})
+			tw.WriteHeader(&tar.Header{Name: "l/", Typeflag: tar.TypeDir})
 		},
 		"beneath-link": func(tw *tar.Writer) {
 			tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "in"})
@@ -379,6 +385,23 @@ func TestPathPolicy(t *testing.T) {
 	}
 	if _, err := w.ReadFile(ctx, "../outside/s", 0); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("lexical escape: %v", err)
+	}
+	// Links whose target leaves the workspace are kept as links.
+	var links bytes.Buffer
+	tw := tar.NewWriter(&links)
+	tw.WriteHeader(&tar.Header{Name: "venv/bin/python", Typeflag: tar.TypeSymlink, Linkname: "/usr/bin/python3"})
+	tw.WriteHeader(&tar.Header{Name: "venv/up", Typeflag: tar.TypeSymlink, Linkname: "../../outside"})
+	tw.Close()
+	if err := w.CopyIn(ctx, "kept", &links); err != nil {
+		t.Fatalf("CopyIn of links leaving the workspace: %v", err)
+	}
+	for p, want := range map[string]string{"kept/venv/bin/python": "/usr/bin/python3", "kept/venv/up": "../../outside"} {
+		if fi, err := w.Stat(ctx, p); err != nil || fi.Mode&fs.ModeSymlink == 0 || fi.Target != want {
+			t.Errorf("%s: %+v, %v; want a link to %s", p, fi, err, want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, "s")); err != nil || string(b) != "secret\n" {
+		t.Errorf("file outside the workspace changed: %q, %v", b, err)
 	}
 }
 

@@ -1,12 +1,14 @@
 package docker
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -17,11 +19,17 @@ import (
 // if missing). The stream goes through sandbox.SanitizeTar before anything
 // reaches the daemon, so it gets the common safe-extraction rules
 // (docs/sandbox.md): no absolute or ".." names, no hardlinks, devices,
-// FIFOs or sparse files, symlink targets confined to the workspace,
-// permission bits kept but set-id and sticky bits dropped, owners set to
-// the sandbox user, and every parent sent
-// as an explicit directory so that an existing symlink in the container
-// is replaced by a real directory instead of being written through.
+// FIFOs or sparse files, nothing beneath a symlink, permission bits kept
+// but set-id and sticky bits dropped, owners set to the sandbox user, and
+// every parent sent as an explicit directory so that an existing symlink
+// in the container is replaced by a real directory instead of being
+// written through.
+//
+// Symlinks keep their target whatever it is. The daemon refuses a
+// relative link whose target climbs out of the destination directory
+// ("invalid symlink"), so such links are held back from the stream and
+// created afterwards by a second copy whose destination is the
+// container's root, where every relative target stays inside.
 //
 // A refused member stops the copy; members before it may already have been
 // extracted.
@@ -50,8 +58,10 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 
 	pr, pw := io.Pipe()
 	filterErr := make(chan error, 1)
+	var links []sandbox.Link
 	go func() {
-		err := sandbox.SanitizeTar(ctx, base, in, pw, sandbox.SanitizeOptions{UID: s.d.UID, GID: s.d.GID, KeepPermissions: true})
+		var err error
+		links, err = sandbox.SanitizeTarDeferLinks(ctx, base, in, pw, sandbox.SanitizeOptions{UID: s.d.UID, GID: s.d.GID, KeepPermissions: true})
 		filterErr <- err
 		pw.CloseWithError(err)
 	}()
@@ -67,5 +77,14 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 	if putErr != nil {
 		return s.wrap("copy in "+dir, putErr)
 	}
-	return nil
+	if len(links) == 0 {
+		return nil
+	}
+	now := time.Now()
+	hdrs := make([]*tar.Header, 0, len(links))
+	for _, l := range links {
+		hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(path.Join(r.path, l.Name), "/"),
+			Linkname: l.Target, Mode: 0o777, Uid: s.d.UID, Gid: s.d.GID, ModTime: now})
+	}
+	return s.put(ctx, "copy in "+dir+" (symlinks leaving it)", "/", hdrs, nil)
 }

@@ -13,8 +13,8 @@
 //     root is refused with sandbox.ErrPathEscape.
 //   - Tar streams given to CopyIn go through sandbox.SanitizeTar before
 //     they are sent (no absolute names, no "..", no hardlinks, devices,
-//     FIFOs or sparse files, symlink targets inside the workspace, modes
-//     sanitized) and every parent directory is sent as an explicit
+//     FIFOs or sparse files, nothing beneath a symlink, modes sanitized;
+//     symlinks keep their target) and every parent directory is sent as an explicit
 //     directory member, so the daemon replaces an existing symlink instead
 //     of writing through it.
 //   - Exec timeouts kill the whole process tree: every exec carries a

@@ -561,8 +561,8 @@ func TestEscapes(t *testing.T) {
 	}{
 		{"absolute", tarOf(t, &tar.Header{Name: "/etc/evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
 		{"dotdot", tarOf(t, &tar.Header{Name: "a/../../evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
-		{"symlink out", tarOf(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}), sandbox.ErrPathEscape},
-		{"relative symlink out", tarOf(t, &tar.Header{Name: "a/l", Typeflag: tar.TypeSymlink, Linkname: "../../../etc"}), sandbox.ErrPathEscape},
+		{"write through symlink out", tarOf(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "l/evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
+		{"directory over symlink out", tarOf(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "l/", Typeflag: tar.TypeDir}, &tar.Header{Name: "l/evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
 		{"hardlink", tarOf(t, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}), sandbox.ErrUnsafeArchive},
 		{"device", tarOf(t, &tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 1}), sandbox.ErrUnsafeArchive},
 		{"fifo", tarOf(t, &tar.Header{Name: "fifo", Typeflag: tar.TypeFifo}), sandbox.ErrUnsafeArchive},
@@ -570,6 +570,21 @@ func TestEscapes(t *testing.T) {
 	for _, h := range hostile {
 		if err := sb.CopyIn(ctx, "in", h.tar); !errors.Is(err, h.want) {
 			t.Errorf("CopyIn %s: %v, want %v", h.name, err, h.want)
+		}
+	}
+	if out := execOK(t, sb, "ls /etc"); strings.Contains(out, "evil") {
+		t.Fatal("/etc/evil was written")
+	}
+	// Links whose target leaves the workspace are kept as links (a
+	// restored Python venv has them), with their target unchanged.
+	kept := tarOf(t, &tar.Header{Name: "venv/bin/python", Typeflag: tar.TypeSymlink, Linkname: "/usr/bin/python3"},
+		&tar.Header{Name: "venv/up", Typeflag: tar.TypeSymlink, Linkname: "../../../etc"})
+	if err := sb.CopyIn(ctx, "kept", kept); err != nil {
+		t.Fatalf("CopyIn of links leaving the workspace: %v", err)
+	}
+	for p, want := range map[string]string{"kept/venv/bin/python": "/usr/bin/python3", "kept/venv/up": "../../../etc"} {
+		if fi, err := sb.Stat(ctx, p); err != nil || fi.Mode&fs.ModeSymlink == 0 || fi.Target != want {
+			t.Errorf("%s: %+v, %v; want a link to %s", p, fi, err, want)
 		}
 	}
 	// Writing through a symlink that already exists in the container: the
@@ -655,6 +670,10 @@ func TestSnapshotRestoreAfterLoss(t *testing.T) {
 	spec := testSpec(t)
 	sb := newSandbox(t, spec)
 	execOK(t, sb, "mkdir -p out && echo result > out/report.txt && ln -s out/report.txt latest && chmod 600 out/report.txt")
+	// Links whose target leaves the workspace (a venv has them) come back
+	// as links with the same target.
+	links := map[string]string{"abslink": "/etc/passwd", "up": "../etc", "out/deep": "../../../etc", "venv/bin/python": "/usr/bin/python3"}
+	execOK(t, sb, "mkdir -p venv/bin && ln -s /etc/passwd abslink && ln -s ../etc up && ln -s ../../../etc out/deep && ln -s /usr/bin/python3 venv/bin/python")
 	rc, err := sb.CopyOut(ctx, ".")
 	if err != nil {
 		t.Fatal(err)
@@ -676,5 +695,13 @@ func TestSnapshotRestoreAfterLoss(t *testing.T) {
 	}
 	if out := execOK(t, fresh, "cat latest; stat -c %a out/report.txt"); out != "result\n600\n" {
 		t.Fatalf("restored workspace: %q", out)
+	}
+	for p, want := range links {
+		if fi, err := fresh.Stat(ctx, p); err != nil || fi.Mode&fs.ModeSymlink == 0 || fi.Target != want {
+			t.Errorf("%s after the restore: %+v, %v; want a link to %s", p, fi, err, want)
+		}
+	}
+	if out := execOK(t, fresh, "head -c 5 /etc/passwd"); out != "root:" {
+		t.Fatalf("/etc/passwd in the container changed: %q", out)
 	}
 }
