@@ -479,7 +479,7 @@ func (l *loader) sandboxRef(a *hcl.Attribute, each *eachVal) (string, bool) {
 	if !l.checkRefs(a.Expr, scope{each: each != nil, sandbox: true, where: "a sandbox reference"}) {
 		return "", false
 	}
-	ctx := l.ctx(each, nil)
+	ctx := l.ctx(a.Expr, each, nil)
 	ctx.Variables["sandbox"] = l.sandboxAddrValue()
 	v, diags := a.Expr.Value(ctx)
 	if diags.HasErrors() {

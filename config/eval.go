@@ -124,10 +124,33 @@ func (l *loader) checkTraversal(tr hcl.Traversal, sc scope) bool {
 	return true
 }
 
-// ctx builds an evaluation context for scope, with each set when the
-// block has for_each and late values for run and sandbox.
-func (l *loader) ctx(each *eachVal, late *lateVals) *hcl.EvalContext {
-	return buildCtx(l.funcs, l.vars, l.locals, each, late)
+// ctx builds the evaluation context of expr, with each set when the block
+// has for_each and late values for run and sandbox. Its var and local
+// objects hold only the names expr refers to, so the cost of an
+// evaluation follows the expression, not the number of variables and
+// locals: evaluating n locals is linear in n.
+func (l *loader) ctx(expr hcl.Expression, each *eachVal, late *lateVals) *hcl.EvalContext {
+	refs := expr.Variables()
+	return buildCtx(l.funcs, refObject(l.vars, "var", refs), refObject(l.locals, "local", refs), each, late)
+}
+
+// refObject is the object of the values of m that refs name under root;
+// all of m when a reference uses the root object itself (local[k]).
+func refObject(m map[string]cty.Value, root string, refs []hcl.Traversal) cty.Value {
+	picked := map[string]cty.Value{}
+	for _, tr := range refs {
+		if tr.RootName() != root {
+			continue
+		}
+		name, _, ok := stepName(tr, 1)
+		if !ok {
+			return objectOf(m)
+		}
+		if v, ok := m[name]; ok {
+			picked[name] = v
+		}
+	}
+	return objectOf(picked)
 }
 
 type eachVal struct {
@@ -141,10 +164,12 @@ type lateVals struct {
 	sandbox cty.Value
 }
 
-func buildCtx(funcs map[string]function.Function, vars, locals map[string]cty.Value, each *eachVal, late *lateVals) *hcl.EvalContext {
+// buildCtx assembles an evaluation context from the var and local
+// objects.
+func buildCtx(funcs map[string]function.Function, vars, locals cty.Value, each *eachVal, late *lateVals) *hcl.EvalContext {
 	v := map[string]cty.Value{
-		"var":   objectOf(vars),
-		"local": objectOf(locals),
+		"var":   vars,
+		"local": locals,
 	}
 	if each != nil {
 		v["each"] = cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(each.key), "value": each.value})
@@ -168,7 +193,7 @@ func (l *loader) eval(expr hcl.Expression, sc scope, each *eachVal, late *lateVa
 	if !l.checkRefs(expr, sc) {
 		return cty.DynamicVal, false
 	}
-	v, diags := expr.Value(l.ctx(each, late))
+	v, diags := expr.Value(l.ctx(expr, each, late))
 	l.diags = append(l.diags, diags...)
 	if diags.HasErrors() {
 		return cty.DynamicVal, false

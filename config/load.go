@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
@@ -134,16 +133,9 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 	cfg := l.cfg
 	cfg.reach = sync.OnceValue(func() *sandboxReach { return newSandboxReach(cfg) })
 
-	parser := hclparse.NewParser()
 	var bodies []*hcl.File
 	for _, f := range files {
-		var file *hcl.File
-		var diags hcl.Diagnostics
-		if strings.HasSuffix(f, ".json") {
-			file, diags = parser.ParseJSONFile(f)
-		} else {
-			file, diags = parser.ParseHCLFile(f)
-		}
+		file, diags := parseFile(f)
 		l.diags = append(l.diags, diags...)
 		if file != nil {
 			l.cfg.Files[f] = file
@@ -153,13 +145,13 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 		}
 	}
 	if l.diags.HasErrors() {
-		return l.cfg, l.diags
+		return l.cfg, CapDiagnostics(l.diags)
 	}
 	for _, f := range bodies {
 		l.structure(f.Body)
 	}
 	l.decodeAll()
-	return l.cfg, l.diags
+	return l.cfg, CapDiagnostics(l.diags)
 }
 
 // configFiles lists the files of the configuration at path.
@@ -381,6 +373,7 @@ func (l *loader) decodeAll() {
 	}
 	l.cfg.vars = l.vars
 	l.cfg.locals = l.locals
+	l.cfg.varsObj, l.cfg.localsObj = objectOf(l.vars), objectOf(l.locals)
 	l.validateLate()
 	if l.diags.HasErrors() {
 		return

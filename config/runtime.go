@@ -91,7 +91,7 @@ func (c *Config) runCtx(ri *RunInstance, late *lateVals) *hcl.EvalContext {
 	if r, ok := c.Runs[ri.Name]; ok && r.ForEach != nil {
 		each = &eachVal{key: ri.Key, value: ri.eachValue}
 	}
-	return buildCtx(c.funcs, c.vars, c.locals, each, late)
+	return buildCtx(c.funcs, c.varsObj, c.localsObj, each, late)
 }
 
 // EvalRunInput evaluates a run instance's input with the outputs of the
@@ -137,7 +137,7 @@ func (c *Config) RunInputEvaluator(rv RuntimeValues) func(ri *RunInstance) (stri
 // rv are unknown.
 func (c *Config) EvalOutputs(rv RuntimeValues) (map[string]OutputValue, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	ctx := buildCtx(c.funcs, c.vars, c.locals, nil, c.lateObjects(&rv))
+	ctx := buildCtx(c.funcs, c.varsObj, c.localsObj, nil, c.lateObjects(&rv))
 	out := map[string]OutputValue{}
 	for _, name := range sortedKeys(c.Outputs) {
 		o := c.Outputs[name]
@@ -250,7 +250,7 @@ func (l *loader) validateLate() {
 			l.diags = append(l.diags, inputTypeDiag(rng, err))
 		}
 	}
-	ctx := buildCtx(c.funcs, c.vars, c.locals, nil, late)
+	ctx := buildCtx(c.funcs, c.varsObj, c.localsObj, nil, late)
 	for _, name := range sortedKeys(c.Outputs) {
 		o := c.Outputs[name]
 		if !l.checkRefs(o.Expr, scope{run: true, sandbox: true, where: "an output"}) {

@@ -41,7 +41,10 @@ type Config struct {
 	funcs  map[string]function.Function
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
-	col    *sensitiveCollector
+	// varsObj and localsObj are vars and locals as the objects of an
+	// evaluation context, built once at load.
+	varsObj, localsObj cty.Value
+	col                *sensitiveCollector
 	// reach indexes the sandboxes each agent reaches (RunSandboxes),
 	// built once on first use: the agents don't change after loading.
 	reach func() *sandboxReach

@@ -10,8 +10,6 @@ import (
 	"github.com/agentctl/agentctl/graph"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
-	"github.com/hashicorp/hcl/v2/hclparse"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -165,7 +163,7 @@ func (l *loader) checkValidation(v *Variable, b *hcl.Block) {
 	if !v.Value.IsWhollyKnown() {
 		return
 	}
-	ctx := l.ctx(nil, nil)
+	ctx := l.ctx(cond.Expr, nil, nil)
 	res, diags := cond.Expr.Value(ctx)
 	l.diags = append(l.diags, diags...)
 	if diags.HasErrors() {
@@ -288,7 +286,7 @@ func (l *loader) parseRawValue(v *Variable, raw, src string) (cty.Value, bool) {
 	if v.Type.IsPrimitiveType() || v.Type == cty.DynamicPseudoType {
 		return cty.StringVal(raw), true
 	}
-	expr, diags := hclsyntax.ParseExpression([]byte(raw), src, hcl.Pos{Line: 1, Column: 1})
+	expr, diags := parseExpression([]byte(raw), src)
 	if diags.HasErrors() {
 		l.diags = append(l.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
@@ -310,14 +308,7 @@ func (l *loader) parseRawValue(v *Variable, raw, src string) (cty.Value, bool) {
 }
 
 func (l *loader) readVarFile(path string, out map[string]varSource) {
-	p := hclparse.NewParser()
-	var file *hcl.File
-	var diags hcl.Diagnostics
-	if strings.HasSuffix(path, ".json") {
-		file, diags = p.ParseJSONFile(path)
-	} else {
-		file, diags = p.ParseHCLFile(path)
-	}
+	file, diags := parseFile(path)
 	if file != nil {
 		l.cfg.Files[path] = file
 	}
@@ -366,7 +357,8 @@ func (l *loader) decodeLocals() {
 			}
 		}
 	}
-	for _, cyc := range g.Cycles() {
+	cycles := g.Cycles()
+	for _, cyc := range cycles {
 		var parts []string
 		for _, n := range cyc {
 			parts = append(parts, fmt.Sprintf("local.%s (%s)", n, rangeString(l.localAttrs[n].NameRange)))
@@ -375,7 +367,7 @@ func (l *loader) decodeLocals() {
 		l.errorf(l.localAttrs[cyc[0]].NameRange, "Cycle in local values",
 			"Local values refer to each other in a cycle: %s. Break the cycle by removing one of the references.", strings.Join(parts, ", "))
 	}
-	if len(g.Cycles()) > 0 {
+	if len(cycles) > 0 {
 		return
 	}
 	order, _ := g.TopoOrder()

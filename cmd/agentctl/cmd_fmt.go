@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/config"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"github.com/rogpeppe/go-internal/diff"
@@ -46,9 +46,12 @@ func runFmt(m *meta, args *arguments.Fmt) error {
 	changed := false
 	for _, p := range args.Paths {
 		if p == "-" {
-			src, err := io.ReadAll(os.Stdin)
+			src, err := io.ReadAll(io.LimitReader(os.Stdin, config.MaxFileBytes+1))
 			if err != nil {
 				return fmt.Errorf("reading standard input: %w", err)
+			}
+			if len(src) > config.MaxFileBytes {
+				return fmt.Errorf("standard input holds more than the %d MiB agentctl formats", config.MaxFileBytes>>20)
 			}
 			out, ds := formatSource(src, "<stdin>", files)
 			diags = append(diags, ds...)
@@ -71,9 +74,9 @@ func runFmt(m *meta, args *arguments.Fmt) error {
 			return err
 		}
 		for _, name := range names {
-			src, err := os.ReadFile(name)
+			src, err := config.ReadSourceFile(name)
 			if err != nil {
-				return fmt.Errorf("reading %s: %w", name, err)
+				return err
 			}
 			out, ds := formatSource(src, name, files)
 			diags = append(diags, ds...)
@@ -99,7 +102,7 @@ func runFmt(m *meta, args *arguments.Fmt) error {
 		}
 	}
 	if diags.HasErrors() {
-		v.Diagnostics(diags, files)
+		v.Diagnostics(config.CapDiagnostics(diags), files)
 		return exitCode(exitError)
 	}
 	if args.Check && changed {
@@ -110,7 +113,7 @@ func runFmt(m *meta, args *arguments.Fmt) error {
 
 // formatSource checks the syntax and formats src with hclwrite.
 func formatSource(src []byte, name string, files map[string]*hcl.File) ([]byte, hcl.Diagnostics) {
-	f, diags := hclsyntax.ParseConfig(src, name, hcl.Pos{Line: 1, Column: 1})
+	f, diags := config.ParseSource(src, name)
 	if f != nil {
 		files[name] = f
 	}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcled"
@@ -43,10 +45,11 @@ func Human(d *hcl.Diagnostic, files map[string]*hcl.File, color bool) string {
 	if d.Severity == hcl.DiagWarning {
 		label, c = "Warning: ", ansiYellow
 	}
+	summary := Printable(d.Summary)
 	if color {
-		fmt.Fprintf(&b, "%s%s%s%s%s\n", ansiBold, c, label, ansiReset+ansiBold, d.Summary+ansiReset)
+		fmt.Fprintf(&b, "%s%s%s%s%s\n", ansiBold, c, label, ansiReset+ansiBold, summary+ansiReset)
 	} else {
-		fmt.Fprintf(&b, "%s%s\n", label, d.Summary)
+		fmt.Fprintf(&b, "%s%s\n", label, summary)
 	}
 	if d.Subject != nil {
 		s := *d.Subject
@@ -67,7 +70,7 @@ func Human(d *hcl.Diagnostic, files map[string]*hcl.File, color bool) string {
 	}
 	if d.Detail != "" {
 		b.WriteString("\n")
-		b.WriteString(d.Detail)
+		b.WriteString(Printable(d.Detail))
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -106,25 +109,95 @@ func writeSnippet(b *strings.Builder, src []byte, rng hcl.Range, color bool) {
 		if startCol < 0 {
 			startCol = 0
 		}
+		pre, hl, post := window(text, startCol, endCol)
 		if color {
-			fmt.Fprintf(b, "  %*d: %s%s%s%s\n", width, line, text[:startCol], ansiUnderline, text[startCol:endCol], ansiReset+text[endCol:])
+			fmt.Fprintf(b, "  %*d: %s%s%s%s\n", width, line, pre, ansiUnderline, hl, ansiReset+post)
 		} else {
-			fmt.Fprintf(b, "  %*d: %s\n", width, line, text)
-			if endCol > startCol {
-				pad := make([]byte, startCol)
+			fmt.Fprintf(b, "  %*d: %s%s%s\n", width, line, pre, hl, post)
+			if hl != "" {
+				pad := []rune(pre)
 				for i := range pad {
-					pad[i] = ' '
-					if text[i] == '\t' {
-						pad[i] = '\t'
+					if pad[i] != '\t' {
+						pad[i] = ' '
 					}
 				}
-				fmt.Fprintf(b, "  %*s  %s%s\n", width, "", pad, strings.Repeat("^", runeCount(text[startCol:endCol])))
+				fmt.Fprintf(b, "  %*s  %s%s\n", width, "", string(pad), strings.Repeat("^", runeCount(hl)))
 			}
 		}
 	}
 }
 
 func runeCount(s string) int { return len([]rune(s)) }
+
+// snippetWidth bounds the bytes of a source line a snippet shows: a file
+// of one enormous line (minified, or not text at all) would otherwise be
+// printed whole with every diagnostic.
+const snippetWidth = 160
+
+// window splits text around the highlight [start, end) into what a
+// snippet prints before, in and after it: at most snippetWidth bytes in
+// all (cut ends marked with …), control characters and invalid UTF-8
+// escaped so the terminal shows them instead of obeying them.
+func window(text string, start, end int) (pre, hl, post string) {
+	from, to := 0, len(text)
+	if len(text) > snippetWidth {
+		from = max(0, start-snippetWidth/3)
+		to = min(len(text), max(end, from+snippetWidth))
+		end = min(end, from+snippetWidth)
+		to = min(to, from+snippetWidth)
+	}
+	pre, hl, post = Printable(text[from:start]), Printable(text[start:end]), Printable(text[end:to])
+	if from > 0 {
+		pre = "…" + pre
+	}
+	if to < len(text) {
+		post += "…"
+	}
+	return pre, hl, post
+}
+
+// Printable returns s with every control character (but tab and newline),
+// invalid UTF-8 byte and Unicode format or private-use rune written as a
+// visible escape (\x1b, \u202e), so text from a file, a tool or a model
+// cannot drive the terminal it is printed on.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if !printableRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case printableRune(r):
+			b.WriteString(s[i : i+n])
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func printableRune(r rune) bool {
+	if r == '\t' || r == '\n' {
+		return true
+	}
+	if r == utf8.RuneError {
+		return false
+	}
+	return !unicode.IsControl(r) && !unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs)
+}
 
 // JSON document types, as terraform validate -json.
 

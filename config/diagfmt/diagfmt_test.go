@@ -108,3 +108,35 @@ func TestJSON(t *testing.T) {
 		t.Errorf("empty result: %s", buf.String())
 	}
 }
+
+// A snippet of a long line of binary shows a window around the range,
+// with control characters escaped and the carets under the range.
+func TestSnippetWindowAndEscapes(t *testing.T) {
+	line := strings.Repeat("x", 500) + "\x1b]0;title\x07" + "BAD" + strings.Repeat("y", 500)
+	start := strings.Index(line, "BAD")
+	src := []byte("a = 1\n" + line + "\n")
+	f := &hcl.File{Bytes: src}
+	rng := hcl.Range{Filename: "f.hcl", Start: hcl.Pos{Line: 2, Column: start + 1, Byte: 6 + start}, End: hcl.Pos{Line: 2, Column: start + 4, Byte: 6 + start + 3}}
+	out := Human(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Bad \x1b[2J thing", Subject: &rng}, map[string]*hcl.File{"f.hcl": f}, false)
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Fatalf("control characters reach the terminal:\n%q", out)
+	}
+	if !strings.Contains(out, `Error: Bad \x1b[2J thing`) || !strings.Contains(out, `\x1b]0;title\x07BAD`) {
+		t.Fatalf("escapes not shown:\n%s", out)
+	}
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "BAD") && strings.HasPrefix(l, "  2: ") {
+			if len(l) > 200 || !strings.HasPrefix(l, "  2: …") || !strings.HasSuffix(l, "…") {
+				t.Fatalf("snippet line not windowed (%d bytes): %q", len(l), l)
+			}
+			caret := lines[i+1]
+			col := strings.Index(l, "BAD") - len("…") + 1 // … is three bytes, one column
+			if strings.Index(caret, "^^^") != col || strings.Count(caret, "^") != 3 {
+				t.Fatalf("carets misplaced:\n%s\n%s", l, caret)
+			}
+			return
+		}
+	}
+	t.Fatalf("no snippet line:\n%s", out)
+}
