@@ -117,7 +117,6 @@ func parseFile(path string) (*hcl.File, hcl.Diagnostics) {
 // ParseSource parses src as the file named filename (JSON when it ends in
 // .json, HCL otherwise) after checking its nesting depth.
 func ParseSource(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
-	start := hcl.Pos{Line: 1, Column: 1}
 	// A file refused before parsing still has its bytes, for snippets.
 	refused := &hcl.File{Bytes: src, Body: hcl.EmptyBody()}
 	if strings.HasSuffix(filename, ".json") {
@@ -126,33 +125,33 @@ func ParseSource(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
 		}
 		return json.Parse(src, filename)
 	}
-	toks, _ := hclsyntax.LexConfig(src, filename, start)
-	if d := checkNesting(toks); d != nil {
-		return refused, hcl.Diagnostics{d}
-	}
-	return hclsyntax.ParseConfig(src, filename, start)
+	return lexChecked(src, filename, hclsyntax.LexConfig, hclsyntax.ParseConfig, refused)
 }
 
 // parseExpression parses src as one HCL expression after checking its
 // nesting depth.
 func parseExpression(src []byte, filename string) (hclsyntax.Expression, hcl.Diagnostics) {
-	start := hcl.Pos{Line: 1, Column: 1}
-	toks, _ := hclsyntax.LexExpression(src, filename, start)
-	if d := checkNesting(toks); d != nil {
-		return nil, hcl.Diagnostics{d}
-	}
-	return hclsyntax.ParseExpression(src, filename, start)
+	return lexChecked(src, filename, hclsyntax.LexExpression, hclsyntax.ParseExpression, nil)
 }
 
 // parseTemplate parses src as an HCL template after checking its nesting
 // depth.
 func parseTemplate(src []byte, filename string) (hclsyntax.Expression, hcl.Diagnostics) {
+	return lexChecked(src, filename, hclsyntax.LexTemplate, hclsyntax.ParseTemplate, nil)
+}
+
+// lexChecked lexes src with lex (linear, no recursion) and parses it
+// with parse only if no token is nested deeper than MaxNesting;
+// otherwise it returns refused with the nesting diagnostic.
+func lexChecked[T any](src []byte, filename string,
+	lex func([]byte, string, hcl.Pos) (hclsyntax.Tokens, hcl.Diagnostics),
+	parse func([]byte, string, hcl.Pos) (T, hcl.Diagnostics), refused T) (T, hcl.Diagnostics) {
 	start := hcl.Pos{Line: 1, Column: 1}
-	toks, _ := hclsyntax.LexTemplate(src, filename, start)
+	toks, _ := lex(src, filename, start)
 	if d := checkNesting(toks); d != nil {
-		return nil, hcl.Diagnostics{d}
+		return refused, hcl.Diagnostics{d}
 	}
-	return hclsyntax.ParseTemplate(src, filename, start)
+	return parse(src, filename, start)
 }
 
 // checkNesting reports the first token nested deeper than MaxNesting.
