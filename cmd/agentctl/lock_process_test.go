@@ -37,9 +37,10 @@ func checkLocked(t *testing.T, what string, p *proc, stdout, stderr string, code
 // TestExecAndToolCallWaitForApply: while an apply runs the pipeline,
 // exec and tool call -sandbox are refused at once with the lock message
 // (they would start, use and stop the sandbox the run is using); with
-// -lock-timeout exec waits and runs after the apply. Commands that only
-// read the state, and tool call -dir, do not need the lock. The run is
-// untouched: every step succeeds once and it completes.
+// -lock-timeout exec waits and runs after the apply. plan, which refreshes
+// the sandboxes, is refused too. Commands that only read the state, and
+// tool call -dir, do not need the lock. The run is untouched: every step
+// succeeds once and it completes.
 func TestExecAndToolCallWaitForApply(t *testing.T) {
 	h := newHarness(t)
 	p, hold := h.startHeld(t)
@@ -48,6 +49,13 @@ func TestExecAndToolCallWaitForApply(t *testing.T) {
 	checkLocked(t, "exec", p, out, errOut, code)
 	out, errOut, code = h.run("tool", "call", "exec_command", "-sandbox", "sandbox.box", "-args", `{"cmd": "echo ran >> log.txt"}`)
 	checkLocked(t, "tool call -sandbox", p, out, errOut, code)
+	out, errOut, code = h.run("plan", "-no-color")
+	checkLocked(t, "plan", p, out, errOut, code)
+	// -lock=false is honoured (at the user's risk; a local sandbox the
+	// state records as running is neither started nor stopped by it).
+	if out := h.mustRun("exec", "-lock=false", "sandbox.box", "--", "cat", "README"); out != "a 24-step job\n" {
+		t.Fatalf("exec -lock=false during apply: %q", out)
+	}
 
 	// Reading the state and using a host directory need no lock.
 	if out := h.mustRun("state", "list"); !strings.Contains(out, "sandbox.box") {
