@@ -41,7 +41,7 @@ func (e *UnavailableError) Name() string {
 // "was deleted", "could not be reached" or "failed".
 func (e *UnavailableError) What() string {
 	switch {
-	case e.Status == StatusMissing || errors.Is(e.Err, ErrNotFound):
+	case e.Status == StatusMissing:
 		return "was deleted"
 	case e.Status == StatusStopped:
 		return "stopped"
@@ -53,10 +53,12 @@ func (e *UnavailableError) What() string {
 
 // Unavailable classifies err, the failure of a call on the workspace's
 // sandbox: it returns an *UnavailableError wrapping err when the sandbox
-// itself failed under the call (err wraps ErrNotFound or ErrUnavailable,
-// or the provider now reports the sandbox stopped or missing, or cannot be
-// asked), and err unchanged otherwise: a tool failure, nil, or any error
-// once ctx is done (a cancelled run is not the sandbox's fault).
+// itself failed under the call (the provider now reports the sandbox
+// stopped or missing, or cannot be asked, or err wraps ErrUnavailable),
+// and err unchanged otherwise: a tool failure, nil, or any error once ctx
+// is done (a cancelled run is not the sandbox's fault). The provider is
+// asked rather than trusted from err alone, since errors such as a 404
+// for a file may look like a missing sandbox.
 //
 // Tools call it on the errors of the sandbox operations they make through
 // w.Sandbox; the Workspace's own methods already do.
@@ -77,7 +79,7 @@ func (w *Workspace) Unavailable(ctx context.Context, err error) error {
 	default:
 		return &UnavailableError{Address: w.Address, Err: fmt.Errorf("%w (asking the provider about the sandbox failed too: %v)", err, rerr)}
 	}
-	if status == StatusRunning && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotFound) {
+	if status == StatusRunning && !errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	return &UnavailableError{Address: w.Address, Status: status, Err: err}
