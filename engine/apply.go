@@ -545,7 +545,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
 		m := sandboxManifest(e.Config, e.Config.SandboxInstances[sbAddr])
-		workspaces[sbAddr] = &sandbox.Workspace{Sandbox: sb, Env: m.Env, EphemeralEnv: m.EphemeralEnv, Scrub: scrub}
+		workspaces[sbAddr] = &sandbox.Workspace{Sandbox: sb, Address: sbAddr, Env: m.Env, EphemeralEnv: m.EphemeralEnv, Scrub: scrub}
 	}
 	agents, err := e.buildAgents(ctx, ri, workspaces)
 	if err != nil {

@@ -203,6 +203,28 @@ func (m *meta) colors(noColor bool) views.Colors {
 	return views.NewColors(views.Colorize(m.Stdout, noColor || (m.global != nil && m.global.NoColor), m.Environ))
 }
 
+// lockedState opens the backend of a command that uses a sandbox (exec,
+// tool call -sandbox), takes the state lock for operation (unless
+// -lock=false, waiting up to -lock-timeout) and reads the state. Holding
+// the lock for the whole command is what keeps it from starting, stopping
+// or using a sandbox while an apply, a destroy or another exec does. The
+// caller must call b.unlock when done with the sandbox.
+func (m *meta) lockedState(ctx context.Context, args *arguments.Inspect, operation string) (*backend, *state.State, error) {
+	b, err := m.openBackend(args.Config, args.Vars, args.State)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.takeLock(ctx, args.State, operation); err != nil {
+		return nil, nil, err
+	}
+	st, err := b.dir.Read()
+	if err != nil {
+		b.unlock()
+		return nil, nil, err
+	}
+	return b, st, nil
+}
+
 // readState opens the backend of an inspecting command with open
 // (openBackend, or openStateBackend for commands that need only the
 // state) and reads its state.

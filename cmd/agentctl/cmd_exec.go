@@ -28,7 +28,9 @@ func execCommand(m *meta) *ffcli.Command {
 		ShortHelp:  "Run a command in a managed sandbox, like docker exec.",
 		LongHelp: "  Runs CMD in the sandbox's workspace with the manifest's environment and\n" +
 			"  exits with the command's exit code. A stopped sandbox is started for the\n" +
-			"  command and stopped again afterwards.",
+			"  command and stopped again afterwards. Holds the state lock while it runs,\n" +
+			"  so it never touches a sandbox an apply is using: it fails naming the\n" +
+			"  holder, or waits with -lock-timeout.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, rest []string) error {
 			if err := args.Finish(fs, rest); err != nil {
@@ -38,10 +40,11 @@ func execCommand(m *meta) *ffcli.Command {
 				return fmt.Errorf("exec needs a sandbox address and a command: agentctl exec sandbox.NAME -- CMD [ARG...]")
 			}
 			addr, argv := args.Args[0], args.Args[1:]
-			b, st, err := readState(m.openBackend, args)
+			b, st, err := m.lockedState(ctx, args, "exec")
 			if err != nil {
 				return err
 			}
+			defer b.unlock()
 			e := b.engine(0, nil, nil)
 			ws, restore, err := e.OpenWorkspace(ctx, st, addr)
 			if err != nil {
@@ -84,7 +87,8 @@ func toolCommand(m *meta) *ffcli.Command {
 			"  capability of the configuration) with the arguments given as JSON by\n" +
 			"  -args or on standard input. apply_patch also takes the raw patch text.\n" +
 			"  -dir runs against a host directory without any isolation; -sandbox\n" +
-			"  runs in a managed sandbox from the state.",
+			"  runs in a managed sandbox from the state, holding the state lock as\n" +
+			"  exec does.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, rest []string) error {
 			if err := args.Finish(fs, rest); err != nil {
@@ -134,10 +138,11 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 		}
 		ws, root = &sandbox.Workspace{Sandbox: hd}, abs
 	} else {
-		b, st, err := readState(m.openBackend, args)
+		b, st, err := m.lockedState(ctx, args, "tool call")
 		if err != nil {
 			return err
 		}
+		defer b.unlock()
 		e = b.engine(0, nil, nil)
 		w, restore, err := e.OpenWorkspace(ctx, st, args.Sandbox)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
 )
 
@@ -461,8 +462,8 @@ func (f *frame) answerCalls(ctx context.Context) error {
 }
 
 // execute runs one call. The returned error is fatal to the run (a model
-// failure inside a nested run, an interrupt, a cancelled context); tool
-// failures become the call's output.
+// failure inside a nested run, a sandbox that failed under a tool, an
+// interrupt, a cancelled context); tool failures become the call's output.
 func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandoff, ignoreExtra bool) (model.Item, string, error) {
 	out := model.Item{Type: model.ItemFunctionCallOutput, CallID: call.CallID}
 	f.st.emit(Event{Type: EventToolCall, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Arguments: call.Arguments})
@@ -503,6 +504,12 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 			if ctx.Err() != nil {
 				return out, "", ctx.Err()
 			}
+			if ue, ok := errors.AsType[*sandbox.UnavailableError](err); ok {
+				// Not the tool's failure: the model must not see it and
+				// the call must not be recorded, so the run stops here and
+				// its next attempt executes the call again.
+				return out, "", fmt.Errorf("%s %s during the run: %w; the call was not recorded and runs again when the run resumes", ue.Name(), ue.What(), err)
+			}
 			result("error: "+err.Error(), true)
 			return out, "", nil
 		}
@@ -527,7 +534,8 @@ func (e *modelError) Unwrap() error { return e.err }
 
 func isFatal(err error) bool {
 	var me *modelError
-	return errors.As(err, &me) || errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	var ue *sandbox.UnavailableError
+	return errors.As(err, &me) || errors.As(err, &ue) || errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runAgentTool runs at.Agent as a nested run on the call's input and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/providers/scripted"
 )
@@ -329,6 +330,74 @@ func TestToolFailuresGoBackToTheModel(t *testing.T) {
 	joined := strings.Join(outs, "|")
 	if !strings.Contains(joined, "error: boom") || !strings.Contains(joined, `unknown tool "nosuchtool"`) {
 		t.Fatalf("outputs %q", joined)
+	}
+}
+
+// TestSandboxFailureEndsTheRun: a tool whose sandbox stopped under it
+// ends the run with an error naming the sandbox, in the top-level
+// conversation and in an agent-tool run; the call is not recorded (its
+// sibling that succeeded is), so the resumed run executes it again and
+// finishes.
+func TestSandboxFailureEndsTheRun(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nested=%v", nested), func(t *testing.T) {
+			replies := map[string][]scripted.Reply{"worker": {
+				{Calls: []scripted.Call{call("step", `{"n":1}`), call("ok", `{}`)}},
+				{Text: "done"},
+			}}
+			if nested {
+				replies["boss"] = []scripted.Reply{
+					{Calls: []scripted.Call{call("worker", `{"input":"go"}`)}},
+					{Text: "boss done"},
+				}
+			}
+			m := scripted.New(replies)
+			down := true
+			runs := 0
+			step := funcTool{name: "step", fn: func(context.Context, string) (string, error) {
+				runs++
+				if down {
+					return "", fmt.Errorf("step: running it: %w", &sandbox.UnavailableError{Address: "sandbox.box", Status: sandbox.StatusStopped, Err: errors.New("container is not running")})
+				}
+				return "stepped", nil
+			}}
+			ok := funcTool{name: "ok", fn: func(context.Context, string) (string, error) { return "fine", nil }}
+			agents := map[string]*Agent{"worker": agentWith("worker", m, step, ok)}
+			start := "worker"
+			if nested {
+				boss := agentWith("boss", m)
+				boss.AgentTools = []AgentTool{{Name: "worker", Agent: "worker", Description: "works"}}
+				agents["boss"] = boss
+				start = "boss"
+			}
+			rec := &recorder{}
+			r := &Runner{Agents: agents, Checkpoint: rec.checkpoint}
+			_, err := r.Run(context.Background(), start, "x", nil)
+			if err == nil || !strings.HasPrefix(err.Error(), "sandbox.box stopped during the run: step: running it: container is not running") {
+				t.Fatalf("err = %v", err)
+			}
+			var outs []string
+			for _, s := range rec.steps {
+				if s.Kind == StepTool {
+					outs = append(outs, s.Result.Output)
+				}
+			}
+			if len(outs) != 1 || outs[0] != "fine" {
+				t.Fatalf("recorded tool outputs %q, want only the call that succeeded", outs)
+			}
+			down = false
+			res, err := r.Run(context.Background(), start, "x", rec.steps)
+			if err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			want := "done"
+			if nested {
+				want = "boss done"
+			}
+			if got := outputString(t, res); got != want || runs != 2 {
+				t.Fatalf("resumed output %q, step ran %d times; want %q and 2", got, runs, want)
+			}
+		})
 	}
 }
 

@@ -29,6 +29,13 @@ const (
 // when the provider says the sandbox no longer exists.
 var ErrNotFound = errors.New("sandbox not found")
 
+// ErrUnavailable is returned (wrapped) by Sandbox methods when the
+// sandbox exists but cannot serve the call: it is stopped, or the
+// provider lost its connection to it (a local sandbox's init died, the
+// container's exec stream broke). It is the infrastructure's failure, not
+// the command's: see UnavailableError.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
 // ErrPathEscape is returned (wrapped) when a path leaves the workspace,
 // lexically or through a symlink.
 var ErrPathEscape = errors.New("path escapes the workspace")

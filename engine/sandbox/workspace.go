@@ -13,6 +13,9 @@ import (
 // Tools work through a Workspace, never through a provider directly.
 type Workspace struct {
 	Sandbox
+	// Address is the sandbox's address (sandbox.NAME), for the errors that
+	// say it failed; empty for a host directory.
+	Address string
 	// Env is the manifest's persisted environment.
 	Env map[string]string
 	// EphemeralEnv is injected into every exec and never persisted.
@@ -23,6 +26,12 @@ type Workspace struct {
 
 // Exec runs req with the manifest env and ephemeral env merged in (the
 // request's own Env wins) and scrubs both output streams.
+//
+// When the sandbox failed under the command, the error is an
+// *UnavailableError (see Unavailable): the command could not run, or it
+// died of a signal because the sandbox stopped or vanished meanwhile
+// (checked only for such exits, waiting briefly for the provider to
+// notice).
 func (w *Workspace) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	env := make(map[string]string, len(w.Env)+len(w.EphemeralEnv)+len(req.Env))
 	maps.Copy(env, w.Env)
@@ -32,13 +41,21 @@ func (w *Workspace) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	res, err := w.Sandbox.Exec(ctx, req)
 	res.Stdout = w.Scrub.Bytes(res.Stdout)
 	res.Stderr = w.Scrub.Bytes(res.Stderr)
-	return res, err
+	if err != nil {
+		return res, w.Unavailable(ctx, err)
+	}
+	if killedBySignal(res) && ctx.Err() == nil {
+		if uerr := w.stoppedUnder(ctx, res); uerr != nil {
+			return res, uerr
+		}
+	}
+	return res, nil
 }
 
 // ReadFile reads a file and scrubs sensitive values from it.
 func (w *Workspace) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 	b, err := w.Sandbox.ReadFile(ctx, path, limit)
-	return w.Scrub.Bytes(b), err
+	return w.Scrub.Bytes(b), w.Unavailable(ctx, err)
 }
 
 // Redacted is what a sensitive value is replaced with.

@@ -122,7 +122,7 @@ func (t *ApplyPatchTool) Call(ctx context.Context, arguments string) (Output, er
 	}
 	out, err := ApplyPatch(ctx, t.ws.Sandbox, t.opts.Root, patch)
 	if err != nil {
-		return Output{}, scrubErr(t.ws, fmt.Errorf("apply_patch: %w", err))
+		return Output{}, scrubErr(t.ws, fmt.Errorf("apply_patch: %w", t.ws.Unavailable(ctx, err)))
 	}
 	return Output{Text: t.ws.Scrub.String(out)}, nil
 }

@@ -164,6 +164,9 @@ func checkDir(ctx context.Context, ws *sandbox.Workspace, root, p string) (strin
 	}
 	fi, err := ws.Stat(ctx, rel)
 	if err != nil {
+		if uerr := ws.Unavailable(ctx, err); isUnavailable(uerr) {
+			return "", uerr
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("directory %q does not exist in the workspace: create it first or pick another", p)
 		}

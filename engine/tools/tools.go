@@ -5,8 +5,10 @@ package tools
 
 import (
 	"context"
+	"errors"
 
 	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/sandbox"
 )
 
 // Output is what a tool call returns to the model.
@@ -19,7 +21,17 @@ type Output struct {
 type Tool interface {
 	Definition() model.Tool
 	// Call runs the tool. A returned error is a tool failure: the runtime
-	// sends its message back to the model as the tool output; it never
-	// ends the run.
+	// sends its message back to the model as the tool output, and the run
+	// goes on. The exception is an error wrapping a
+	// *sandbox.UnavailableError (the sandbox stopped, vanished or could
+	// not be reached during the call): that ends the run, resumably, with
+	// the call unrecorded. Tools classify the errors of the sandbox
+	// operations they make with Workspace.Unavailable.
 	Call(ctx context.Context, arguments string) (Output, error)
+}
+
+// isUnavailable reports whether err says the sandbox failed under a call.
+func isUnavailable(err error) bool {
+	_, ok := errors.AsType[*sandbox.UnavailableError](err)
+	return ok
 }

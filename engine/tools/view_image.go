@@ -75,6 +75,9 @@ func (t *ViewImage) Call(ctx context.Context, arguments string) (Output, error) 
 	// The raw sandbox, not the workspace: scrubbing would corrupt binary data.
 	data, err := t.ws.Sandbox.ReadFile(ctx, rel, t.opts.MaxImageBytes)
 	if err != nil {
+		if uerr := t.ws.Unavailable(ctx, err); isUnavailable(uerr) {
+			return Output{}, fmt.Errorf("view_image: reading `%s`: %w", p, uerr)
+		}
 		fi, serr := t.ws.Sandbox.Stat(ctx, rel)
 		switch {
 		case serr != nil && notExist(serr), serr == nil && notExist(err):

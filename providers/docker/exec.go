@@ -128,7 +128,7 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 	})
 	if err != nil {
 		if strings.Contains(err.Error(), "is not running") {
-			return -1, false, fmt.Errorf("docker: exec %s: container %s is stopped; start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err)
+			return -1, false, sandbox.MarkUnavailable(fmt.Errorf("docker: exec %s: container %s is stopped; start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err))
 		}
 		return -1, false, s.wrap("exec "+sp.argv[0], err)
 	}

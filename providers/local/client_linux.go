@@ -284,6 +284,7 @@ func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr i
 			if attempt == 0 && ctx.Err() == nil && s.running() {
 				continue
 			}
+			err = sandbox.MarkUnavailable(err)
 		}
 		return st, timedOut, err
 	}
@@ -401,7 +402,7 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 			// It never took the command: safe to run it again.
 			return failed, false, fmt.Errorf("local sandbox %s: %w before it started %s", s.spec.Address, errInitGone, run.argv[0])
 		}
-		return failed, false, fmt.Errorf("local sandbox %s: the sandbox's init process died while running %s", s.spec.Address, run.argv[0])
+		return failed, false, sandbox.MarkUnavailable(fmt.Errorf("local sandbox %s: the sandbox's init process died while running %s", s.spec.Address, run.argv[0]))
 	}
 	if st.Error != "" {
 		return failed, false, s.setupError(errors.New(st.Error))

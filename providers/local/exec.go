@@ -49,7 +49,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	st := s.status
 	s.mu.Unlock()
 	if st == sandbox.StatusStopped {
-		return sandbox.ExecResult{}, fmt.Errorf("local sandbox %s is stopped: start it (agentctl apply) before running commands", s.spec.Address)
+		return sandbox.ExecResult{}, sandbox.MarkUnavailable(fmt.Errorf("local sandbox %s is stopped: start it (agentctl apply) before running commands", s.spec.Address))
 	}
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{}, err
