@@ -17,7 +17,7 @@ import (
 
 // TestHostileConfig runs validate and fmt on hostile configurations
 // (testdata/hostile). Each script runs agentctl through $BOUNDED, which
-// kills it past 2 GiB of address space or 30 s of CPU (prlimit) and past
+// kills it past 4 GiB of address space or 30 s of CPU (prlimit) and past
 // two minutes of wall time (timeout): the bounds are the harness's, not
 // assertions on how fast agentctl is. `gen` writes the large inputs.
 func TestHostileConfig(t *testing.T) {
@@ -29,7 +29,7 @@ func TestHostileConfig(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/hostile",
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("BOUNDED", "timeout -s KILL 120 prlimit --as=2147483648 --cpu=30 --")
+			env.Setenv("BOUNDED", "timeout -s KILL 120 prlimit --as=4294967296 --cpu=30 --")
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
