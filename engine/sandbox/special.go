@@ -20,7 +20,11 @@ type notRegularError struct {
 }
 
 func (e *notRegularError) Error() string {
-	return fmt.Sprintf("%s %s: it is %s, not a regular file; file tools only read and write regular files (remove it first to replace it)", e.op, e.path, FileTypeName(e.mode))
+	msg := fmt.Sprintf("%s %s: it is %s, not a regular file; file tools only read and write regular files", e.op, e.path, FileTypeName(e.mode))
+	if e.op == "write" {
+		msg += " (delete it first to replace it with one)"
+	}
+	return msg
 }
 
 func (e *notRegularError) Is(target error) bool { return target == ErrNotRegular }
