@@ -578,9 +578,13 @@ func (a *applier) lockSandbox(addr string) (unlock func()) {
 }
 
 // snapshot saves the sandbox's workspace under the state directory.
+// Each snapshot is a file of its own: the state points to it once it is
+// complete, and only then are the sandbox's earlier snapshot files
+// removed, so a crash at any point leaves the state's snapshot intact.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
 	defer a.lockSandbox(addr)()
-	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
+	name := sandbox.SnapshotFileName(state.SafeName(addr))
+	rel := filepath.Join("snapshots", name)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
@@ -593,6 +597,9 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
 	}); err != nil {
 		return err
+	}
+	if err := sandbox.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), name); err != nil {
+		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SnapshotInfo describes a written snapshot.
@@ -125,6 +126,35 @@ func SnapshotWith(ctx context.Context, sb Sandbox, dir, dst string, opts Snapsho
 // directory; SnapshotWith archives it directly, sparse-aware.
 type HostWorkspace interface {
 	WorkspaceDir() *Dir
+}
+
+// SnapshotFileName is a new file name for a snapshot of the sandbox
+// whose file-safe address is base (state.SafeName): base, "@", a unique
+// id and ".tar". Every snapshot gets its own file, so the one the state
+// points to is never overwritten.
+func SnapshotFileName(base string) string {
+	return base + "@" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(rand.Uint64()%1296, 36) + ".tar"
+}
+
+// RemoveOldSnapshots removes from dir the snapshot files of the sandbox
+// whose file-safe address is base (named by SnapshotFileName, or base +
+// ".tar" as earlier versions named them), except keep.
+func RemoveOldSnapshots(dir, base, keep string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("removing old snapshots: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		n := e.Name()
+		if n == keep || !e.Type().IsRegular() || !(n == base+".tar" || strings.HasPrefix(n, base+"@") && strings.HasSuffix(n, ".tar")) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing an old snapshot: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // snapshotTempInfix marks the temporary files snapshots are written to:
