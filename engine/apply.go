@@ -316,6 +316,11 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 			return fmt.Errorf("%s: removing snapshot: %w", addr, err)
 		}
 	}
+	// And any a crash left between recording a snapshot and removing the
+	// one before it.
+	if err := sandbox.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), ""); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
 		return err
 	}

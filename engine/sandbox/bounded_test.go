@@ -371,6 +371,9 @@ func mkdirChain(t testing.TB, root string, depth, fileEvery int) {
 // clear error (not EMFILE) and is removed whole by Delete; one 1,500 deep
 // goes through snapshot and restore.
 func TestDeepTree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a tree 30,000 directories deep")
+	}
 	ctx := context.Background()
 	h := newHostDir(t)
 	mkdirChain(t, h.Path(), 30000, 0)

@@ -138,9 +138,13 @@ func SnapshotFileName(base string) string {
 
 // RemoveOldSnapshots removes from dir the snapshot files of the sandbox
 // whose file-safe address is base (named by SnapshotFileName, or base +
-// ".tar" as earlier versions named them), except keep.
+// ".tar" as earlier versions named them), except keep ("" keeps none). A
+// missing dir is fine.
 func RemoveOldSnapshots(dir, base, keep string) error {
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("removing old snapshots: %w", err)
 	}
@@ -310,8 +314,9 @@ func (b *snapshotBudget) reserve(name string, stored, sparseSize int64) error {
 				FormatBytes(b.maxSparse), listFiles(b.sparsest), ErrSnapshotTooLarge)
 		}
 	}
-	// A header takes at most a few blocks besides the name.
-	if b.cw.n+stored+int64(len(name))+2048 > b.max {
+	// A header takes a few blocks besides the name (written up to three
+	// times for a long sparse file's name).
+	if b.cw.n+stored+3*int64(len(name))+3072 > b.max {
 		return fmt.Errorf("the snapshot would exceed its limit of %s at %s; the largest files so far: %s; delete them or move them out of the workspace: %w",
 			FormatBytes(b.max), name, listFiles(b.largest), ErrSnapshotTooLarge)
 	}
