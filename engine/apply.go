@@ -419,6 +419,11 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 			return fmt.Errorf("%s: removing snapshot: %w", addr, err)
 		}
 	}
+	// And any a crash left between recording a snapshot and removing the
+	// one before it.
+	if err := sandbox.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), ""); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
 		return err
 	}
@@ -688,10 +693,13 @@ func (a *applier) lockSandbox(addr string) (unlock func()) {
 	return m.Unlock
 }
 
-// snapshot saves the sandbox's workspace under the state directory. A
-// sandbox whose restore did not finish is not snapshotted: its workspace
-// is not the snapshot's, and the last good snapshot must not be replaced
-// by a worse one.
+// snapshot saves the sandbox's workspace under the state directory.
+// Each snapshot is a file of its own: the state points to it once it is
+// complete, and only then are the sandbox's earlier snapshot files
+// removed, so a crash at any point leaves the state's snapshot intact.
+// A sandbox whose restore did not finish is not snapshotted: its
+// workspace is not the snapshot's, and the last good snapshot must not be
+// replaced by a worse one.
 func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
 	defer a.lockSandbox(addr)()
 	a.mu.Lock()
@@ -704,7 +712,8 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if restoring != nil {
 		return fmt.Errorf("%s: not snapshotted: its restore from %s did not finish, so its workspace is incomplete; the last good snapshot is kept (apply again to restore it)", addr, last)
 	}
-	rel := filepath.Join("snapshots", state.SafeName(addr)+".tar")
+	name := sandbox.SnapshotFileName(state.SafeName(addr))
+	rel := filepath.Join("snapshots", name)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
@@ -717,6 +726,9 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
 	}); err != nil {
 		return err
+	}
+	if err := sandbox.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), name); err != nil {
+		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)
 }

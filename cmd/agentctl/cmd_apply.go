@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -93,6 +94,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		return err
 	}
 	defer b.unlock()
+	if b.lock != nil {
+		m.removeSnapshotTemps(b.dir)
+	}
 	st, err := b.dir.Read()
 	if err != nil {
 		return err
@@ -258,11 +262,25 @@ func renderJSONValue(raw json.RawMessage) string {
 	return string(b)
 }
 
-// cleanStateDir removes the journals and snapshots left after a destroy.
+// removeSnapshotTemps removes the temporary files of snapshots that a
+// crash interrupted. The caller holds the state lock, so no snapshot is
+// being written.
+func (m *meta) removeSnapshotTemps(dir *state.Dir) {
+	removed, err := sandbox.RemoveSnapshotTemps(dir.Abs("snapshots"))
+	if len(removed) > 0 {
+		m.log.Debug("removed the temporary files of interrupted snapshots", "files", removed)
+	}
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "Warning: %v\n", err)
+	}
+}
+
+// cleanStateDir removes the journals and snapshots left after a destroy,
+// however deep the trees in them.
 func cleanStateDir(dir *state.Dir) error {
 	var errs []error
 	for _, sub := range []string{"journals", "snapshots", "sandboxes"} {
-		if err := os.RemoveAll(dir.Abs(sub)); err != nil {
+		if err := sandbox.RemoveAll(dir.Abs(sub)); err != nil {
 			errs = append(errs, err)
 		}
 	}

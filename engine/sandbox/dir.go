@@ -163,20 +163,48 @@ func (d *Dir) parent(p string) (*os.File, string, error) {
 	return f, path.Base(r), nil
 }
 
-// ReadFile reads at most limit bytes of a file (limit <= 0: no limit)
-// and fails when the file is larger.
-func (d *Dir) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
-	f, err := d.open(p, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+// openRegular opens p beneath the root with flags and refuses, at once,
+// anything but a regular file. Opening never blocks on what a command
+// can create in the workspace: with O_NONBLOCK a FIFO opens immediately
+// for reading, and fails with ENXIO for writing when nobody reads it (as
+// a socket always does); fstat then refuses FIFOs, sockets and devices
+// with ErrNotRegular before a byte is read or written.
+func (d *Dir) openRegular(ctx context.Context, op, p string, flags int, perm uint32) (*os.File, error) {
+	f, err := d.open(p, flags|unix.O_NONBLOCK|unix.O_NOCTTY, perm)
+	if errors.Is(err, unix.ENXIO) {
+		mode := fs.ModeIrregular
+		if fi, serr := d.Stat(ctx, p); serr == nil && fi.Mode&fs.ModeSymlink == 0 {
+			mode = fi.Mode
+		}
+		return nil, NotRegularError(op, p, mode)
+	}
 	if err != nil {
-		return nil, pathErr("read", p, err)
+		return nil, pathErr(op, p, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, pathErr(op, p, err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, NotRegularError(op, p, st.Mode())
+	}
+	return f, nil
+}
+
+// ReadFile reads at most limit bytes of a file (limit <= 0: no limit)
+// and fails when the file is larger. FIFOs, sockets and devices are
+// refused with ErrNotRegular without blocking.
+func (d *Dir) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
+	f, err := d.openRegular(ctx, "read", p, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, pathErr("read", p, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, pathErr("read", p, fmt.Errorf("not a regular file (%s)", st.Mode().Type()))
 	}
 	if limit > 0 && st.Size() > limit {
 		return nil, pathErr("read", p, fmt.Errorf("file is %d bytes, more than the limit of %d", st.Size(), limit))
@@ -197,7 +225,8 @@ func (d *Dir) ReadFile(ctx context.Context, p string, limit int64) ([]byte, erro
 
 // WriteFile writes data to a file, creating parent directories as
 // needed. An existing file is truncated; a symlink is followed only while
-// it stays inside the workspace.
+// it stays inside the workspace. An existing FIFO, socket or device is
+// refused with ErrNotRegular without blocking.
 func (d *Dir) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	if mode == 0 {
 		mode = 0o644
@@ -212,9 +241,11 @@ func (d *Dir) WriteFile(ctx context.Context, p string, data []byte, mode fs.File
 	if err := d.Mkdir(ctx, path.Dir(r)); err != nil {
 		return err
 	}
-	f, err := d.open(r, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOCTTY, uint32(mode.Perm()))
+	// O_TRUNC only takes effect on a regular file, so a special file is
+	// left as it was.
+	f, err := d.openRegular(ctx, "write", r, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, uint32(mode.Perm()))
 	if err != nil {
-		return pathErr("write", p, err)
+		return err
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()

@@ -24,17 +24,25 @@ var ErrUnsafeArchive = errors.New("unsafe archive")
 
 // Defaults for ExtractLimits fields left zero.
 const (
-	DefaultExtractMaxBytes   int64 = 16 << 30
-	DefaultExtractMaxMembers       = 1 << 20
+	DefaultExtractMaxBytes       int64 = 16 << 30
+	DefaultExtractMaxMembers           = 1 << 20
+	DefaultExtractMaxSparseBytes int64 = 1 << 40
 )
 
 // ExtractLimits bound what one tar stream may create. Zero fields take the
-// defaults (16 GiB of file content, 1,048,576 members).
+// defaults (16 GiB of file content, 1,048,576 members, 1 TiB of sparse
+// files).
 type ExtractLimits struct {
-	// MaxBytes is the total size of regular file content.
+	// MaxBytes is the total size of regular file content written: the
+	// whole size of ordinary members, the data (not the holes) of sparse
+	// ones.
 	MaxBytes int64
 	// MaxMembers is the number of tar headers, of every type.
 	MaxMembers int
+	// MaxSparseBytes is the total logical size of sparse members (PAX
+	// sparse format, which only Extract accepts): their holes cost no
+	// disk, but reading them costs time.
+	MaxSparseBytes int64
 }
 
 func (l ExtractLimits) withDefaults() ExtractLimits {
@@ -43,6 +51,9 @@ func (l ExtractLimits) withDefaults() ExtractLimits {
 	}
 	if l.MaxMembers <= 0 {
 		l.MaxMembers = DefaultExtractMaxMembers
+	}
+	if l.MaxSparseBytes <= 0 {
+		l.MaxSparseBytes = DefaultExtractMaxSparseBytes
 	}
 	return l
 }
@@ -68,6 +79,8 @@ type member struct {
 	name string // clean, relative to the extraction directory
 	kind byte   // tar.TypeReg, tar.TypeDir or tar.TypeSymlink
 	mode uint32
+	// sparse is a sparse regular file: its holes are written as holes.
+	sparse bool
 }
 
 // tarChecker applies the safe-extraction rules to a stream's headers.
@@ -75,6 +88,10 @@ type tarChecker struct {
 	lim     ExtractLimits
 	members int
 	bytes   int64
+	// sparseOK accepts PAX sparse members (Extract writes their holes as
+	// holes; other extractors would write zeros).
+	sparseOK    bool
+	sparseBytes int64
 	// links holds the symlink members seen so far: nothing may be
 	// extracted beneath one.
 	links map[string]bool
@@ -107,12 +124,13 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 	default:
 		return m, false, unsafeMember(hdr.Name, fmt.Sprintf("unsupported member type %q", hdr.Typeflag))
 	}
-	for k := range hdr.PAXRecords {
-		if strings.HasPrefix(k, "GNU.sparse.") {
+	if isSparse(hdr) {
+		if !c.sparseOK {
 			// The reader expands holes into zeros: a tiny archive could
 			// fill the disk.
 			return m, false, unsafeMember(hdr.Name, "sparse files are not supported")
 		}
+		m.sparse = true
 	}
 	name := hdr.Name
 	for strings.HasPrefix(name, "./") {
@@ -171,6 +189,14 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 		if hdr.Size < 0 {
 			return m, false, unsafeMember(hdr.Name, "negative size")
 		}
+		if m.sparse {
+			// Its data counts against MaxBytes as it is written.
+			c.sparseBytes += hdr.Size
+			if c.sparseBytes > c.lim.MaxSparseBytes {
+				return m, false, fmt.Errorf("archive member %q: sparse files exceed the limit of %d bytes: %w", hdr.Name, c.lim.MaxSparseBytes, ErrUnsafeArchive)
+			}
+			break
+		}
 		c.bytes += hdr.Size
 		if c.bytes > c.lim.MaxBytes {
 			return m, false, fmt.Errorf("archive member %q: archive content exceeds the limit of %d bytes: %w", hdr.Name, c.lim.MaxBytes, ErrUnsafeArchive)
@@ -204,7 +230,7 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 	} else {
 		f.Close()
 	}
-	c := tarChecker{lim: lim.withDefaults()}
+	c := tarChecker{lim: lim.withDefaults(), sparseOK: true}
 	tr := tar.NewReader(r)
 	var (
 		cacheName string
@@ -253,11 +279,23 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		target := relJoin(base, m.name)
 		switch m.kind {
 		case tar.TypeDir:
-			f, err := d.walkDir(target, true)
+			// Archives list a directory's members right after it: it
+			// becomes the cached parent, and it is entered from the
+			// cached one, so a deep tree is not walked from the root for
+			// every member.
+			var f *os.File
+			if cacheDir != nil && cacheName == path.Dir(target) {
+				f, err = walkDirAt(int(cacheDir.Fd()), path.Base(target), true)
+			} else {
+				f, err = d.walkDir(target, true)
+			}
 			if err != nil {
 				return pathErr("extract", target, err)
 			}
-			f.Close()
+			if cacheDir != nil {
+				cacheDir.Close()
+			}
+			cacheName, cacheDir = target, f
 		case tar.TypeSymlink:
 			pfd, err := parentOf(target)
 			if err != nil {
@@ -278,7 +316,16 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 			if err != nil {
 				return pathErr("extract", target, err)
 			}
-			if err := writeMember(pfd, path.Base(target), m.mode, hdr, tr, buf); err != nil {
+			var written func(int64) error
+			if m.sparse {
+				written = func(n int64) error {
+					if c.bytes += n; c.bytes > c.lim.MaxBytes {
+						return fmt.Errorf("archive content exceeds the limit of %d bytes: %w", c.lim.MaxBytes, ErrUnsafeArchive)
+					}
+					return nil
+				}
+			}
+			if err := writeMember(ctx, pfd, path.Base(target), m.mode, hdr, tr, buf, written); err != nil {
 				return pathErr("extract", target, err)
 			}
 		}
@@ -302,7 +349,10 @@ func clearAt(dirfd int, name string) error {
 	return err
 }
 
-func writeMember(dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte) error {
+// writeMember creates file name in dirfd from hdr and its content in r.
+// With written set (a sparse member), blocks of zeros become holes and
+// written is told the bytes actually written.
+func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte, written func(int64) error) error {
 	if err := clearAt(dirfd, name); err != nil {
 		return err
 	}
@@ -312,12 +362,18 @@ func writeMember(dirfd int, name string, mode uint32, hdr *tar.Header, r io.Read
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	n, err := io.CopyBuffer(onlyWriter{f}, io.LimitReader(r, hdr.Size), buf)
-	if err != nil {
-		return err
-	}
-	if n != hdr.Size {
-		return fmt.Errorf("archive truncated: %d of %d bytes: %w", n, hdr.Size, io.ErrUnexpectedEOF)
+	if written != nil {
+		if err := writeHoles(ctx, f, r, hdr.Size, buf, written); err != nil {
+			return err
+		}
+	} else {
+		n, err := io.CopyBuffer(onlyWriter{f}, io.LimitReader(r, hdr.Size), buf)
+		if err != nil {
+			return err
+		}
+		if n != hdr.Size {
+			return fmt.Errorf("archive truncated: %d of %d bytes: %w", n, hdr.Size, io.ErrUnexpectedEOF)
+		}
 	}
 	if err := unix.Fchmod(fd, mode); err != nil {
 		return err
@@ -484,7 +540,12 @@ func sanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 // a time without following any symlink, creating missing components when
 // create is set. A symlink on the way is refused with ErrPathEscape.
 func (d *Dir) walkDir(r string, create bool) (*os.File, error) {
-	cur, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return walkDirAt(d.fd, r, create)
+}
+
+// walkDirAt is walkDir from directory start instead of the root.
+func walkDirAt(start int, r string, create bool) (*os.File, error) {
+	cur, err := unix.Openat(start, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

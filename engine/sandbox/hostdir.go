@@ -57,9 +57,12 @@ func (h *HostDir) Start(ctx context.Context) error { return nil }
 // Stop does nothing.
 func (h *HostDir) Stop(ctx context.Context) error { return nil }
 
-// Delete removes the workspace directory.
+// WorkspaceDir is the workspace: snapshots archive it directly.
+func (h *HostDir) WorkspaceDir() *Dir { return h.Dir }
+
+// Delete removes the workspace directory, however deep its tree.
 func (h *HostDir) Delete(ctx context.Context) error {
-	if err := os.RemoveAll(h.Path()); err != nil {
+	if err := RemoveAll(h.Path()); err != nil {
 		return fmt.Errorf("delete workspace %s: %w", h.Path(), err)
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -346,14 +347,32 @@ func checkSource(e Entry, wantDir bool) (fs.FileInfo, error) {
 	return st, nil
 }
 
+// openSource opens a local_file source, refusing at once (without
+// blocking on a FIFO) anything that is not a regular file, even if the
+// source changed since checkSource looked.
+func openSource(e Entry) (*os.File, fs.FileInfo, error) {
+	if _, err := checkSource(e, false); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(e.Source, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("source %s is %s, not a regular file", e.Source, FileTypeName(st.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	return f, st, nil
+}
+
 func localFileDigest(e Entry) (string, error) {
-	st, err := checkSource(e, false)
+	f, st, err := openSource(e)
 	if err != nil {
 		return "", err
-	}
-	f, err := os.Open(e.Source)
-	if err != nil {
-		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
 	}
 	defer f.Close()
 	d := newDigester(e.Kind, e.Path)
@@ -371,15 +390,11 @@ func applyLocalFile(ctx context.Context, sb Sandbox, e Entry) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(e.Source)
-	if err != nil {
-		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
+	f, st, err := openSource(e)
 	if err != nil {
 		return "", err
 	}
+	defer f.Close()
 	err = copyInFile(ctx, sb, e.Path, st.Size(), int64(st.Mode().Perm()), st.ModTime(), f)
 	if err != nil {
 		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)

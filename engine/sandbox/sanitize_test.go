@@ -9,7 +9,10 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,7 +117,10 @@ func sparseTar(t *testing.T) []byte {
 	return bytes.ReplaceAll(b.Bytes(), []byte("XNU.sparse."), []byte("GNU.sparse."))
 }
 
-func TestSparseFilesRefused(t *testing.T) {
+// TestSparseFiles: SanitizeTar, whose extractors would write the holes
+// as zeros, refuses sparse members; Extract writes the holes as holes,
+// within its limits.
+func TestSparseFiles(t *testing.T) {
 	// Sanity: the reader does expand it.
 	tr := tar.NewReader(bytes.NewReader(sparseTar(t)))
 	if h, err := tr.Next(); err != nil || h.Size != 1000010 {
@@ -123,13 +129,28 @@ func TestSparseFilesRefused(t *testing.T) {
 	if _, err := sanitized(t, "", sparseTar(t), SanitizeOptions{}); !errors.Is(err, ErrUnsafeArchive) {
 		t.Errorf("SanitizeTar: %v, want ErrUnsafeArchive", err)
 	}
-	d, err := OpenRoot(t.TempDir())
+	dir := t.TempDir()
+	d, err := OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := Extract(context.Background(), d, ".", bytes.NewReader(sparseTar(t)), ExtractLimits{}); !errors.Is(err, ErrUnsafeArchive) {
-		t.Errorf("Extract: %v, want ErrUnsafeArchive", err)
+	if err := Extract(context.Background(), d, ".", bytes.NewReader(sparseTar(t)), ExtractLimits{}); err != nil {
+		t.Fatalf("Extract: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sparse"))
+	if err != nil || len(b) != 1000010 || string(b[1000000:]) != "0123456789" || strings.Trim(string(b[:1000000]), "\x00") != "" {
+		t.Fatalf("extracted sparse file: %d bytes, %v", len(b), err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "sparse"), &st); err != nil || st.Blocks*512 >= 1000000 {
+		t.Errorf("extracted sparse file takes %d bytes on disk: its hole was written", st.Blocks*512)
+	}
+	if err := Extract(context.Background(), d, "b", bytes.NewReader(sparseTar(t)), ExtractLimits{MaxSparseBytes: 1 << 10}); !errors.Is(err, ErrUnsafeArchive) {
+		t.Errorf("Extract past MaxSparseBytes: %v, want ErrUnsafeArchive", err)
+	}
+	if err := Extract(context.Background(), d, "c", bytes.NewReader(sparseTar(t)), ExtractLimits{MaxBytes: 5}); !errors.Is(err, ErrUnsafeArchive) {
+		t.Errorf("Extract of sparse data past MaxBytes: %v, want ErrUnsafeArchive", err)
 	}
 }
 

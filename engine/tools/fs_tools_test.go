@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,5 +309,53 @@ func TestExecTransportFailureIsToolError(t *testing.T) {
 	tool, _ := NewCommandTool(ws, "t", "", nil, []string{"true"}, 0)
 	if _, err := tool.Call(context.Background(), `{}`); err == nil {
 		t.Error("command tool swallowed a transport error")
+	}
+}
+
+// TestFileToolsRefuseFIFOs: in a host-directory workspace (the one `tool
+// call -dir` uses) apply_patch and view_image on a FIFO return at once,
+// before their context's deadline, with a message the model can read.
+func TestFileToolsRefuseFIFOs(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"pipe", "pic.png"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hd, err := sandbox.NewHostDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hd.Close()
+	ws := &sandbox.Workspace{Sandbox: hd}
+	opts := FilesystemOptions{Root: "/workspace"}
+	call := func(tool Tool, args string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := tool.Call(ctx, args)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			t.Fatalf("%s %s did not return before its deadline", tool.Definition().Name, args)
+		}
+		return nil
+	}
+	for _, patch := range []string{
+		`{"input": "*** Begin Patch\n*** Add File: pipe\n+x\n*** End Patch\n"}`,
+		`{"input": "*** Begin Patch\n*** Update File: pipe\n@@\n-a\n+b\n*** End Patch\n"}`,
+	} {
+		err := call(NewApplyPatch(ws, opts), patch)
+		if err == nil || !strings.Contains(err.Error(), "pipe: it is a named pipe (FIFO), not a regular file") {
+			t.Errorf("apply_patch: %v", err)
+		}
+	}
+	err = call(NewViewImage(ws, opts), `{"path": "pic.png"}`)
+	if err == nil || !strings.Contains(err.Error(), "named pipe (FIFO)") {
+		t.Errorf("view_image: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 
 	"github.com/agentctl/agentctl/engine/model"
@@ -86,6 +87,8 @@ func (t *ViewImage) Call(ctx context.Context, arguments string) (Output, error) 
 			return Output{}, fmt.Errorf("view_image: image path `%s` is a directory, not an image file", p)
 		case serr == nil && fi.Mode.IsRegular() && fi.Size > t.opts.MaxImageBytes:
 			return Output{}, t.tooLarge(p)
+		case serr == nil && errors.Is(err, sandbox.ErrNotRegular) && fi.Mode&fs.ModeSymlink == 0:
+			return Output{}, fmt.Errorf("view_image: image path `%s` is %s, not an image file", p, sandbox.FileTypeName(fi.Mode))
 		case errors.Is(err, sandbox.ErrPathEscape):
 			return Output{}, fmt.Errorf("view_image: %w", err)
 		}

@@ -47,6 +47,10 @@ type resolved struct {
 	noFollow string // parent resolved, final component kept
 	follow   string // fully resolved ("" when unresolvable)
 	kind     byte   // 'F' file, 'D' dir, 'L' symlink, 'O' other, 'N' missing
+	// followed is the type of what the path leads to through symlinks:
+	// 'F', 'D', 'N' as kind, or 'P' FIFO, 'S' socket, 'C' character
+	// device, 'B' block device, 'O' other.
+	followed byte
 	target   string // symlink target
 	mode     uint32 // raw st_mode
 	size     int64
@@ -73,6 +77,9 @@ elif [ -f "$2" ]; then printf 'F\n\n'
 elif [ -e "$2" ]; then printf 'O\n\n'
 else printf 'N\n\n'; fi
 if [ -e "$2" ] || [ -L "$2" ]; then stat -c '%f %s %Y' -- "$2" 2>/dev/null || echo '0 0 0'; else echo '0 0 0'; fi
+if [ -d "$2" ]; then echo D; elif [ -f "$2" ]; then echo F; elif [ -p "$2" ]; then echo P
+elif [ -S "$2" ]; then echo S; elif [ -c "$2" ]; then echo C; elif [ -b "$2" ]; then echo B
+elif [ -e "$2" ]; then echo O; else echo N; fi
 `
 
 // resolve checks rel against the workspace inside the sandbox: symlinks
@@ -93,10 +100,10 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 		return resolved{}, fmt.Errorf("daytona: %s: %s %q: %s", w.spec.Address, op, rel, stderr)
 	}
 	lines := strings.Split(out, "\n")
-	if len(lines) < 6 {
+	if len(lines) < 7 || lines[3] == "" || lines[6] == "" {
 		return resolved{}, fmt.Errorf("daytona: %s: %s %q: unexpected resolver output", w.spec.Address, op, rel)
 	}
-	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4]}
+	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4], followed: lines[6][0]}
 	if r.follow == "!" {
 		r.follow = ""
 	}
@@ -127,7 +134,30 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 	return r, nil
 }
 
-// ReadFile implements sandbox.Sandbox.
+// special refuses, with sandbox.ErrNotRegular, a path that leads to a
+// FIFO, socket or device: the toolbox daemon would open it and block
+// (a FIFO) or read without end (a device).
+func (r resolved) special(op, rel string) error {
+	var mode fs.FileMode
+	switch r.followed {
+	case 'F', 'D', 'N':
+		return nil
+	case 'P':
+		mode = fs.ModeNamedPipe
+	case 'S':
+		mode = fs.ModeSocket
+	case 'C':
+		mode = fs.ModeDevice | fs.ModeCharDevice
+	case 'B':
+		mode = fs.ModeDevice
+	default:
+		mode = fs.ModeIrregular
+	}
+	return sandbox.NotRegularError(op, rel, mode)
+}
+
+// ReadFile implements sandbox.Sandbox. FIFOs, sockets and devices are
+// refused before the daemon opens them.
 func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]byte, error) {
 	r, err := w.resolve(ctx, "read", rel, true)
 	if err != nil {
@@ -138,6 +168,9 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	}
 	if r.kind == 'D' {
 		return nil, fmt.Errorf("daytona: %s: read %q: is a directory", w.spec.Address, rel)
+	}
+	if err := r.special("read", rel); err != nil {
+		return nil, fmt.Errorf("daytona: %s: %w", w.spec.Address, err)
 	}
 	body, err := w.s.FileSystem.DownloadFile(ctx, r.follow)
 	if err != nil {
@@ -166,6 +199,9 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 	}
 	if r.kind == 'D' {
 		return fmt.Errorf("daytona: %s: write %q: is a directory", w.spec.Address, rel)
+	}
+	if err := r.special("write", rel); err != nil {
+		return fmt.Errorf("daytona: %s: %w", w.spec.Address, err)
 	}
 	if err := w.s.FileSystem.UploadFile(ctx, data, r.follow); err != nil {
 		return err

@@ -159,7 +159,8 @@ func notExist(display string) error {
 }
 
 // ReadFile reads a workspace file, following symlinks only inside the
-// workspace.
+// workspace. FIFOs, sockets and devices are refused (the daemon's archive
+// would not block on them, but every provider answers alike).
 func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
 	comps, err := s.relPath(p)
 	if err != nil {
@@ -174,6 +175,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	}
 	if r.stat.Mode.IsDir() {
 		return nil, fmt.Errorf("docker: read %q: is a directory", p)
+	}
+	if !r.stat.Mode.IsRegular() {
+		return nil, fmt.Errorf("docker: %w", sandbox.NotRegularError("read", p, r.stat.Mode))
 	}
 	if limit > 0 && r.stat.Size > limit {
 		return nil, fmt.Errorf("docker: read %q: file is %d bytes, more than the limit of %d", p, r.stat.Size, limit)
@@ -250,6 +254,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	}
 	if r.exists && r.stat.Mode.IsDir() {
 		return fmt.Errorf("docker: write %q: is a directory", p)
+	}
+	if r.exists && !r.stat.Mode.IsRegular() {
+		// The daemon would replace it; every provider refuses instead.
+		return fmt.Errorf("docker: %w", sandbox.NotRegularError("write", p, r.stat.Mode))
 	}
 	if mode == 0 {
 		mode = 0o644

@@ -17,7 +17,13 @@ import (
 	"github.com/agentctl/agentctl/engine/sandbox"
 )
 
+// WorkspaceDir is the workspace directory: snapshots archive it directly,
+// sparse-aware (sandbox.HostWorkspace).
+func (s *Sandbox) WorkspaceDir() *sandbox.Dir { return s.wsd }
+
 // ReadFile reads at most limit bytes and fails when the file is larger.
+// FIFOs, sockets and devices are refused (sandbox.ErrNotRegular) without
+// blocking, as by every file method.
 func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
 	return s.wsd.ReadFile(ctx, p, limit)
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
@@ -189,12 +190,17 @@ func TestCopyInHostileArchives(t *testing.T) {
 	if err := sb.CopyIn(ctx, ".", &through); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("write through an absolute symlink: %v, want ErrPathEscape", err)
 	}
-	// A few KB that would expand to 256 MB of zeros.
-	if err := sb.CopyIn(ctx, ".", sparseTar(t, 256<<20)); !errors.Is(err, sandbox.ErrUnsafeArchive) {
-		t.Errorf("sparse member: %v, want ErrUnsafeArchive", err)
+	// A few KB that expand to 256 MB of zeros are extracted with their
+	// hole, taking no room; 2 TiB of them are past the limit.
+	if err := sb.CopyIn(ctx, ".", sparseTar(t, 256<<20)); err != nil {
+		t.Errorf("sparse member: %v", err)
 	}
-	if _, err := os.Lstat(filepath.Join(sb.Dir(), "big")); err == nil {
-		t.Error("sparse member extracted")
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(sb.Dir(), "big"), &st); err != nil || st.Size != 256<<20 || st.Blocks*512 > 1<<20 {
+		t.Errorf("sparse member extracted as %d bytes taking %d on disk (%v), want a sparse file of 256 MiB", st.Size, st.Blocks*512, err)
+	}
+	if err := sb.CopyIn(ctx, "huge", sparseTar(t, 2<<40)); !errors.Is(err, sandbox.ErrUnsafeArchive) {
+		t.Errorf("2 TiB sparse member: %v, want ErrUnsafeArchive", err)
 	}
 	if _, err := os.Lstat("/tmp/agentctl-pwned"); err == nil {
 		os.Remove("/tmp/agentctl-pwned")

@@ -136,20 +136,12 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	return nil
 }
 
-// removeTree removes a sandbox directory, first making directories a
-// command left without write permission removable.
+// removeTree removes a sandbox directory with sandbox.RemoveAll: however
+// deep the tree a command built, with a bounded number of open
+// directories, making directories a command left without permissions
+// removable.
 func removeTree(dir string) error {
-	err := os.RemoveAll(dir)
-	if err != nil {
-		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				os.Chmod(p, 0o700)
-			}
-			return nil
-		})
-		err = os.RemoveAll(dir)
-	}
-	return err
+	return sandbox.RemoveAll(dir)
 }
 
 // Close ends the sandbox's processes (a namespaced sandbox's init) without
