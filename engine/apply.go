@@ -82,6 +82,10 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		} else {
 			err = a.runNode(ctx, c)
 		}
+		if errors.Is(err, errUnchanged) {
+			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
+			return nil
+		}
 		if errors.Is(err, errRunInterrupted) {
 			e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
 			return err
@@ -528,8 +532,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		switch prev.Status {
 		case RunCompleted:
 			// An upstream re-ran but produced the same output.
-			e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "inputs unchanged after upstream runs: nothing to do"})
-			return nil
+			return errUnchanged
 		case RunPending:
 		default:
 			resume = true
@@ -675,6 +678,11 @@ func (e *Engine) interrupted() bool {
 		return false
 	}
 }
+
+// errUnchanged is a run planned to execute because an upstream run
+// executed first, found unchanged once that run finished (it produced the
+// same output as before): nothing to do.
+var errUnchanged = errors.New("inputs unchanged after upstream runs: nothing to do")
 
 // errRunInterrupted marks a run stopped by an interrupt.
 var errRunInterrupted = errors.New("interrupted")

@@ -69,36 +69,52 @@ func (p *Plan) Change(addr string) *Change {
 	return nil
 }
 
-// Summary counts a plan's actions the way its last line reports them.
+// Summary counts actions the way a plan's or an apply's last line reports
+// them. Resources are sandboxes; runs are counted apart, and forgetting a
+// run's record (Forget) destroys no resource.
 type Summary struct {
 	Create, Change, Destroy int
-	Execute, Resume         int
+	Execute, Resume, Forget int
 }
 
-// Summary counts the plan's actions: a replace counts as one create and one
-// destroy, a restore as a create, a re-run as an execution.
+// Summary counts the plan's actions.
 func (p *Plan) Summary() Summary {
 	var s Summary
 	for _, c := range p.Changes {
-		switch c.Action {
-		case ActionCreate, ActionRestore:
-			s.Create++
-		case ActionUpdate:
-			s.Change++
-		case ActionReplace:
-			s.Create++
-			s.Destroy++
-		case ActionDelete:
-			s.Destroy++
-		case ActionExecute, ActionRerun:
-			s.Execute++
-		case ActionResume:
-			s.Resume++
-		case ActionForget:
-			s.Destroy++
-		}
+		s.Add(c.Action)
 	}
 	return s
+}
+
+// Add counts one action: a replace counts as one create and one destroy,
+// a restore as a create, a re-run as an execution.
+func (s *Summary) Add(a Action) {
+	switch a {
+	case ActionCreate, ActionRestore:
+		s.Create++
+	case ActionUpdate:
+		s.Change++
+	case ActionReplace:
+		s.Create++
+		s.Destroy++
+	case ActionDelete:
+		s.Destroy++
+	case ActionExecute, ActionRerun:
+		s.Execute++
+	case ActionResume:
+		s.Resume++
+	case ActionForget:
+		s.Forget++
+	}
+}
+
+// Count adds what an apply event reports done: an EventApplyComplete
+// counts its action (a run found unchanged once its upstream runs had
+// finished completes as ActionNoop and counts nothing).
+func (s *Summary) Count(ev Event) {
+	if ev.Type == EventApplyComplete {
+		s.Add(ev.Action)
+	}
 }
 
 // HasChanges reports whether applying the plan would do anything.
@@ -111,10 +127,33 @@ func (p *Plan) HasChanges() bool {
 	return false
 }
 
-// String is the summary line.
+// String is the plan's summary line.
 func (s Summary) String() string {
-	return fmt.Sprintf("Plan: %d to create, %d to change, %d to destroy; %d %s to execute, %d to resume.",
-		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume)
+	return fmt.Sprintf("Plan: %d to create, %d to change, %d to destroy; %d %s to execute, %d to resume%s.",
+		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("to forget"))
+}
+
+// ApplyMessage is the last line of a successful apply, or of a destroy.
+func (s Summary) ApplyMessage(destroy bool) string {
+	if destroy {
+		return fmt.Sprintf("Destroy complete! Resources: %d destroyed%s.", s.Destroy, s.forgets("forgotten"))
+	}
+	return fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed%s.",
+		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"))
+}
+
+// Counts is the summary as -json's change_summary and apply_summary
+// events report it.
+func (s Summary) Counts() map[string]int {
+	return map[string]int{"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume, "forget": s.Forget}
+}
+
+// forgets is "; N run record(s) WHAT", or "" when no record goes.
+func (s Summary) forgets(what string) string {
+	if s.Forget == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d %s %s", s.Forget, plural(s.Forget, "run record", "run records"), what)
 }
 
 func plural(n int, one, many string) string {

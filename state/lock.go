@@ -86,11 +86,7 @@ func (e *LockedError) Error() string {
 	}
 	fmt.Fprintf(&b, "; lock file %s. ", e.LockFile)
 	b.WriteString("To wait for it, run the command again with -lock-timeout=DURATION (e.g. -lock-timeout=5m). ")
-	b.WriteString("If that process is stuck, stop it: the lock is released as soon as it exits, even if killed")
-	if e.Info != nil {
-		fmt.Fprintf(&b, "; then `agentctl force-unlock %s` removes the lock info it left", e.Info.ID)
-	}
-	b.WriteString(".")
+	b.WriteString("If that process is stuck, stop it: the lock is released as soon as it exits, even if killed, and the next command replaces the lock info it left (agentctl force-unlock is not needed).")
 	return b.String()
 }
 
@@ -316,6 +312,11 @@ func (d *Dir) readLockInfoQuiet() *LockInfo {
 	return nil
 }
 
+// ErrNotLocked is ForceUnlock's answer when the state holds no lock info:
+// the lock was released (its holder exited, and a later command may
+// already have taken and released the lock, clearing what was left).
+var ErrNotLocked = errors.New("the state is not locked")
+
 // ForceUnlock removes the lock with the given ID. It refuses an ID that is
 // not the current lock's, and refuses to take the lock from a process that
 // still holds it (the kernel lock is the truth: a holder that died has
@@ -328,7 +329,7 @@ func (d *Dir) ForceUnlock(id string) error {
 		info = nil
 	}
 	if info == nil && err == nil {
-		return fmt.Errorf("force-unlock: the state in %s is not locked (no %s); nothing to do", d.path, LockInfoFileName)
+		return ErrNotLocked
 	}
 	if info != nil && info.ID != id {
 		return fmt.Errorf("force-unlock: lock ID %q does not match the current lock (ID %s, held by %s for %q); copy the ID from the lock error message",

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
@@ -112,6 +113,17 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		hv = views.NewApply(m.Stdout, m.colors(args.NoColor))
 		events = hv.Event
 	}
+	// The summary counts what was done (events), not what was planned: a
+	// run found unchanged once its upstream runs finished is not counted.
+	var doneMu sync.Mutex
+	var done engine.Summary
+	view := events
+	events = func(ev engine.Event) {
+		doneMu.Lock()
+		done.Count(ev)
+		doneMu.Unlock()
+		view(ev)
+	}
 	ctx, interrupt, stop := interrupts(ctx, func() {
 		fmt.Fprintln(m.Stderr, "\nInterrupt received: stopping model calls in flight (they are made again on resume), letting tool calls in flight finish, and checkpointing. Press Ctrl-C again to stop at once.")
 	})
@@ -159,20 +171,23 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 			}
 		}
 	}
-	fmt.Fprintln(m.Stdout)
+	if jv == nil {
+		fmt.Fprintln(m.Stdout)
+	}
 	applyErr := e.Apply(ctx, st, p)
 	if (destroy || p.Destroy) && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
 		// Only a destroy that left nothing (not one limited by -target)
 		// removes the leftovers of every object.
 		applyErr = cleanStateDir(b.dir)
 	}
-	s := p.Summary()
+	doneMu.Lock()
+	msg := done.ApplyMessage(destroy || p.Destroy)
+	doneMu.Unlock()
 	if jv != nil {
-		msg := fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d runs executed, %d resumed.", s.Create, s.Change, s.Destroy, s.Execute, s.Resume)
 		if applyErr != nil {
 			jv.Emit(map[string]any{"type": "diagnostic", "severity": "error", "summary": applyErr.Error()})
 		} else {
-			jv.Emit(map[string]any{"type": "apply_summary", "message": msg})
+			jv.Emit(map[string]any{"type": "apply_summary", "message": msg, "changes": done.Counts()})
 			jv.Emit(map[string]any{"type": "outputs", "outputs": st.Outputs})
 		}
 	}
@@ -181,22 +196,12 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		return errDiagnostics
 	}
 	if jv == nil {
-		if destroy || p.Destroy {
-			fmt.Fprintf(m.Stdout, "\nDestroy complete! Resources: %d destroyed.\n", s.Destroy)
-		} else {
-			fmt.Fprintf(m.Stdout, "\nApply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed.\n",
-				s.Create, s.Change, s.Destroy, s.Execute, pluralRuns(s.Execute), s.Resume)
+		fmt.Fprintf(m.Stdout, "\n%s\n", msg)
+		if !destroy && !p.Destroy {
 			m.printOutputs(st)
 		}
 	}
 	return nil
-}
-
-func pluralRuns(n int) string {
-	if n == 1 {
-		return "run"
-	}
-	return "runs"
 }
 
 func capitalizeWord(s string) string {

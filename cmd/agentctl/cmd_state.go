@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -164,7 +165,14 @@ func forceUnlockCommand(m *meta) *ffcli.Command {
 			if err != nil {
 				return err
 			}
-			if err := b.dir.ForceUnlock(args.Args[0]); err != nil {
+			err = b.dir.ForceUnlock(args.Args[0])
+			if errors.Is(err, state.ErrNotLocked) {
+				// Nothing is left to remove: the lock was released (its
+				// holder exited, and a later command cleared its info).
+				fmt.Fprintf(m.Stdout, "The state is not locked: lock %s was already released. Nothing to do.\n", args.Args[0])
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintln(m.Stdout, "agentctl state has been successfully unlocked!")

@@ -614,4 +614,25 @@ func TestLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.mustRun("apply", "-auto-approve", "-no-color")
+
+	// The lock error's advice works when a later command took the lock
+	// first: kill a holder, let plan take and release the lock (clearing
+	// the info the dead one left), then force-unlock its ID.
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = h.start("apply", "-auto-approve", "-no-color", "-replace=run.job")
+	h.waitUntil("step 12 to start again", func() bool { return h.lastStep() == holdStep })
+	if b, err = os.ReadFile(infoPath); err != nil || json.Unmarshal(b, &info) != nil {
+		t.Fatalf("lock info of the running apply: %v", err)
+	}
+	p.kill(t)
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	h.run("plan", "-no-color")
+	out = h.mustRun("force-unlock", info.ID)
+	if !strings.Contains(out, "was already released") {
+		t.Fatalf("force-unlock after plan cleared the lock: %s", out)
+	}
 }

@@ -93,6 +93,10 @@ func (v *Apply) Event(ev engine.Event) {
 		fmt.Fprintf(v.w, "%s: Still %s... [%s elapsed]\n", ev.Address, strings.ToLower(ing(ev.Action)), ev.Elapsed.Round(time.Second))
 	case engine.EventApplyComplete:
 		v.endText()
+		if ev.Action == engine.ActionNoop {
+			fmt.Fprintf(v.w, "%s%s: Unchanged: %s%s\n", c.Bold, ev.Address, ev.Message, c.Reset)
+			return
+		}
 		fmt.Fprintf(v.w, "%s%s: %s after %s%s\n", c.Bold, ev.Address, done(ev.Action), ev.Elapsed.Round(time.Second), c.Reset)
 	case engine.EventApplyErrored:
 		v.endText()
@@ -197,7 +201,5 @@ func (j *JSON) PlanJSON(p *engine.Plan) {
 		j.Emit(map[string]any{"type": "planned_change", "change": c})
 	}
 	s := p.Summary()
-	j.Emit(map[string]any{"type": "change_summary", "changes": map[string]int{
-		"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume,
-	}, "message": s.String()})
+	j.Emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})
 }
