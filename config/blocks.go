@@ -577,6 +577,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 				continue
 			}
 			ag.Capabilities = append(ag.Capabilities, "capability."+key)
+			l.capRefs[name+" capability."+key] = e.Range()
 		}
 		if ag.Sandbox == "" {
 			for i, c := range ag.Capabilities {

@@ -59,7 +59,7 @@ provider "openai" {
 manifest "m" {
   file "a.txt" {
     content = "hello"
-    mode    = "0600"
+    mode    = "0755"
   }
   env = { REGION = "eu" }
   env "TOKEN" {
@@ -131,7 +131,7 @@ func TestLoadPipeline(t *testing.T) {
 	}
 
 	m := c.Manifests["m"]
-	if m.Entries[0].Mode != 0o600 || m.Env["REGION"] != "eu" || m.EphemeralEnv["TOKEN"] != "t0ken-value" {
+	if m.Entries[0].Mode != 0o755 || m.Env["REGION"] != "eu" || m.EphemeralEnv["TOKEN"] != "t0ken-value" {
 		t.Errorf("manifest = %+v", m)
 	}
 

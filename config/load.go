@@ -56,6 +56,10 @@ type loader struct {
 	// valueRanges are where variable values set in files came from.
 	valueRanges map[string]hcl.Range
 
+	// capRefs are where each agent refers to each capability, by
+	// "AGENT capability.TYPE.NAME".
+	capRefs map[string]hcl.Range
+
 	// scriptRefs are the agent names used by scripted provider scripts.
 	scriptRefs []nameRef
 	// declared names, filled by the structural pass, for reference checks
@@ -109,6 +113,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 		localAttrs: map[string]*hcl.Attribute{},
 		names:      map[string]map[string]hcl.Range{},
 		dependsOn:  map[string][]hcl.Traversal{},
+		capRefs:    map[string]hcl.Range{},
 	}
 	files, err := configFiles(path)
 	if err != nil {
@@ -364,6 +369,7 @@ func (l *loader) decodeAll() {
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	l.checkCompaction()
 	l.checkScripts()
 	for _, b := range l.runBlocks {
 		l.decodeRun(b)

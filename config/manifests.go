@@ -137,8 +137,15 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 				var ms string
 				if ms, ok = str("mode"); ok {
 					mode, err := strconv.ParseUint(ms, 8, 32)
-					if err != nil || mode > 0o7777 {
+					switch {
+					case err != nil || mode > 0o7777:
 						l.errorf(a.Expr.Range(), "Invalid file mode", "mode must be an octal permission string like \"0644\" or \"0755\"; got %q.", ms)
+						ok = false
+					case mode != 0o644 && mode != 0o755:
+						// Every provider writes workspace files 0644, or
+						// 0755 when executable (docs/sandbox.md): another
+						// mode would be silently changed.
+						l.errorf(a.Expr.Range(), "Unsupported file mode", "mode %q cannot be honoured: files in a sandbox workspace are written 0644, or 0755 when executable. Use \"0644\" or \"0755\".", ms)
 						ok = false
 					}
 					e.Mode = uint32(mode)

@@ -263,3 +263,47 @@ func (l *loader) validateLate() {
 		}
 	}
 }
+
+// ModelProvider is the address of the agent's model provider: its
+// provider attribute, else the unaliased openai provider, else the only
+// model provider the configuration declares.
+func (c *Config) ModelProvider(a *Agent) string {
+	if a.Provider != "" {
+		return a.Provider
+	}
+	if _, ok := c.Providers["openai"]; ok {
+		return "provider.openai"
+	}
+	var only string
+	n := 0
+	for _, p := range c.Providers {
+		if p.OpenAI != nil || p.Scripted != nil {
+			only = p.Addr
+			n++
+		}
+	}
+	if n == 1 {
+		return only
+	}
+	return "provider.openai"
+}
+
+// checkCompaction refuses a compaction capability on an agent whose model
+// provider cannot compact: compaction is a Responses API feature, and an
+// openai provider with api = "chat_completions" would drop it silently.
+func (l *loader) checkCompaction() {
+	for _, name := range sortedKeys(l.cfg.Agents) {
+		ag := l.cfg.Agents[name]
+		p := l.cfg.Providers[strings.TrimPrefix(l.cfg.ModelProvider(ag), "provider.")]
+		if p == nil || p.OpenAI == nil || p.OpenAI.API != "chat_completions" {
+			continue
+		}
+		for _, c := range ag.Capabilities {
+			if !strings.HasPrefix(c, "capability.compaction.") {
+				continue
+			}
+			l.errorf(l.capRefs[name+" "+c], "Compaction not supported by this provider",
+				"%s asks the model provider to compact the conversation, but agent %q uses %s with api = \"chat_completions\", which has no compaction: it would be ignored. Remove the capability from the agent, or use api = \"responses\" (the default).", c, name, p.Addr)
+		}
+	}
+}

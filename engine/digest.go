@@ -57,7 +57,7 @@ func agentDigest(cfg *config.Config, name string) string {
 	}
 	return digestJSON(map[string]any{
 		"model":         a.Model,
-		"provider":      providerDigestData(cfg, modelProviderAddr(cfg, a), name),
+		"provider":      providerDigestData(cfg, cfg.ModelProvider(a), name),
 		"instructions":  a.Instructions,
 		"settings":      a.Settings,
 		"capabilities":  caps,

@@ -102,30 +102,6 @@ func capKey(addr string) string { return strings.TrimPrefix(addr, "capability.")
 // providerKey turns provider.TYPE[.ALIAS] into the Providers map key.
 func providerKey(addr string) string { return strings.TrimPrefix(addr, "provider.") }
 
-// modelProviderAddr is the agent's model provider: its provider
-// attribute, else the unaliased openai provider, else the only model
-// provider the configuration declares.
-func modelProviderAddr(cfg *config.Config, a *config.Agent) string {
-	if a.Provider != "" {
-		return a.Provider
-	}
-	if _, ok := cfg.Providers["openai"]; ok {
-		return "provider.openai"
-	}
-	var only string
-	n := 0
-	for _, p := range cfg.Providers {
-		if p.OpenAI != nil || p.Scripted != nil {
-			only = p.Addr
-			n++
-		}
-	}
-	if n == 1 {
-		return only
-	}
-	return "provider.openai"
-}
-
 // manifestRoot is the workspace root of a sandbox instance.
 func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
 	if m := cfg.Manifests[sb.Manifest]; m != nil && m.Root != "" {

@@ -32,7 +32,7 @@ func (e *Engine) provs() *providerSet {
 
 // model returns the agent's model client and model name.
 func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, error) {
-	addr := modelProviderAddr(e.Config, a)
+	addr := e.Config.ModelProvider(a)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if m, ok := ps.models[addr]; ok {
