@@ -25,6 +25,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentctl/agentctl/internal/filekind"
 )
 
 const (
@@ -75,28 +77,12 @@ func ReadSourceFile(path string) ([]byte, error) {
 // checkRegular refuses what is not a regular file of at most MaxFileBytes.
 func checkRegular(path string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file (%s): only regular files can be read", path, fileKind(fi.Mode()))
+		return fmt.Errorf("%s is not a regular file (%s): only regular files can be read", path, filekind.Name(fi.Mode()))
 	}
 	if fi.Size() > MaxFileBytes {
 		return fmt.Errorf("%s is %d bytes, more than the %d MiB a configuration may read from one file", path, fi.Size(), MaxFileBytes>>20)
 	}
 	return nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a plain file"
 }
 
 // parseFile reads and parses one configuration or variables file (HCL,

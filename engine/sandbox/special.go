@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/agentctl/agentctl/internal/filekind"
 )
 
 // ErrNotRegular is returned (wrapped) when a file operation meets a
@@ -38,22 +40,4 @@ func NotRegularError(op, p string, mode fs.FileMode) error {
 
 // FileTypeName names the type of a file mode for messages, e.g. "a named
 // pipe (FIFO)".
-func FileTypeName(mode fs.FileMode) string {
-	switch {
-	case mode.IsRegular():
-		return "a regular file"
-	case mode.IsDir():
-		return "a directory"
-	case mode&fs.ModeSymlink != 0:
-		return "a symlink"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeCharDevice != 0:
-		return "a character device"
-	case mode&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "a special file"
-}
+func FileTypeName(mode fs.FileMode) string { return filekind.Name(mode) }
