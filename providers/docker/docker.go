@@ -102,7 +102,9 @@ type Provider struct {
 var _ sandbox.Provider = (*Provider)(nil)
 
 // New connects to the Docker daemon and negotiates the API version (unless
-// DOCKER_API_VERSION pins one).
+// DOCKER_API_VERSION pins one). Its errors do not name the provider: the
+// caller prefixes the provider's address (provider.docker), as the engine
+// does.
 func New(ctx context.Context, opts Options) (*Provider, error) {
 	env := opts.Environ
 	if env == nil {
@@ -134,14 +136,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			MinVersion:         tls.VersionTLS12,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("docker: TLS material in DOCKER_CERT_PATH=%s (ca.pem, cert.pem, key.pem): %w", certPath, err)
+			return nil, fmt.Errorf("TLS material in DOCKER_CERT_PATH=%s (ca.pem, cert.pem, key.pem): %w", certPath, err)
 		}
 		copts = append(copts, client.WithHTTPClient(&http.Client{
 			Transport:     &http.Transport{TLSClientConfig: tc},
 			CheckRedirect: client.CheckRedirect,
 		}))
 	} else if getenv("DOCKER_TLS_VERIFY") != "" {
-		return nil, errors.New("docker: DOCKER_TLS_VERIFY is set but DOCKER_CERT_PATH is not; set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem")
+		return nil, errors.New("DOCKER_TLS_VERIFY is set but DOCKER_CERT_PATH is not; set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem")
 	}
 	copts = append(copts, client.WithHost(host))
 	if v := strings.TrimSpace(getenv("DOCKER_API_VERSION")); v != "" {
@@ -149,11 +151,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	cli, err := client.New(copts...)
 	if err != nil {
-		return nil, fmt.Errorf("docker: client for %s: %w", host, err)
+		return nil, fmt.Errorf("client for %s: %w", host, err)
 	}
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("docker: cannot reach the Docker daemon at %s: %w; start Docker or set the provider's host (or DOCKER_HOST)", host, err)
+		return nil, fmt.Errorf("cannot reach the Docker daemon at %s: %w; start Docker or set the provider's host (or DOCKER_HOST)", host, err)
 	}
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 10 * time.Second
