@@ -11,6 +11,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 func outputCommand(m *meta) *ffcli.Command {
@@ -102,7 +103,7 @@ func outputCommand(m *meta) *ffcli.Command {
 				}
 			}
 			if args.JSON {
-				_, err := fmt.Fprintf(m.Stdout, "%s\n", raw)
+				_, err := fmt.Fprintf(m.Stdout, "%s\n", termtext.JSON(raw))
 				return err
 			}
 			if args.Raw {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,15 +75,22 @@ func showCommand(m *meta) *ffcli.Command {
 	}
 }
 
+// writeJSON prints v as indented JSON for programs: exact values, with
+// the characters that could drive a terminal JSON-escaped.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termtext.JSON(b.Bytes()))
+	return err
 }
 
 func (m *meta) showPlan(pf *state.PlanFile, asJSON bool) error {
 	if asJSON {
-		_, err := m.Stdout.Write(append(pf.Plan, '\n'))
+		_, err := m.Stdout.Write(append(termtext.JSON(pf.Plan), '\n'))
 		return err
 	}
 	p := &engine.Plan{}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -71,4 +72,40 @@ func printableRune(r rune) bool {
 		return false
 	}
 	return !unicode.IsControl(r) && !unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs)
+}
+
+// JSON returns the JSON text b with every character that Printable would
+// escape written as a JSON escape instead (\u001b, \u202e, a surrogate
+// pair above U+FFFF): the document decodes to exactly the same values,
+// and printing it cannot drive a terminal. encoding/json already escapes
+// C0 control characters but writes DEL, C1 controls and format
+// characters as they are. Outside strings valid JSON holds only ASCII
+// punctuation, digits, letters and white space, which are kept; an
+// invalid UTF-8 byte (invalid JSON in any case) becomes \ufffd.
+func JSON(b []byte) []byte {
+	clean := true
+	for _, r := range string(b) {
+		if r != '\r' && !printableRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == '\r' || (printableRune(r) && !(r == utf8.RuneError && n == 1)):
+			out = append(out, b[i:i+n]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	return out
 }

@@ -165,22 +165,27 @@ func oneLine(s string, n int) string {
 // JSON writes newline-delimited JSON events, each with a type, the way
 // Terraform's -json output does; the first is the version event.
 type JSON struct {
-	mu  sync.Mutex
-	enc *json.Encoder
+	mu sync.Mutex
+	w  io.Writer
 }
 
 // NewJSON writes the version event and returns the view.
 func NewJSON(w io.Writer, version string) *JSON {
-	j := &JSON{enc: json.NewEncoder(w)}
+	j := &JSON{w: w}
 	j.Emit(map[string]any{"type": "version", "agentctl": version, "ui": "1.0"})
 	return j
 }
 
-// Emit writes one event.
+// Emit writes one event. Text keeps its exact value; characters that
+// could drive a terminal are JSON-escaped (termtext.JSON).
 func (j *JSON) Emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_ = j.enc.Encode(v)
+	_, _ = j.w.Write(append(termtext.JSON(b), '\n'))
 }
 
 // Event writes an engine event.
