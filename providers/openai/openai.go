@@ -198,7 +198,7 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 		return nil, errors.New("nil model request")
 	}
 	if req.Model == "" {
-		return nil, fmt.Errorf("agent %q has no model name: set model in the agent block", req.Agent)
+		return nil, errors.New("no model name: set model in the agent block")
 	}
 	if sink == nil {
 		sink = func(model.Event) {}
