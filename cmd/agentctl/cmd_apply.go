@@ -18,6 +18,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -248,9 +249,15 @@ func (m *meta) printOutputs(st *state.State) {
 	}
 }
 
-// renderJSONValue prints a string output as an HCL-style string (heredoc
-// when it has several lines) and anything else as indented JSON.
+// renderJSONValue renders a value for a person: a string as an HCL-style
+// string (heredoc when it has several lines), anything else as indented
+// JSON, with control and format characters shown escaped (the value may
+// hold model or tool output). Programs read -raw and -json instead.
 func renderJSONValue(raw json.RawMessage) string {
+	return termtext.Printable(jsonValueText(raw))
+}
+
+func jsonValueText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if strings.Contains(strings.TrimRight(s, "\n"), "\n") {
@@ -276,7 +283,7 @@ func (m *meta) removeSnapshotTemps(dir *state.Dir) {
 		m.log.Debug("removed the temporary files of interrupted snapshots", "files", removed)
 	}
 	if err != nil {
-		fmt.Fprintf(m.Stderr, "Warning: %v\n", err)
+		fmt.Fprintf(m.Stderr, "Warning: %s\n", termtext.Printable(err.Error()))
 	}
 }
 

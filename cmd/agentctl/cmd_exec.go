@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 // execOutputLimit is how much of each stream agentctl exec keeps.
@@ -30,7 +31,10 @@ func execCommand(m *meta) *ffcli.Command {
 			"  exits with the command's exit code. A stopped sandbox is started for the\n" +
 			"  command and stopped again afterwards. Holds the state lock while it runs,\n" +
 			"  so it never touches a sandbox an apply is using: it fails naming the\n" +
-			"  holder, or waits with -lock-timeout.",
+			"  holder, or waits with -lock-timeout. Like docker exec, the command's\n" +
+			"  standard output and error are passed through byte for byte, escape\n" +
+			"  sequences included: pipe them to a file or through cat -v to inspect\n" +
+			"  output you do not trust.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, rest []string) error {
 			if err := args.Finish(fs, rest); err != nil {
@@ -88,7 +92,8 @@ func toolCommand(m *meta) *ffcli.Command {
 			"  -args or on standard input. apply_patch also takes the raw patch text.\n" +
 			"  -dir runs against a host directory without any isolation; -sandbox\n" +
 			"  runs in a managed sandbox from the state, holding the state lock as\n" +
-			"  exec does.",
+			"  exec does. The tool's output is shown as the model would read it, with\n" +
+			"  control characters escaped (\\x1b) so it cannot drive the terminal.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, rest []string) error {
 			if err := args.Finish(fs, rest); err != nil {
@@ -162,15 +167,15 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 	}
 	out, err := t.Call(ctx, input)
 	if err != nil {
-		fmt.Fprintln(m.Stderr, err.Error())
+		fmt.Fprintln(m.Stderr, termtext.Printable(err.Error()))
 		return exitCode(exitError)
 	}
-	fmt.Fprint(m.Stdout, out.Text)
+	fmt.Fprint(m.Stdout, termtext.Printable(out.Text))
 	if out.Text != "" && !strings.HasSuffix(out.Text, "\n") {
 		fmt.Fprintln(m.Stdout)
 	}
 	for _, img := range out.Images {
-		fmt.Fprintf(m.Stdout, "[image %s, %d bytes]\n", img.MediaType, len(img.Data))
+		fmt.Fprintf(m.Stdout, "[image %s, %d bytes]\n", termtext.Line(img.MediaType), len(img.Data))
 	}
 	return nil
 }

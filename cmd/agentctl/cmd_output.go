@@ -11,6 +11,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 func outputCommand(m *meta) *ffcli.Command {
@@ -21,7 +22,9 @@ func outputCommand(m *meta) *ffcli.Command {
 		ShortHelp:  "Show output values from the last apply.",
 		LongHelp: "  With no NAME, prints every output (sensitive ones as <sensitive>). With\n" +
 			"  NAME, prints that output's value, sensitive or not; -raw prints a string\n" +
-			"  without quotes and -json prints JSON.",
+			"  without quotes and -json prints JSON. Values are shown for a terminal,\n" +
+			"  with control characters escaped (\\x1b, \\u202e); -raw and -json are for\n" +
+			"  programs and print the value exactly.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, rest []string) error {
 			if err := args.Finish(fs, rest); err != nil {
@@ -100,7 +103,7 @@ func outputCommand(m *meta) *ffcli.Command {
 				}
 			}
 			if args.JSON {
-				_, err := fmt.Fprintf(m.Stdout, "%s\n", raw)
+				_, err := fmt.Fprintf(m.Stdout, "%s\n", termtext.JSON(raw))
 				return err
 			}
 			if args.Raw {

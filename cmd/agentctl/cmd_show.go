@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -73,15 +75,22 @@ func showCommand(m *meta) *ffcli.Command {
 	}
 }
 
+// writeJSON prints v as indented JSON for programs: exact values, with
+// the characters that could drive a terminal JSON-escaped.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termtext.JSON(b.Bytes()))
+	return err
 }
 
 func (m *meta) showPlan(pf *state.PlanFile, asJSON bool) error {
 	if asJSON {
-		_, err := m.Stdout.Write(append(pf.Plan, '\n'))
+		_, err := m.Stdout.Write(append(termtext.JSON(pf.Plan), '\n'))
 		return err
 	}
 	p := &engine.Plan{}
@@ -104,19 +113,19 @@ func (m *meta) showState(st *state.State, asJSON bool) error {
 	for _, addr := range st.SandboxAddresses() {
 		s := st.Sandboxes[addr]
 		fmt.Fprintf(m.Stdout, "# %s (%s, %s)\n", addr, s.Kind, s.Status)
-		fmt.Fprintf(m.Stdout, "    id       = %s\n", s.Session.ID)
+		fmt.Fprintf(m.Stdout, "    id       = %s\n", termtext.Line(s.Session.ID))
 		for port, u := range s.URLs {
-			fmt.Fprintf(m.Stdout, "    url %s = %s\n", port, u)
+			fmt.Fprintf(m.Stdout, "    url %s = %s\n", termtext.Line(port), termtext.Line(u))
 		}
 		if s.Snapshot != "" {
-			fmt.Fprintf(m.Stdout, "    snapshot = %s\n", s.Snapshot)
+			fmt.Fprintf(m.Stdout, "    snapshot = %s\n", termtext.Line(s.Snapshot))
 		}
 	}
 	for _, addr := range st.RunAddresses() {
 		r := st.Runs[addr]
 		fmt.Fprintf(m.Stdout, "# %s (%s, %d turns, %d input + %d output tokens)\n", addr, r.Status, r.Turns, r.Usage.InputTokens, r.Usage.OutputTokens)
 		if r.Error != "" {
-			fmt.Fprintf(m.Stdout, "    error  = %s\n", r.Error)
+			fmt.Fprintf(m.Stdout, "    error  = %s\n", termtext.Printable(r.Error))
 		}
 		if len(r.Output) > 0 {
 			fmt.Fprintf(m.Stdout, "    output = %s\n", firstLines(renderJSONValue(r.Output), 3))
@@ -137,22 +146,22 @@ func firstLines(s string, n int) string {
 func showSandbox(w io.Writer, s *state.Sandbox) {
 	fmt.Fprintf(w, "# %s\n", s.Address)
 	fmt.Fprintf(w, "provider        = %s (%s)\n", s.Provider, s.Kind)
-	fmt.Fprintf(w, "id              = %s\n", s.Session.ID)
+	fmt.Fprintf(w, "id              = %s\n", termtext.Line(s.Session.ID))
 	fmt.Fprintf(w, "status          = %s\n", s.Status)
 	fmt.Fprintf(w, "manifest_digest = %s\n", s.ManifestDigest)
 	for _, p := range sortedStrings(s.EntryDigests) {
-		fmt.Fprintf(w, "entry %-10q  = %s\n", p, s.EntryDigests[p])
+		fmt.Fprintf(w, "entry %-10q  = %s\n", p, termtext.Line(s.EntryDigests[p]))
 	}
 	for _, p := range sortedStrings(s.URLs) {
-		fmt.Fprintf(w, "url %-12s = %s\n", p, s.URLs[p])
+		fmt.Fprintf(w, "url %-12s = %s\n", termtext.Line(p), termtext.Line(s.URLs[p]))
 	}
 	if s.Snapshot != "" {
-		fmt.Fprintf(w, "snapshot        = %s (sha256 %s)\n", s.Snapshot, s.SnapshotDigest)
+		fmt.Fprintf(w, "snapshot        = %s (sha256 %s)\n", termtext.Line(s.Snapshot), termtext.Line(s.SnapshotDigest))
 	}
 	if p := s.RestorePending; p != nil {
 		why := "agentctl stopped during it"
 		if p.Error != "" {
-			why = p.Error
+			why = termtext.Printable(p.Error)
 		}
 		fmt.Fprintf(w, "restore_pending = the last restore did not finish (%s); apply restores it again\n", why)
 	}
@@ -168,9 +177,9 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 		switch s.Kind {
 		case runtime.StepInput:
 			if s.Path == "" {
-				fmt.Fprintf(w, "\n%s[input → %s]\n%s%s\n", indent, s.Agent, indent, s.Input)
+				fmt.Fprintf(w, "\n%s[input → %s]\n%s%s\n", indent, s.Agent, indent, indented(s.Input, indent))
 			} else {
-				fmt.Fprintf(w, "%s[agent tool run of %s] input: %s\n", indent, s.Agent, s.Input)
+				fmt.Fprintf(w, "%s[agent tool run of %s] input: %s\n", indent, s.Agent, indented(s.Input, indent+"  "))
 			}
 		case runtime.StepModel:
 			if s.Path == "" {
@@ -180,9 +189,9 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 			for _, it := range s.Response.Output {
 				switch it.Type {
 				case "message":
-					fmt.Fprintf(w, "%s%s\n", indent, it.Text)
+					fmt.Fprintf(w, "%s%s\n", indent, indented(it.Text, indent))
 				case "function_call":
-					fmt.Fprintf(w, "%s→ %s %s\n", indent, it.Name, it.Arguments)
+					fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
 				}
 			}
 		case runtime.StepTool:
@@ -190,9 +199,9 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 			if len(s.Result.Images) > 0 {
 				out += fmt.Sprintf(" [%d image(s)]", len(s.Result.Images))
 			}
-			fmt.Fprintf(w, "%s← %s\n", indent, strings.ReplaceAll(strings.TrimRight(out, "\n"), "\n", "\n"+indent+"  "))
+			fmt.Fprintf(w, "%s← %s\n", indent, indented(strings.TrimRight(out, "\n"), indent+"  "))
 			if s.Handoff != "" {
-				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, s.Handoff)
+				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
 			}
 		}
 	}
@@ -200,7 +209,7 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 		fmt.Fprintf(w, "\nOutput: %s\n", renderJSONValue(r.Output))
 	}
 	if r.Error != "" {
-		fmt.Fprintf(w, "\nError: %s\n", r.Error)
+		fmt.Fprintf(w, "\nError: %s\n", termtext.Printable(r.Error))
 	}
 	p := r.Provenance
 	fmt.Fprintf(w, "\nProvenance: config %s", short(p.ConfigDigest))
@@ -208,9 +217,20 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 		fmt.Fprintf(w, ", git commit %s", short(p.GitCommit))
 	}
 	if len(p.Models) > 0 {
-		fmt.Fprintf(w, ", models %s", strings.Join(p.Models, ", "))
+		fmt.Fprintf(w, ", models %s", termtext.Line(strings.Join(p.Models, ", ")))
 	}
 	fmt.Fprintf(w, ", usage %d input / %d output tokens\n", r.Usage.InputTokens, r.Usage.OutputTokens)
+}
+
+// indented shows text from a model, a tool or a file for the terminal,
+// its continuation lines indented by indent: control and format
+// characters are shown escaped, newlines and tabs are kept.
+func indented(s, indent string) string {
+	s = termtext.Printable(s)
+	if indent == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, "\n", "\n"+indent)
 }
 
 func short(s string) string {

@@ -11,9 +11,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcled"
 )
@@ -45,7 +44,7 @@ func Human(d *hcl.Diagnostic, files map[string]*hcl.File, color bool) string {
 	if d.Severity == hcl.DiagWarning {
 		label, c = "Warning: ", ansiYellow
 	}
-	summary := Printable(d.Summary)
+	summary := termtext.Printable(d.Summary)
 	if color {
 		fmt.Fprintf(&b, "%s%s%s%s%s\n", ansiBold, c, label, ansiReset+ansiBold, summary+ansiReset)
 	} else {
@@ -70,7 +69,7 @@ func Human(d *hcl.Diagnostic, files map[string]*hcl.File, color bool) string {
 	}
 	if d.Detail != "" {
 		b.WriteString("\n")
-		b.WriteString(Printable(d.Detail))
+		b.WriteString(termtext.Printable(d.Detail))
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -146,7 +145,7 @@ func window(text string, start, end int) (pre, hl, post string) {
 		end = min(end, from+snippetWidth)
 		to = min(to, from+snippetWidth)
 	}
-	pre, hl, post = Printable(text[from:start]), Printable(text[start:end]), Printable(text[end:to])
+	pre, hl, post = termtext.Printable(text[from:start]), termtext.Printable(text[start:end]), termtext.Printable(text[end:to])
 	if from > 0 {
 		pre = "…" + pre
 	}
@@ -154,49 +153,6 @@ func window(text string, start, end int) (pre, hl, post string) {
 		post += "…"
 	}
 	return pre, hl, post
-}
-
-// Printable returns s with every control character (but tab and newline),
-// invalid UTF-8 byte and Unicode format or private-use rune written as a
-// visible escape (\x1b, \u202e), so text from a file, a tool or a model
-// cannot drive the terminal it is printed on.
-func Printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if !printableRune(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case printableRune(r):
-			b.WriteString(s[i : i+n])
-		case r < 0x100:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-		i += n
-	}
-	return b.String()
-}
-
-func printableRune(r rune) bool {
-	if r == '\t' || r == '\n' {
-		return true
-	}
-	if r == utf8.RuneError {
-		return false
-	}
-	return !unicode.IsControl(r) && !unicode.In(r, unicode.Cf, unicode.Co, unicode.Cs)
 }
 
 // JSON document types, as terraform validate -json.

@@ -68,10 +68,10 @@ func NewClient(cfg Config) (*Client, error) {
 	if token == "" {
 		token = cfg.JWTToken
 		if token == "" {
-			return nil, errors.New("daytona: no credentials: set DAYTONA_API_KEY (or DAYTONA_JWT_TOKEN together with DAYTONA_ORGANIZATION_ID), or api_key in the provider \"daytona\" block")
+			return nil, errors.New("no credentials: set DAYTONA_API_KEY (or DAYTONA_JWT_TOKEN together with DAYTONA_ORGANIZATION_ID), or api_key in the provider \"daytona\" block")
 		}
 		if cfg.OrganizationID == "" {
-			return nil, errors.New("daytona: DAYTONA_JWT_TOKEN needs DAYTONA_ORGANIZATION_ID (or organization_id in the provider block): a JWT is not bound to one organization")
+			return nil, errors.New("DAYTONA_JWT_TOKEN needs DAYTONA_ORGANIZATION_ID (or organization_id in the provider block): a JWT is not bound to one organization")
 		}
 	}
 	api := strings.TrimRight(cfg.APIURL, "/")
@@ -80,7 +80,7 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	u, err := url.Parse(api)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona: api_url %q is not an http(s) URL; set DAYTONA_API_URL or api_url to e.g. %s", api, DefaultAPIURL)
+		return nil, fmt.Errorf("api_url %q is not an http(s) URL; set DAYTONA_API_URL or api_url to e.g. %s", api, DefaultAPIURL)
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {

@@ -65,7 +65,9 @@ type Provider struct {
 	poll      time.Duration
 }
 
-// New returns a Daytona provider.
+// New returns a Daytona provider. Its errors do not name the provider:
+// the caller prefixes the provider's address (provider.daytona), as the
+// engine does.
 func New(opts Options) (*Provider, error) {
 	env := map[string]string{}
 	for _, kv := range opts.Environ {

@@ -102,7 +102,9 @@ type Provider struct {
 var _ sandbox.Provider = (*Provider)(nil)
 
 // New connects to the Docker daemon and negotiates the API version (unless
-// DOCKER_API_VERSION pins one).
+// DOCKER_API_VERSION pins one). Its errors do not name the provider: the
+// caller prefixes the provider's address (provider.docker), as the engine
+// does.
 func New(ctx context.Context, opts Options) (*Provider, error) {
 	env := opts.Environ
 	if env == nil {
@@ -134,14 +136,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			MinVersion:         tls.VersionTLS12,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("docker: TLS material in DOCKER_CERT_PATH=%s (ca.pem, cert.pem, key.pem): %w", certPath, err)
+			return nil, fmt.Errorf("TLS material in DOCKER_CERT_PATH=%s (ca.pem, cert.pem, key.pem): %w", certPath, err)
 		}
 		copts = append(copts, client.WithHTTPClient(&http.Client{
 			Transport:     &http.Transport{TLSClientConfig: tc},
 			CheckRedirect: client.CheckRedirect,
 		}))
 	} else if getenv("DOCKER_TLS_VERIFY") != "" {
-		return nil, errors.New("docker: DOCKER_TLS_VERIFY is set but DOCKER_CERT_PATH is not; set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem")
+		return nil, errors.New("DOCKER_TLS_VERIFY is set but DOCKER_CERT_PATH is not; set DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem")
 	}
 	copts = append(copts, client.WithHost(host))
 	if v := strings.TrimSpace(getenv("DOCKER_API_VERSION")); v != "" {
@@ -149,11 +151,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	cli, err := client.New(copts...)
 	if err != nil {
-		return nil, fmt.Errorf("docker: client for %s: %w", host, err)
+		return nil, fmt.Errorf("client for %s: %w", host, err)
 	}
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("docker: cannot reach the Docker daemon at %s: %w; start Docker or set the provider's host (or DOCKER_HOST)", host, err)
+		return nil, fmt.Errorf("cannot reach the Docker daemon at %s: %w; start Docker or set the provider's host (or DOCKER_HOST)", host, err)
 	}
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 10 * time.Second
@@ -309,17 +311,14 @@ func randHex(n int) string {
 }
 
 // Create pulls the image if needed, creates and starts the container, and
-// makes the workspace root (owned by the sandbox user).
+// makes the workspace root (owned by the sandbox user). Its errors do not
+// repeat the sandbox's address, which the engine names.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	where := spec.Address
-	if where == "" {
-		where = "sandbox"
-	}
 	if spec.Image == "" {
-		return nil, fmt.Errorf("docker: %s: no image; set image = \"...\" in the sandbox block", where)
+		return nil, fmt.Errorf("docker: no image; set image = \"...\" in the sandbox block")
 	}
 	if err := p.removeLeftovers(ctx, spec); err != nil {
-		return nil, fmt.Errorf("docker: %s: %w", where, err)
+		return nil, err
 	}
 	root := path.Clean("/" + spec.Root)
 	if spec.Root == "" {
@@ -333,12 +332,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		netMode = "none"
 	}
 	if len(spec.Ports) > 0 && (netMode == "none" || netMode == "host") {
-		return nil, fmt.Errorf("docker: %s: ports %v need a container network, but network is %q; set network = \"bridge\" (or a named network)", where, spec.Ports, netMode)
+		return nil, fmt.Errorf("docker: ports %v need a container network, but network is %q; set network = \"bridge\" (or a named network)", spec.Ports, netMode)
 	}
 
 	imageID, err := p.ensureImage(ctx, spec.Image)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+		return nil, err
 	}
 
 	exposed := network.PortSet{}
@@ -346,7 +345,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	for _, port := range spec.Ports {
 		cp, err := network.ParsePort(strconv.Itoa(port) + "/tcp")
 		if err != nil {
-			return nil, fmt.Errorf("docker: %s: port %d: %w", where, port, err)
+			return nil, fmt.Errorf("docker: port %d: %w", port, err)
 		}
 		exposed[cp] = struct{}{}
 		// An empty host port lets the daemon pick a free one.
@@ -387,7 +386,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		Name:       name,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("docker: %s: create container from %q: %w", where, spec.Image, err)
+		return nil, fmt.Errorf("docker: create container from %q: %w", spec.Image, err)
 	}
 	s := &Sandbox{p: p, id: created.ID, d: sessionData{
 		Name: name, Image: spec.Image, ImageID: imageID, Root: root, User: user, Commit: commit,
@@ -396,7 +395,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = s.Delete(cctx)
-		return nil, fmt.Errorf("docker: %s: %w", where, err)
+		return nil, err
 	}
 	if s.d.UID, s.d.GID, err = s.lookupUser(ctx, user); err != nil {
 		return fail(err)
@@ -513,7 +512,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 			continue
 		}
 		if _, err := p.cli.ContainerRemove(ctx, m.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("removing leftover container %s of an interrupted create: %w", short(m.ID), err)
+			return fmt.Errorf("docker: removing leftover container %s of an interrupted create: %w", short(m.ID), err)
 		}
 	}
 	return nil

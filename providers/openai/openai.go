@@ -106,7 +106,9 @@ type Client struct {
 
 var _ model.Model = (*Client)(nil)
 
-// New validates cfg and returns a Client.
+// New validates cfg and returns a Client. Its errors do not name the
+// provider: the caller prefixes the provider's address (provider.openai),
+// as the engine does, so messages read "provider.openai: no API key: ...".
 func New(cfg Config) (*Client, error) {
 	env := cfg.LookupEnv
 	if env == nil {
@@ -121,14 +123,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	key := fromEnv(cfg.APIKey, "OPENAI_API_KEY")
 	if key == "" {
-		return nil, errors.New(`openai provider: no API key: set OPENAI_API_KEY in the environment (for a local OpenAI-compatible server that needs none, set it to any placeholder such as "none")`)
+		return nil, errors.New(`no API key: set OPENAI_API_KEY in the environment (for a local OpenAI-compatible server that needs none, set it to any placeholder such as "none")`)
 	}
 	baseURL := strings.TrimRight(fromEnv(cfg.BaseURL, "OPENAI_BASE_URL"), "/")
 	if baseURL == "" {
 		baseURL = DefaultBaseURL
 	}
 	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
-		return nil, fmt.Errorf("openai provider: base URL %q must start with http:// or https:// (set base_url or OPENAI_BASE_URL)", baseURL)
+		return nil, fmt.Errorf("base URL %q must start with http:// or https:// (set base_url or OPENAI_BASE_URL)", baseURL)
 	}
 	api := cfg.API
 	switch api {
@@ -136,7 +138,7 @@ func New(cfg Config) (*Client, error) {
 		api = APIResponses
 	case APIResponses, APIChatCompletions:
 	default:
-		return nil, fmt.Errorf("openai provider: api %q is not supported: use %q (default) or %q", api, APIResponses, APIChatCompletions)
+		return nil, fmt.Errorf("api %q is not supported: use %q (default) or %q", api, APIResponses, APIChatCompletions)
 	}
 	c := &Client{
 		api:        api,
@@ -193,10 +195,10 @@ func (c *Client) API() string { return c.api }
 // been committed.
 func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(model.Event)) (*model.Response, error) {
 	if req == nil {
-		return nil, errors.New("openai provider: nil request")
+		return nil, errors.New("nil model request")
 	}
 	if req.Model == "" {
-		return nil, fmt.Errorf("openai provider: agent %q has no model name: set model in the agent block", req.Agent)
+		return nil, errors.New("no model name: set model in the agent block")
 	}
 	if sink == nil {
 		sink = func(model.Event) {}

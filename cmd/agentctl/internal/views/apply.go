@@ -7,9 +7,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 // Apply renders engine events for a person as they happen: progress lines
@@ -87,14 +89,14 @@ func (v *Apply) Event(ev engine.Event) {
 	case engine.EventApplyProgress:
 		v.endText()
 		if ev.Message != "" {
-			fmt.Fprintf(v.w, "%s: %s\n", ev.Address, ev.Message)
+			fmt.Fprintf(v.w, "%s: %s\n", ev.Address, termtext.Printable(ev.Message))
 			return
 		}
 		fmt.Fprintf(v.w, "%s: Still %s... [%s elapsed]\n", ev.Address, strings.ToLower(ing(ev.Action)), ev.Elapsed.Round(time.Second))
 	case engine.EventApplyComplete:
 		v.endText()
 		if ev.Action == engine.ActionNoop {
-			fmt.Fprintf(v.w, "%s%s: Unchanged: %s%s\n", c.Bold, ev.Address, ev.Message, c.Reset)
+			fmt.Fprintf(v.w, "%s%s: Unchanged: %s%s\n", c.Bold, ev.Address, termtext.Printable(ev.Message), c.Reset)
 			return
 		}
 		fmt.Fprintf(v.w, "%s%s: %s after %s%s\n", c.Bold, ev.Address, done(ev.Action), ev.Elapsed.Round(time.Second), c.Reset)
@@ -111,7 +113,7 @@ func (v *Apply) Event(ev engine.Event) {
 
 func (v *Apply) runtime(addr string, e *runtime.Event) {
 	c := v.c
-	who := addr + " " + e.Agent
+	who := termtext.Printable(addr + " " + e.Agent)
 	if e.Path != "" {
 		who += " (via tool)"
 	}
@@ -122,55 +124,68 @@ func (v *Apply) runtime(addr string, e *runtime.Event) {
 			fmt.Fprintf(v.w, "%s%s:%s ", c.Cyan, who, c.Reset)
 			v.inText = who
 		}
-		fmt.Fprint(v.w, e.Text)
+		fmt.Fprint(v.w, termtext.Printable(e.Text))
 	case runtime.EventToolCall:
 		v.endText()
-		fmt.Fprintf(v.w, "%s%s → %s%s %s\n", c.Cyan, who, e.Name, c.Reset, oneLine(e.Arguments, 200))
+		fmt.Fprintf(v.w, "%s%s → %s%s %s\n", c.Cyan, who, oneLine(e.Name, 100), c.Reset, oneLine(e.Arguments, 200))
 	case runtime.EventToolResult:
 		v.endText()
 		mark := "←"
 		if e.IsError {
 			mark = c.Yellow + "← (error)" + c.Reset
 		}
-		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, e.Name, oneLine(e.Text, 200))
+		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, oneLine(e.Name, 100), oneLine(e.Text, 200))
 	case runtime.EventHandoff:
 		v.endText()
-		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, e.Text, c.Reset)
+		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, oneLine(e.Text, 100), c.Reset)
 	case runtime.EventAgentToolCall:
 		v.endText()
-		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, e.Text, e.Name)
+		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, oneLine(e.Text, 100), oneLine(e.Name, 100))
 	case runtime.EventFinal:
 		v.endText()
 	}
 }
 
+// oneLine renders text from a model or a tool on one line for the
+// terminal: runs of white space become one space, the text is cut after n
+// runes, and control and format characters are shown escaped.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
+	if utf8.RuneCountInString(s) > n {
+		cut := 0
+		for range n {
+			_, size := utf8.DecodeRuneInString(s[cut:])
+			cut += size
+		}
+		s = s[:cut] + "…"
 	}
-	return s
+	return termtext.Printable(s)
 }
 
 // JSON writes newline-delimited JSON events, each with a type, the way
 // Terraform's -json output does; the first is the version event.
 type JSON struct {
-	mu  sync.Mutex
-	enc *json.Encoder
+	mu sync.Mutex
+	w  io.Writer
 }
 
 // NewJSON writes the version event and returns the view.
 func NewJSON(w io.Writer, version string) *JSON {
-	j := &JSON{enc: json.NewEncoder(w)}
+	j := &JSON{w: w}
 	j.Emit(map[string]any{"type": "version", "agentctl": version, "ui": "1.0"})
 	return j
 }
 
-// Emit writes one event.
+// Emit writes one event. Text keeps its exact value; characters that
+// could drive a terminal are JSON-escaped (termtext.JSON).
 func (j *JSON) Emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_ = j.enc.Encode(v)
+	_, _ = j.w.Write(append(termtext.JSON(b), '\n'))
 }
 
 // Event writes an engine event.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 // Colors are ANSI sequences, empty with -no-color.
@@ -95,7 +96,7 @@ func Plan(w io.Writer, p *engine.Plan, c Colors) {
 		}
 		fmt.Fprintf(w, "\n%s  # %s will be %s%s\n", c.Bold, ch.Address, verb(ch.Action), c.Reset)
 		for _, r := range ch.Reasons {
-			fmt.Fprintf(w, "  # (%s)\n", r)
+			fmt.Fprintf(w, "  # (%s)\n", termtext.Printable(r))
 		}
 		kind, name := ch.Kind, ch.Address[strings.IndexByte(ch.Address, '.')+1:]
 		fmt.Fprintf(w, "  %s %s %s {\n", symbol(c, ch.Action), kind, quoteName(name))
@@ -157,14 +158,14 @@ func quoteName(name string) string {
 
 func quoteValue(v string) string {
 	if strings.HasPrefix(v, "(") {
-		return v
+		return termtext.Printable(v)
 	}
 	if strings.Contains(v, "\n") {
 		lines := strings.Split(strings.TrimRight(v, "\n"), "\n")
 		if len(lines) > 6 {
 			lines = append(lines[:6], fmt.Sprintf("... (%d more lines)", len(lines)-6))
 		}
-		return "<<-EOT\n          " + strings.Join(lines, "\n          ") + "\n        EOT"
+		return "<<-EOT\n          " + termtext.Printable(strings.Join(lines, "\n          ")) + "\n        EOT"
 	}
 	if len(v) > 200 {
 		v = v[:200] + "…"

@@ -3,6 +3,7 @@
 package views
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/config/diagfmt"
+	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -74,7 +76,9 @@ func capitalize(s string) string {
 // ValidateResult shows the outcome of validate.
 func (v *View) ValidateResult(diags hcl.Diagnostics, files map[string]*hcl.File, asJSON bool) {
 	if asJSON {
-		_ = diagfmt.WriteJSON(v.Stdout, diags, files)
+		var b bytes.Buffer
+		_ = diagfmt.WriteJSON(&b, diags, files)
+		_, _ = v.Stdout.Write(termtext.JSON(b.Bytes()))
 		return
 	}
 	v.Diagnostics(diags, files)
@@ -106,12 +110,13 @@ func (v *View) Version(info VersionInfo, asJSON bool) {
 
 // FmtFile reports a file whose formatting changed (or would change).
 func (v *View) FmtFile(name string) {
-	fmt.Fprintln(v.Stdout, name)
+	fmt.Fprintln(v.Stdout, termtext.Line(name))
 }
 
-// FmtDiff prints a unified diff.
+// FmtDiff prints a unified diff, control characters of the files shown
+// escaped.
 func (v *View) FmtDiff(diff []byte) {
-	_, _ = v.Stdout.Write(diff)
+	fmt.Fprint(v.Stdout, termtext.Printable(string(diff)))
 }
 
 // Graph prints a rendered graph.
