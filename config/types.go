@@ -142,8 +142,11 @@ type DaytonaProvider struct {
 }
 
 type Manifest struct {
-	Name    string
-	Root    string // default /workspace
+	Name string
+	// Root is "" when the manifest does not set one: the default then
+	// depends on the provider (engine: /workspace, daytona:
+	// /home/daytona/workspace).
+	Root    string
 	Entries []ManifestEntry
 	// Env is persisted environment (env map and non-ephemeral env blocks).
 	Env map[string]string

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -126,10 +127,15 @@ func modelProviderAddr(cfg *config.Config, a *config.Agent) string {
 	return "provider.openai"
 }
 
-// manifestRoot is the workspace root of a sandbox instance.
+// manifestRoot is the workspace root of a sandbox instance: the
+// manifest's root, or the provider's default (/workspace; daytona:
+// daytona.DefaultRoot, which the default snapshot's user can create).
 func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
 	if m := cfg.Manifests[sb.Manifest]; m != nil && m.Root != "" {
 		return m.Root
+	}
+	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil && p.Type == "daytona" {
+		return daytona.DefaultRoot
 	}
 	return "/workspace"
 }
