@@ -288,6 +288,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": "agent." + ri.Agent}}
 	prev := st.Runs[addr]
 	var pending []string // upstream runs that execute in this apply
+	standIn := ""
 	for _, up := range runUpstream(cfg, ri) {
 		if uc := p.Change(up); uc != nil && uc.Action != ActionNoop {
 			pending = append(pending, up)
@@ -299,7 +300,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 			return nil, err
 		}
 		c.Digest = runDigest(inputs)
-		c.Attributes["input"] = e.planInputText(st, p, ri, input, eval.urls)
+		standIn = input
 		if prev != nil && prev.Digest != c.Digest {
 			c.Reasons = diffInputs(prev.DigestInputs, inputs)
 		}
@@ -328,6 +329,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		// Its reason (the turn it stopped at) comes from its journal,
 		// read once the plan is targeted (resumeReasons).
 		c.Action = ActionResume
+	}
+	if len(pending) == 0 {
+		c.Attributes["input"] = e.planInputText(st, p, ri, standIn, c.Action == ActionNoop, eval.urls)
 	}
 	return c, nil
 }
@@ -470,10 +474,11 @@ func (e *Engine) runInputText(st *state.State, ri *config.RunInstance, standIn s
 }
 
 // planInputText is the input plan shows for a run: standIn with the
-// sandbox URLs recorded in st, or, when one of the sandboxes it takes a
-// URL from is created by this apply (or started: Docker publishes it on
-// new host ports), "(known after sandbox.X is created)".
-func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance, standIn string, eval func() inputEvaluator) string {
+// sandbox URLs recorded in st, or, when the run executes and one of the
+// sandboxes it takes a URL from is created by this apply (or started:
+// Docker publishes its ports on new host ports), "(known after sandbox.X
+// is created)". A run that stays as it is (noop) shows the recorded URLs.
+func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance, standIn string, noop bool, eval func() inputEvaluator) string {
 	sbs := urlSandboxes(e.Config, ri, standIn)
 	if len(sbs) == 0 {
 		return standIn
@@ -486,7 +491,7 @@ func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance,
 		case ss == nil || len(ss.URLs) == 0 || ss.Status == statusDeleted ||
 			c != nil && (c.Action == ActionCreate || c.Action == ActionReplace || c.Action == ActionRestore):
 			after = append(after, sb+" is created")
-		case ss.Status == statusStopped:
+		case ss.Status == statusStopped && !noop:
 			after = append(after, sb+" is started")
 		}
 	}
