@@ -112,3 +112,39 @@ func TestRunInputSandboxURL(t *testing.T) {
 		t.Fatalf("plan after the URL changed: run.r %+v", c)
 	}
 }
+
+// A run may take the URL of a sandbox its agents do not use: that sandbox
+// is running while the run executes (started if it was stopped), and its
+// on_exit applies after the apply.
+func TestRunInputOtherSandboxURL(t *testing.T) {
+	e, _ := newTestEngine(t, strings.Replace(urlsConfig, `run "r" {
+  agent = agent.a
+  input = "Open ${sandbox.s.urls["8080"]}."
+}`, `sandbox "web" {
+  provider = provider.local
+  ports    = [3000]
+}
+run "r" {
+  agent = agent.a
+  input = "Open ${sandbox.web.urls["3000"]}."
+}`, 1))
+	st := planApply(t, e, PlanOptions{})
+	if r := st.Runs["run.r"]; r.Status != RunCompleted {
+		t.Fatalf("run.r: %s %s", r.Status, r.Error)
+	}
+	st = planApply(t, e, PlanOptions{Replace: []string{"run.r"}})
+	r := st.Runs["run.r"]
+	if r.Status != RunCompleted {
+		t.Fatalf("run.r again: %s %s", r.Status, r.Error)
+	}
+	journal, err := os.ReadFile(e.State.Abs(r.Journal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(journal), "Open http://127.0.0.1:3000.") {
+		t.Errorf("the run's transcript lacks its input with the URL:\n%s", journal)
+	}
+	if got := st.Sandboxes["sandbox.web"].Status; got != "stopped" {
+		t.Errorf("sandbox.web after the apply: %q, want stopped (on_exit)", got)
+	}
+}
