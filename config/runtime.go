@@ -246,14 +246,19 @@ func (l *loader) validateLate() {
 		for _, d := range ri.DependsOn {
 			deps[d] = true
 		}
+		sbs := map[string]bool{}
 		for _, tr := range ri.InputExpr.Variables() {
 			if oneOf(tr.RootName(), "run", "sandbox") {
 				for _, t := range l.traversalTargets(tr, false) {
 					deps[t] = true
+					if tr.RootName() == "sandbox" {
+						sbs[t] = true
+					}
 				}
 			}
 		}
 		ri.DependsOn = sortedKeys(deps)
+		ri.InputSandboxes = sortedKeys(sbs)
 		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
 		l.diags = append(l.diags, diags...)
 		if diags.HasErrors() {

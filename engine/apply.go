@@ -559,7 +559,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	// The sandboxes whose URLs the input takes are running, and their URLs
 	// recorded, before the input is evaluated with them.
-	for _, sbAddr := range urlSandboxes(e.Config, ri, standIn) {
+	for _, sbAddr := range urlSandboxes(e.Config, ri) {
 		if _, ok := workspaces[sbAddr]; ok {
 			continue
 		}

@@ -442,18 +442,13 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	return inputs, input, nil
 }
 
-// urlSandboxes lists the sandboxes with exposed ports whose URLs a run's
-// input references (given the input evaluated with stand-ins).
-func urlSandboxes(cfg *config.Config, ri *config.RunInstance, standIn string) []string {
+// urlSandboxes lists the sandboxes with exposed ports a run's input
+// refers to (for their URLs).
+func urlSandboxes(cfg *config.Config, ri *config.RunInstance) []string {
 	var out []string
-	for _, d := range ri.DependsOn {
-		if si := cfg.SandboxInstances[d]; si != nil && len(si.Ports) > 0 {
-			for _, port := range si.Ports {
-				if strings.Contains(standIn, config.URLStandIn(d, port)) {
-					out = append(out, d)
-					break
-				}
-			}
+	for _, sb := range ri.InputSandboxes {
+		if si := cfg.SandboxInstances[sb]; si != nil && len(si.Ports) > 0 {
+			out = append(out, sb)
 		}
 	}
 	return out
@@ -463,7 +458,7 @@ func urlSandboxes(cfg *config.Config, ri *config.RunInstance, standIn string) []
 // runInputs) evaluated again with the sandbox URLs recorded in st when it
 // references any.
 func (e *Engine) runInputText(st *state.State, ri *config.RunInstance, standIn string) (string, error) {
-	if len(urlSandboxes(e.Config, ri, standIn)) == 0 {
+	if len(urlSandboxes(e.Config, ri)) == 0 {
 		return standIn, nil
 	}
 	text, diags := e.Config.EvalRunInput(ri, stateRuntimeValues(st))
@@ -479,7 +474,7 @@ func (e *Engine) runInputText(st *state.State, ri *config.RunInstance, standIn s
 // Docker publishes its ports on new host ports), "(known after sandbox.X
 // is created)". A run that stays as it is (noop) shows the recorded URLs.
 func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance, standIn string, noop bool, eval func() inputEvaluator) string {
-	sbs := urlSandboxes(e.Config, ri, standIn)
+	sbs := urlSandboxes(e.Config, ri)
 	if len(sbs) == 0 {
 		return standIn
 	}

@@ -113,9 +113,9 @@ func TestRunInputSandboxURL(t *testing.T) {
 	}
 }
 
-// A run may take the URL of a sandbox its agents do not use: that sandbox
-// is running while the run executes (started if it was stopped), and its
-// on_exit applies after the apply.
+// A run may take the URL of a sandbox its agents do not use, through any
+// function: that sandbox is running while the run executes (started if it
+// was stopped), and its on_exit applies after the apply.
 func TestRunInputOtherSandboxURL(t *testing.T) {
 	e, _ := newTestEngine(t, strings.Replace(urlsConfig, `run "r" {
   agent = agent.a
@@ -126,7 +126,7 @@ func TestRunInputOtherSandboxURL(t *testing.T) {
 }
 run "r" {
   agent = agent.a
-  input = "Open ${sandbox.web.urls["3000"]}."
+  input = "Open ${upper(sandbox.web.urls["3000"])}."
 }`, 1))
 	st := planApply(t, e, PlanOptions{})
 	if r := st.Runs["run.r"]; r.Status != RunCompleted {
@@ -141,7 +141,7 @@ run "r" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(journal), "Open http://127.0.0.1:3000.") {
+	if !strings.Contains(string(journal), "Open HTTP://127.0.0.1:3000.") {
 		t.Errorf("the run's transcript lacks its input with the URL:\n%s", journal)
 	}
 	if got := st.Sandboxes["sandbox.web"].Status; got != "stopped" {
