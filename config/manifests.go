@@ -63,7 +63,7 @@ func checkWorkspacePath(p string) (string, error) {
 }
 
 func (l *loader) decodeManifest(b *hcl.Block) {
-	m := &Manifest{Name: b.Labels[0], Root: "/workspace", Env: map[string]string{}, EphemeralEnv: map[string]string{}, DeclRange: b.DefRange}
+	m := &Manifest{Name: b.Labels[0], Env: map[string]string{}, EphemeralEnv: map[string]string{}, DeclRange: b.DefRange}
 	l.cfg.Manifests[m.Name] = m
 	content, diags := b.Body.Content(manifestSchema)
 	l.diags = append(l.diags, diags...)

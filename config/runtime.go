@@ -18,6 +18,19 @@ type RuntimeValues struct {
 	// SandboxURLs maps a sandbox instance address to its exposed ports'
 	// URLs, keyed by port number.
 	SandboxURLs map[string]map[string]string
+	// URLStandIns evaluates every sandbox URL as its stand-in
+	// (URLStandIn) for each of the sandbox's ports, ignoring SandboxURLs.
+	// An input evaluated so is known before its sandboxes exist and does
+	// not change when their URLs do (a stopped Docker sandbox starts on
+	// new host ports, a Daytona preview URL is signed anew): the run
+	// digest covers it, since a URL is an address, not content.
+	URLStandIns bool
+}
+
+// URLStandIn is the text that stands for a sandbox URL in the input a
+// run digest covers: the reference itself, e.g. sandbox.web.urls["8080"].
+func URLStandIn(addr string, port int) string {
+	return fmt.Sprintf("%s.urls[%q]", addr, fmt.Sprint(port))
 }
 
 // OutputValue is an evaluated output.
@@ -40,7 +53,16 @@ func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
 	}
 	sbVal := func(addr string) cty.Value {
 		urls := cty.DynamicVal
-		if rv != nil {
+		if rv != nil && rv.URLStandIns {
+			urls = cty.MapValEmpty(cty.String)
+			if si := c.SandboxInstances[addr]; si != nil && len(si.Ports) > 0 {
+				vm := map[string]cty.Value{}
+				for _, port := range si.Ports {
+					vm[fmt.Sprint(port)] = cty.StringVal(URLStandIn(addr, port))
+				}
+				urls = cty.MapVal(vm)
+			}
+		} else if rv != nil {
 			if m, ok := rv.SandboxURLs[addr]; ok {
 				if len(m) == 0 {
 					urls = cty.MapValEmpty(cty.String)
@@ -224,14 +246,19 @@ func (l *loader) validateLate() {
 		for _, d := range ri.DependsOn {
 			deps[d] = true
 		}
+		sbs := map[string]bool{}
 		for _, tr := range ri.InputExpr.Variables() {
 			if oneOf(tr.RootName(), "run", "sandbox") {
 				for _, t := range l.traversalTargets(tr, false) {
 					deps[t] = true
+					if tr.RootName() == "sandbox" {
+						sbs[t] = true
+					}
 				}
 			}
 		}
 		ri.DependsOn = sortedKeys(deps)
+		ri.InputSandboxes = sortedKeys(sbs)
 		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
 		l.diags = append(l.diags, diags...)
 		if diags.HasErrors() {

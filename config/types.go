@@ -142,8 +142,11 @@ type DaytonaProvider struct {
 }
 
 type Manifest struct {
-	Name    string
-	Root    string // default /workspace
+	Name string
+	// Root is "" when the manifest does not set one: the default then
+	// depends on the provider (engine: /workspace, daytona:
+	// /home/daytona/workspace).
+	Root    string
 	Entries []ManifestEntry
 	// Env is persisted environment (env map and non-ephemeral env blocks).
 	Env map[string]string
@@ -288,8 +291,11 @@ type RunInstance struct {
 	Sandbox   string // sandbox instance address override, "" = the agent's
 	MaxTurns  int
 	DependsOn []string // addresses, from depends_on and from references
-	InputExpr hcl.Expression
-	DeclRange hcl.Range
+	// InputSandboxes are the sandbox instances the input refers to (for
+	// their URLs), sorted.
+	InputSandboxes []string
+	InputExpr      hcl.Expression
+	DeclRange      hcl.Range
 
 	// eachValue is each.value for a for_each instance (each.key is Key).
 	eachValue cty.Value

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -484,11 +485,12 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		if err := sb.Start(ctx); err != nil {
 			return nil, fmt.Errorf("%s: starting sandbox: %w", addr, err)
 		}
-		// A start may change what the provider reports (docker picks new
-		// host ports): record the session and the port URLs again.
-		if err := a.recordURLs(ctx, addr, sb); err != nil {
-			return nil, err
-		}
+	}
+	// A start may change what the provider reports (docker picks new host
+	// ports) and a Daytona preview URL expires: record the session and the
+	// port URLs again.
+	if err := a.recordURLs(ctx, addr, sb); err != nil {
+		return nil, err
 	}
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Session = sb.Session()
@@ -518,7 +520,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
 	}
-	inputs, input, err := e.runInputs(a.st, ri, sbDigest, nil)
+	inputs, standIn, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
 	a.mu.Unlock()
 	if err != nil {
@@ -554,6 +556,27 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 		m := sandboxManifest(e.Config, e.Config.SandboxInstances[sbAddr])
 		workspaces[sbAddr] = &sandbox.Workspace{Sandbox: sb, Address: sbAddr, Env: m.Env, EphemeralEnv: m.EphemeralEnv, Scrub: scrub}
+	}
+	// The sandboxes whose URLs the input takes are running, and their URLs
+	// recorded, before the input is evaluated with them.
+	for _, sbAddr := range urlSandboxes(e.Config, ri) {
+		if _, ok := workspaces[sbAddr]; ok {
+			continue
+		}
+		if _, err := a.ensureRunning(ctx, sbAddr); err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+	}
+	a.mu.Lock()
+	input, err := e.runInputText(a.st, ri, standIn)
+	for sbAddr, ws := range workspaces {
+		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
+			ws.URLs = maps.Clone(ss.URLs)
+		}
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	agents, err := e.buildAgents(ctx, ri, workspaces)
 	if err != nil {

@@ -2,14 +2,14 @@ package engine
 
 import (
 	"context"
-
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hashicorp/hcl/v2"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
@@ -124,7 +124,7 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	eval := cfg.RunInputEvaluator(stateRuntimeValues(st))
+	eval := newPlanEvaluators(cfg, st)
 	for _, addr := range order {
 		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
@@ -282,24 +282,25 @@ func restorePendingReason(p *state.RestorePending) string {
 
 // planRun decides one run's action, in dependency order so upstream
 // actions are known.
-func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval inputEvaluator, addr string, replace bool) (*Change, error) {
+func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval *planEvaluators, addr string, replace bool) (*Change, error) {
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": "agent." + ri.Agent}}
 	prev := st.Runs[addr]
 	var pending []string // upstream runs that execute in this apply
+	standIn := ""
 	for _, up := range runUpstream(cfg, ri) {
 		if uc := p.Change(up); uc != nil && uc.Action != ActionNoop {
 			pending = append(pending, up)
 		}
 	}
 	if len(pending) == 0 {
-		inputs, input, err := e.runInputs(st, ri, sbDigest, eval)
+		inputs, input, err := e.runInputs(st, ri, sbDigest, eval.standIns)
 		if err != nil {
 			return nil, err
 		}
 		c.Digest = runDigest(inputs)
-		c.Attributes["input"] = input
+		standIn = input
 		if prev != nil && prev.Digest != c.Digest {
 			c.Reasons = diffInputs(prev.DigestInputs, inputs)
 		}
@@ -329,6 +330,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		// read once the plan is targeted (resumeReasons).
 		c.Action = ActionResume
 	}
+	if len(pending) == 0 {
+		c.Attributes["input"] = e.planInputText(st, p, ri, standIn, c.Action == ActionNoop, eval.urls)
+	}
 	return c, nil
 }
 
@@ -346,6 +350,30 @@ func runUpstream(cfg *config.Config, ri *config.RunInstance) []string {
 
 // inputEvaluator evaluates a run's input (config.RunInputEvaluator).
 type inputEvaluator func(ri *config.RunInstance) (string, hcl.Diagnostics)
+
+// planEvaluators evaluate run inputs against the state: with URL
+// stand-ins (for digests), and with the recorded URLs (for the input
+// plan shows), built only when a run needs it.
+type planEvaluators struct {
+	standIns inputEvaluator
+	urls     func() inputEvaluator
+}
+
+func newPlanEvaluators(cfg *config.Config, st *state.State) *planEvaluators {
+	rv := stateRuntimeValues(st)
+	standIns := rv
+	standIns.SandboxURLs, standIns.URLStandIns = nil, true
+	var urls inputEvaluator
+	return &planEvaluators{
+		standIns: cfg.RunInputEvaluator(standIns),
+		urls: func() inputEvaluator {
+			if urls == nil {
+				urls = cfg.RunInputEvaluator(rv)
+			}
+			return urls
+		},
+	}
+}
 
 // stateRuntimeValues are the outputs of every completed run in st and the
 // sandbox URLs, for evaluating many run inputs at once.
@@ -367,13 +395,18 @@ func stateRuntimeValues(st *state.State) config.RuntimeValues {
 	return rv
 }
 
-// runInputs evaluates a run's input against the upstream outputs in st and
-// returns the named digest inputs (DESIGN §3) and the input text. eval,
-// when not nil, evaluates the input against values already built from st
-// (plan evaluates every run against the same state).
+// runInputs evaluates a run's input against the upstream outputs in st,
+// with every sandbox URL as its stand-in (config.URLStandIn), and returns
+// the named digest inputs (DESIGN §3) and that input text. A URL is an
+// address, not content: it is left out of the digest, so a run's digest
+// is known before its sandboxes exist and stays the same when their URLs
+// change (a stopped Docker sandbox starts on new host ports, a Daytona
+// preview URL is signed anew). eval, when not nil, evaluates the input
+// against values already built from st with URLStandIns (plan evaluates
+// every run against the same state).
 func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (map[string]string, string, error) {
 	cfg := e.Config
-	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
+	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, URLStandIns: true}
 	inputs := map[string]string{}
 	for _, up := range runUpstream(cfg, ri) {
 		prev := st.Runs[up]
@@ -392,11 +425,6 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	if eval != nil {
 		input, diags = eval(ri)
 	} else {
-		for addr, ss := range st.Sandboxes {
-			if len(ss.URLs) > 0 {
-				rv.SandboxURLs[addr] = ss.URLs
-			}
-		}
 		input, diags = cfg.EvalRunInput(ri, rv)
 	}
 	if diags.HasErrors() {
@@ -412,6 +440,65 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 		}
 	}
 	return inputs, input, nil
+}
+
+// urlSandboxes lists the sandboxes with exposed ports a run's input
+// refers to (for their URLs).
+func urlSandboxes(cfg *config.Config, ri *config.RunInstance) []string {
+	var out []string
+	for _, sb := range ri.InputSandboxes {
+		if si := cfg.SandboxInstances[sb]; si != nil && len(si.Ports) > 0 {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+// runInputText is a run's input as the run receives it: standIn (from
+// runInputs) evaluated again with the sandbox URLs recorded in st when it
+// references any.
+func (e *Engine) runInputText(st *state.State, ri *config.RunInstance, standIn string) (string, error) {
+	if len(urlSandboxes(e.Config, ri)) == 0 {
+		return standIn, nil
+	}
+	text, diags := e.Config.EvalRunInput(ri, stateRuntimeValues(st))
+	if diags.HasErrors() {
+		return "", diags
+	}
+	return text, nil
+}
+
+// planInputText is the input plan shows for a run: standIn with the
+// sandbox URLs recorded in st, or, when the run executes and one of the
+// sandboxes it takes a URL from is created by this apply (or started:
+// Docker publishes its ports on new host ports), "(known after sandbox.X
+// is created)". A run that stays as it is (noop) shows the recorded URLs.
+func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance, standIn string, noop bool, eval func() inputEvaluator) string {
+	sbs := urlSandboxes(e.Config, ri)
+	if len(sbs) == 0 {
+		return standIn
+	}
+	var after []string
+	for _, sb := range sbs {
+		ss := st.Sandboxes[sb]
+		c := p.Change(sb)
+		switch {
+		case ss == nil || len(ss.URLs) == 0 || ss.Status == statusDeleted ||
+			c != nil && (c.Action == ActionCreate || c.Action == ActionReplace || c.Action == ActionRestore):
+			after = append(after, sb+" is created")
+		case ss.Status == statusStopped && !noop:
+			after = append(after, sb+" is started")
+		}
+	}
+	if len(after) == 0 {
+		if text, diags := eval()(ri); !diags.HasErrors() {
+			return text
+		}
+		for _, sb := range sbs {
+			after = append(after, sb+" is created")
+		}
+	}
+	return "(known after " + strings.Join(after, ", ") + ")"
 }
 
 // outputValue turns a stored run output (JSON) into a cty value for
@@ -509,10 +596,20 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 		}
 		restore = func() { _ = sb.Stop(context.WithoutCancel(ctx)) }
 	}
-	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: sandbox.NewScrubber(e.Config.SensitiveValues())}
+	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: sandbox.NewScrubber(e.Config.SensitiveValues()), URLs: maps.Clone(ss.URLs)}
 	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
 		m := sandboxManifest(e.Config, sbc)
 		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
+		// A start publishes Docker ports anew: ask the provider rather than
+		// trust the recorded URLs.
+		for _, port := range sbc.Ports {
+			if u, err := sb.PortURL(ctx, port); err == nil {
+				if ws.URLs == nil {
+					ws.URLs = map[string]string{}
+				}
+				ws.URLs[fmt.Sprint(port)] = u
+			}
+		}
 	}
 	return ws, restore, nil
 }

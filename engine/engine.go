@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -102,10 +103,15 @@ func capKey(addr string) string { return strings.TrimPrefix(addr, "capability.")
 // providerKey turns provider.TYPE[.ALIAS] into the Providers map key.
 func providerKey(addr string) string { return strings.TrimPrefix(addr, "provider.") }
 
-// manifestRoot is the workspace root of a sandbox instance.
+// manifestRoot is the workspace root of a sandbox instance: the
+// manifest's root, or the provider's default (/workspace; daytona:
+// daytona.DefaultRoot, which the default snapshot's user can create).
 func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
 	if m := cfg.Manifests[sb.Manifest]; m != nil && m.Root != "" {
 		return m.Root
+	}
+	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil && p.Type == "daytona" {
+		return daytona.DefaultRoot
 	}
 	return "/workspace"
 }

@@ -576,3 +576,66 @@ func TestDaytonaPipelineCrashDuringCreate(t *testing.T) {
 		t.Errorf("sandboxes left after destroy: %v", ids)
 	}
 }
+
+// A Daytona sandbox whose manifest sets no root works in
+// /home/daytona/workspace. The fake's user, like the default snapshot's,
+// cannot create it outside the fake's Root: apply fails saying where the
+// root can go, and leaves nothing running or untracked.
+func TestDaytonaDefaultRootFailedCreateLeavesNothing(t *testing.T) {
+	p := newPipeline(t)
+	p.write(`
+provider "daytona" {
+  api_url = "{{API}}"
+}
+
+manifest "work" {
+  file "a.txt" {
+    content = "a\n"
+  }
+}
+
+sandbox "box" {
+  provider = provider.daytona
+  manifest = manifest.work
+}
+`)
+	out, err := p.command("apply", "-auto-approve").CombinedOutput()
+	if err == nil {
+		t.Fatalf("apply succeeded outside the fake's root:\n%s", out)
+	}
+	for _, want := range []string{"creating the workspace root /home/daytona/workspace", "permission denied",
+		`set root = "` + p.fake.Home + `/workspace" in the manifest`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("apply output does not say %q:\n%s", want, out)
+		}
+	}
+	if ids := p.fake.IDs(); len(ids) != 0 {
+		t.Errorf("sandboxes left running: %v", ids)
+	}
+
+	// With the root the hint names, the same configuration applies.
+	p.write(`
+provider "daytona" {
+  api_url = "{{API}}"
+}
+
+manifest "work" {
+  root = "` + p.fake.Home + `/workspace"
+  file "a.txt" {
+    content = "a\n"
+  }
+}
+
+sandbox "box" {
+  provider = provider.daytona
+  manifest = manifest.work
+}
+`)
+	p.run("apply", "-auto-approve")
+	if b, err := os.ReadFile(filepath.Join(p.fake.Home, "workspace", "a.txt")); err != nil || string(b) != "a\n" {
+		t.Errorf("a.txt in the home workspace: %q, %v", b, err)
+	}
+	if ids := p.fake.IDs(); len(ids) != 1 || p.state().Sandboxes["sandbox.box"].Session.ID != ids[0] {
+		t.Errorf("live sandboxes %v, state %+v", ids, p.state().Sandboxes)
+	}
+}

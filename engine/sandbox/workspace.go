@@ -22,6 +22,10 @@ type Workspace struct {
 	EphemeralEnv map[string]string
 	// Scrub replaces sensitive values in tool output; nil scrubs nothing.
 	Scrub *Scrubber
+	// URLs are the sandbox's exposed ports' URLs by port number, as
+	// recorded in the state (sandbox.NAME.urls). Command tools receive
+	// them as AGENTCTL_URL_<port>.
+	URLs map[string]string
 }
 
 // Exec runs req with the manifest env and ephemeral env merged in (the

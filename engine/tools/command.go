@@ -36,7 +36,8 @@ type CommandTool struct {
 // NewCommandTool returns a command tool named name. parameters is the JSON
 // Schema (an object schema) the arguments must match; argv runs at the
 // workspace root with the arguments as JSON on stdin, killed after timeout
-// (0: DefaultExecTimeout). Its output is formatted as exec_command's.
+// (0: DefaultExecTimeout), with the workspace's URLs in its environment
+// (URLEnv). Its output is formatted as exec_command's.
 func NewCommandTool(ws *sandbox.Workspace, name, description string, parameters json.RawMessage, argv []string, timeout time.Duration) (*CommandTool, error) {
 	if !toolNameRE.MatchString(name) {
 		return nil, fmt.Errorf("command tool name %q is invalid: use 1 to 64 letters, digits, '_' or '-'", name)
@@ -70,6 +71,20 @@ func NewCommandTool(ws *sandbox.Workspace, name, description string, parameters 
 		ws: ws, name: name, desc: description, params: parameters, schema: sch,
 		argv: append([]string(nil), argv...), timeout: timeout,
 	}, nil
+}
+
+// URLEnv is the environment that gives a command its sandbox's URLs:
+// AGENTCTL_URL_8080=<the URL of port 8080>, one variable per exposed port
+// (nil without any).
+func URLEnv(urls map[string]string) map[string]string {
+	if len(urls) == 0 {
+		return nil
+	}
+	env := make(map[string]string, len(urls))
+	for port, u := range urls {
+		env["AGENTCTL_URL_"+port] = u
+	}
+	return env
 }
 
 // ParametersFromProperties builds a command tool's object schema from a
@@ -116,6 +131,7 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 	start := time.Now()
 	res, err := t.ws.Exec(ctx, sandbox.ExecRequest{
 		Argv:        t.argv,
+		Env:         URLEnv(t.ws.URLs),
 		Stdin:       strings.NewReader(arguments),
 		Timeout:     t.timeout,
 		OutputLimit: CommandOutputLimit,

@@ -7,7 +7,9 @@
 // build_failed, destroyed), sessions with asynchronous commands, files
 // and preview links. Toolbox commands really run, with /bin/sh on the
 // host: a sandbox's filesystem is the host's, confined to Root, so tests
-// use workspace roots under Root. The one exception is the client's
+// use workspace roots under Root; creating a folder elsewhere is refused
+// with 400 "permission denied", as Daytona refuses the default snapshot's
+// non-root user, and user-home-dir answers Home. The one exception is the client's
 // transfer files: files named /tmp/agentctl-* (directly in /tmp, the
 // sandbox's temporary directory) are allowed too, and removed with the
 // sandbox if the client left them behind.
@@ -62,6 +64,11 @@ type Server struct {
 	Root string
 	// PollsToSettle is how many GETs a transitional state survives.
 	PollsToSettle int
+	// Home is what the toolbox's user-home-dir answers (default
+	// Root/home/daytona). Sandboxes run as the non-root user daytona: a
+	// folder outside Root (such as /workspace) cannot be created, and
+	// the daemon answers 400 "permission denied", as Daytona's does.
+	Home string
 
 	apiRouter, tbRouter routers.Router
 
@@ -146,7 +153,7 @@ func New(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, APIKey: "dtn_test_key_0123456789", Root: root, PollsToSettle: 2,
+	s := &Server{t: t, APIKey: "dtn_test_key_0123456789", Root: root, Home: filepath.Join(root, "home", "daytona"), PollsToSettle: 2,
 		apiRouter: ar, tbRouter: tr, sandboxes: map[string]*fsb{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/api"
@@ -567,11 +574,17 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string, 
 	p := q.Get("path")
 	if p != "" {
 		if err := s.confine(b, p); err != nil {
+			if op == "CreateFolder" {
+				writeErr(w, 400, fmt.Sprintf("mkdir %s: permission denied (%v)", p, err))
+				return
+			}
 			writeErr(w, 403, err.Error())
 			return
 		}
 	}
 	switch op {
+	case "GetUserHomeDir":
+		writeJSON(w, 200, map[string]any{"dir": s.Home})
 	case "GetFileInfo":
 		fi, err := os.Stat(p)
 		if err != nil {

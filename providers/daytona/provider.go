@@ -26,6 +26,12 @@ const (
 
 // Defaults.
 const (
+	// DefaultRoot is the workspace root when the manifest sets none. The
+	// default snapshot runs as the user daytona, who cannot create
+	// /workspace (every such create fails with "permission denied"); its
+	// home is /home/daytona, and Daytona's own guides work in
+	// /home/daytona/workspace. A sandbox running as root can use it too.
+	DefaultRoot          = "/home/daytona/workspace"
 	DefaultCreateTimeout = 5 * time.Minute
 	DefaultStartTimeout  = 2 * time.Minute
 	// DefaultShortExec is the longest timeout a command may have and still
@@ -379,11 +385,33 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		}
 		return nil, err
 	}
-	sb := p.wrap(s, spec, st, root)
 	if err := s.FileSystem.CreateFolder(ctx, root, "755"); err != nil {
-		return sb, fmt.Errorf("daytona: %s: creating the workspace root %s: %w", spec.Address, root, err)
+		err = fmt.Errorf("daytona: %s: creating the workspace root %s: %w%s", spec.Address, root, err, p.rootHint(ctx, s, root))
+		// The sandbox is started but unusable, and the engine records
+		// only sandboxes whose create succeeded: delete it rather than
+		// leave it running, and billed, untracked.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := s.Delete(cctx); derr != nil {
+			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
+		}
+		return nil, err
 	}
-	return sb, nil
+	return p.wrap(s, spec, st, root), nil
+}
+
+// rootHint says where the sandbox's user may create the workspace root,
+// from the toolbox's user-home-dir, when root is not below it ("" when it
+// is, or when the home directory cannot be learnt).
+func (p *Provider) rootHint(ctx context.Context, s *Sandbox, root string) string {
+	home, err := s.UserHomeDir(ctx)
+	if err != nil || home == "" || home == "/" {
+		return ""
+	}
+	if root == home || strings.HasPrefix(root, strings.TrimSuffix(home, "/")+"/") {
+		return ""
+	}
+	return fmt.Sprintf(" (the sandbox's user has home directory %s and may lack the permission to create %s: set root = %q in the manifest)", home, root, path.Join(home, "workspace"))
 }
 
 // removeLeftovers deletes the sandboxes an interrupted create left
@@ -443,7 +471,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 func workspaceRoot(spec sandbox.Spec) (string, error) {
 	root := spec.Root
 	if root == "" {
-		root = "/workspace"
+		root = DefaultRoot
 	}
 	if !path.IsAbs(root) || path.Clean(root) == "/" {
 		return "", fmt.Errorf("daytona: %s: workspace root %q must be an absolute path below /", spec.Address, root)

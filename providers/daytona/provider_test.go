@@ -533,3 +533,54 @@ func TestCreateRemovesLeftovers(t *testing.T) {
 		t.Fatalf("live sandboxes %v; want %s (other lineage) and %s, not the leftover %s", ids, ow.ID(), second.ID(), first.ID())
 	}
 }
+
+// Without a root in the manifest the workspace is DefaultRoot. The fake,
+// like Daytona's default snapshot, runs as the user daytona, who may not
+// create it there (outside the fake's Root): the create fails, says where
+// the user may create it (the toolbox's user-home-dir), and leaves no
+// sandbox behind, since the engine records only sandboxes whose create
+// succeeded.
+func TestCreateRootRefusedDeletesSandbox(t *testing.T) {
+	e := newEnv(t)
+	spec := e.spec
+	spec.Root = ""
+	_, err := e.p.Create(context.Background(), spec)
+	if err == nil {
+		t.Fatal("create succeeded outside the fake's root")
+	}
+	for _, want := range []string{"creating the workspace root " + DefaultRoot, "permission denied",
+		"home directory " + e.fake.Home, `set root = "` + e.fake.Home + `/workspace" in the manifest`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if ids := e.fake.IDs(); len(ids) != 0 {
+		t.Errorf("live sandboxes after the failed create: %v", ids)
+	}
+}
+
+// A workspace root in the user's home directory is created.
+func TestCreateRootInHome(t *testing.T) {
+	e := newEnv(t)
+	e.spec.Root = e.fake.Home + "/workspace"
+	w := e.create(t)
+	if fi, err := os.Stat(e.spec.Root); err != nil || !fi.IsDir() {
+		t.Fatalf("workspace root %s: %v", e.spec.Root, err)
+	}
+	if ids := e.fake.IDs(); len(ids) != 1 || ids[0] != w.ID() {
+		t.Fatalf("live sandboxes %v", ids)
+	}
+}
+
+// Any failure creating the root after the sandbox started deletes it.
+func TestCreateRootFaultDeletesSandbox(t *testing.T) {
+	e := newEnv(t)
+	e.fake.Fail(fakedaytona.Fault{Method: "POST", PathContains: "/files/folder", Status: 400, Count: 1})
+	_, err := e.p.Create(context.Background(), e.spec)
+	if err == nil || !strings.Contains(err.Error(), "creating the workspace root") {
+		t.Fatalf("err = %v", err)
+	}
+	if ids := e.fake.IDs(); len(ids) != 0 {
+		t.Errorf("live sandboxes after the failed create: %v", ids)
+	}
+}

@@ -139,6 +139,18 @@ func (s *Sandbox) toolbox(endpoint string) string {
 	return strings.TrimRight(s.ToolboxProxyURL, "/") + "/" + url.PathEscape(s.ID) + endpoint
 }
 
+// UserHomeDir returns the home directory of the sandbox's user (toolbox
+// GET /user-home-dir). The sandbox must be started.
+func (s *Sandbox) UserHomeDir(ctx context.Context) (string, error) {
+	var out struct {
+		Dir string `json:"dir"`
+	}
+	if err := s.client.doJSON(ctx, request{method: http.MethodGet, url: s.toolbox("/user-home-dir"), op: "get user home directory", sandbox: s.where(), idempotent: true}, nil, &out); err != nil {
+		return "", err
+	}
+	return out.Dir, nil
+}
+
 // Create creates a sandbox and, when timeout > 0, waits until it is
 // started (failing fast on error or build_failed with the server's
 // reason). addr names it in messages.
