@@ -112,6 +112,11 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	if err := checkRoot(spec.Root); err != nil {
 		return err
 	}
+	// Only pids is enforced (RLIMIT_NPROC); the configuration refuses the
+	// others, and so does the provider for callers that bypass it.
+	if r := spec.Resources; r.CPUs > 0 || r.MemoryMB > 0 || r.DiskGB > 0 || r.GPUs > 0 {
+		return fmt.Errorf("local provider: %s: resources cpus, memory, disk and gpus are not enforced by the local provider (only pids is); remove them or use the docker provider", spec.Address)
+	}
 	switch spec.Network {
 	case "", "none", "host":
 	default:
