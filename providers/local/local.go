@@ -41,6 +41,13 @@ const DefaultHostID = 2100000000
 // limit, so a fork bomb stops at the limit instead of exhausting the host.
 const DefaultPIDs = 1024
 
+// ShmSizeMB is the size of a namespaced sandbox's private /dev/shm tmpfs
+// (without a size, a tmpfs may grow to half of the host's memory).
+const ShmSizeMB = 64
+
+// shmInodes bounds the number of files in /dev/shm.
+const shmInodes = 16384
+
 // Options configure the provider (the HCL `provider "local"` block).
 type Options struct {
 	// Isolation is "namespaces" (the default) or "none" (no isolation:
