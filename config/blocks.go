@@ -226,12 +226,16 @@ var unenforcedResources = map[string]map[string]string{
 
 // checkResources reports each resources setting the sandbox's provider
 // cannot enforce (0, which means no limit, is accepted).
-func (l *loader) checkResources(provType string, attrs hcl.Attributes, r Resources) {
+func (l *loader) checkResources(prov *Provider, attrs hcl.Attributes, r Resources) {
 	set := map[string]bool{"cpus": r.CPUs > 0, "memory": r.MemoryMB > 0, "disk": r.DiskGB > 0, "pids": r.PIDs > 0, "gpus": r.GPUs > 0}
 	for _, name := range []string{"cpus", "memory", "disk", "pids", "gpus"} {
-		if why, ok := unenforcedResources[provType][name]; ok && set[name] {
+		if why, ok := unenforcedResources[prov.Type][name]; ok && set[name] {
 			l.errorf(attrs[name].NameRange, "Unsupported resource for this provider", "%s", why)
 		}
+	}
+	if prov.Type == "local" && prov.Local != nil && prov.Local.Isolation == "none" && set["pids"] {
+		l.errorf(attrs["pids"].NameRange, "Unsupported resource for this provider",
+			"With isolation = \"none\" the local provider runs commands directly on this machine and does not limit their processes. Remove pids, or use the default isolation \"namespaces\", which enforces it.")
 	}
 }
 
@@ -378,7 +382,7 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 		si.Resources.DiskGB = pos("disk")
 		si.Resources.PIDs = pos("pids")
 		si.Resources.GPUs = pos("gpus")
-		l.checkResources(prov.Type, rc.Attributes, si.Resources)
+		l.checkResources(prov, rc.Attributes, si.Resources)
 	}
 	set := si.Settings
 	switch prov.Type {

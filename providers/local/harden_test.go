@@ -37,4 +37,10 @@ func TestUnenforcedResources(t *testing.T) {
 			t.Errorf("resources %+v: %v", r, err)
 		}
 	}
+	_, err := local.New(local.Options{Isolation: local.IsolationNone}).Create(context.Background(), sandbox.Spec{
+		Address: "sandbox.test", StateDir: t.TempDir(), Resources: sandbox.Resources{PIDs: 64},
+	})
+	if err == nil || !strings.Contains(err.Error(), `pids is not enforced with isolation "none"`) {
+		t.Errorf("pids without isolation: %v", err)
+	}
 }

@@ -124,6 +124,9 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	if r := spec.Resources; r.CPUs > 0 || r.MemoryMB > 0 || r.DiskGB > 0 || r.GPUs > 0 {
 		return fmt.Errorf("local provider: %s: resources cpus, memory, disk and gpus are not enforced by the local provider (only pids is); remove them or use the docker provider", spec.Address)
 	}
+	if spec.Resources.PIDs > 0 && p.opts.Isolation == IsolationNone {
+		return fmt.Errorf("local provider: %s: resources pids is not enforced with isolation %q (commands run directly on this machine); remove it or use isolation %q", spec.Address, IsolationNone, IsolationNamespaces)
+	}
 	switch spec.Network {
 	case "", "none", "host":
 	default:
