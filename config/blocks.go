@@ -218,6 +218,9 @@ var unenforcedResources = map[string]map[string]string{
 		"disk":   "The local provider does not limit a sandbox's disk use. Remove disk.",
 		"gpus":   "The local provider does not assign GPUs. Remove gpus.",
 	},
+	"daytona": {
+		"pids": "Daytona does not limit a sandbox's processes. Remove pids.",
+	},
 	"docker": {
 		"disk": "The docker provider does not limit a container's disk use (the engine can only do so on some storage drivers). Remove disk.",
 		"gpus": "The docker provider does not assign GPUs. Remove gpus.",
