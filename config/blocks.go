@@ -407,8 +407,12 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 				set["cap_add"] = caps
 			}
 		}
-		if _, ok := attrs["shm_size"]; ok {
-			set["shm_size"] = l.nonNegativeAttr(attrs, "shm_size", sc, each, "A sandbox argument")
+		if a, ok := attrs["shm_size"]; ok {
+			n := l.nonNegativeAttr(attrs, "shm_size", sc, each, "A sandbox argument")
+			if n > 1<<20 {
+				l.errorf(a.Expr.Range(), "Invalid shm_size", "shm_size is in MiB and must be at most 1048576 (1 TiB), got %d.", n)
+			}
+			set["shm_size"] = n
 		}
 	case "daytona":
 		if _, ok := attrs["snapshot"]; ok {

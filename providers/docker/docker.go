@@ -159,8 +159,8 @@ func shmSizeMB(v any) (int64, error) {
 	default:
 		return 0, fmt.Errorf("shm_size must be a whole number of MiB, not %v", v)
 	}
-	if n < 0 {
-		return 0, fmt.Errorf("shm_size must be 0 or more MiB, not %d", n)
+	if n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("shm_size must be between 0 and 1048576 MiB (1 TiB), not %d", n)
 	}
 	if n == 0 {
 		n = DefaultShmSizeMB
