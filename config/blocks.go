@@ -184,7 +184,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "provider", Required: true}, {Name: "image"}, {Name: "manifest"}, {Name: "network"},
 		{Name: "ports"}, {Name: "on_exit"}, {Name: "for_each"},
 		// docker
-		{Name: "user"}, {Name: "commit_snapshot"},
+		{Name: "user"}, {Name: "commit_snapshot"}, {Name: "cap_add"}, {Name: "shm_size"},
 		// daytona
 		{Name: "snapshot"}, {Name: "env"}, {Name: "labels"}, {Name: "auto_stop_interval"},
 		{Name: "auto_archive_interval"}, {Name: "auto_delete_interval"}, {Name: "network_block_all"},
@@ -197,10 +197,55 @@ var resourcesSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "cpus"}, {Name: "memory"}, {Name: "disk"}, {Name: "pids"}, {Name: "gpus"},
 }}
 
+// linuxCapabilities are the names a docker sandbox's cap_add accepts
+// (capabilities(7) without the CAP_ prefix).
+var linuxCapabilities = []string{
+	"AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE",
+	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER",
+	"KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN",
+	"NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP",
+	"SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT",
+	"SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
+}
+
+// unenforcedResources says, per provider, which resources settings it
+// cannot enforce and why. Such a setting is an error at its attribute
+// rather than a promise silently not kept (DESIGN.md §10).
+var unenforcedResources = map[string]map[string]string{
+	"local": {
+		"memory": "The local provider does not limit a sandbox's memory: it would need a delegated cgroup v2 memory controller, which it does not use yet. Remove memory, or use provider.docker, which enforces it.",
+		"cpus":   "The local provider does not limit a sandbox's CPU time: it would need a delegated cgroup v2 cpu controller, which it does not use yet. Remove cpus, or use provider.docker, which enforces it.",
+		"disk":   "The local provider does not limit a sandbox's disk use. Remove disk.",
+		"gpus":   "The local provider does not assign GPUs. Remove gpus.",
+	},
+	"daytona": {
+		"pids": "Daytona does not limit a sandbox's processes. Remove pids.",
+	},
+	"docker": {
+		"disk": "The docker provider does not limit a container's disk use (the engine can only do so on some storage drivers). Remove disk.",
+		"gpus": "The docker provider does not assign GPUs. Remove gpus.",
+	},
+}
+
+// checkResources reports each resources setting the sandbox's provider
+// cannot enforce (0, which means no limit, is accepted).
+func (l *loader) checkResources(prov *Provider, attrs hcl.Attributes, r Resources) {
+	set := map[string]bool{"cpus": r.CPUs > 0, "memory": r.MemoryMB > 0, "disk": r.DiskGB > 0, "pids": r.PIDs > 0, "gpus": r.GPUs > 0}
+	for _, name := range []string{"cpus", "memory", "disk", "pids", "gpus"} {
+		if why, ok := unenforcedResources[prov.Type][name]; ok && set[name] {
+			l.errorf(attrs[name].NameRange, "Unsupported resource for this provider", "%s", why)
+		}
+	}
+	if prov.Type == "local" && prov.Local != nil && prov.Local.Isolation == "none" && set["pids"] {
+		l.errorf(attrs["pids"].NameRange, "Unsupported resource for this provider",
+			"With isolation = \"none\" the local provider runs commands directly on this machine and does not limit their processes. Remove pids, or use the default isolation \"namespaces\", which enforces it.")
+	}
+}
+
 // providerSettings lists the provider-specific sandbox arguments.
 var providerSettings = map[string][]string{
 	"local":  {},
-	"docker": {"user", "commit_snapshot"},
+	"docker": {"user", "commit_snapshot", "cap_add", "shm_size"},
 	"daytona": {"snapshot", "env", "labels", "auto_stop_interval", "auto_archive_interval", "auto_delete_interval",
 		"network_block_all", "network_allow_list", "public", "create_timeout", "start_timeout"},
 }
@@ -340,6 +385,7 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 		si.Resources.DiskGB = pos("disk")
 		si.Resources.PIDs = pos("pids")
 		si.Resources.GPUs = pos("gpus")
+		l.checkResources(prov, rc.Attributes, si.Resources)
 	}
 	set := si.Settings
 	switch prov.Type {
@@ -349,6 +395,24 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 		}
 		if v, r, ok := val("commit_snapshot"); ok {
 			set["commit_snapshot"], _ = l.toBool(v, r, "commit_snapshot")
+		}
+		if v, r, ok := val("cap_add"); ok {
+			if caps, ok := l.toStringList(v, r, "cap_add"); ok {
+				for _, c := range caps {
+					name := strings.TrimPrefix(strings.ToUpper(c), "CAP_")
+					if !oneOf(name, linuxCapabilities...) {
+						l.errorf(r, "Invalid cap_add", "%q is not a Linux capability; use names from capabilities(7) without CAP_, for example \"NET_RAW\" or \"SYS_PTRACE\".%s", c, suggest(name, linuxCapabilities))
+					}
+				}
+				set["cap_add"] = caps
+			}
+		}
+		if a, ok := attrs["shm_size"]; ok {
+			n := l.nonNegativeAttr(attrs, "shm_size", sc, each, "A sandbox argument")
+			if n > 1<<20 {
+				l.errorf(a.Expr.Range(), "Invalid shm_size", "shm_size is in MiB and must be at most 1048576 (1 TiB), got %d.", n)
+			}
+			set["shm_size"] = n
 		}
 	case "daytona":
 		if _, ok := attrs["snapshot"]; ok {

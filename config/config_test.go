@@ -75,6 +75,8 @@ sandbox "box" {
   ports           = [8080, 9090]
   user            = "1000"
   commit_snapshot = true
+  cap_add         = ["net_raw"]
+  shm_size        = 128
   resources {
     cpus   = 1.5
     memory = 512
@@ -126,7 +128,7 @@ func TestLoadPipeline(t *testing.T) {
 	if sb.Resources.CPUs != 1.5 || sb.Resources.MemoryMB != 512 {
 		t.Errorf("resources = %+v", sb.Resources)
 	}
-	if diff := cmp.Diff(map[string]any{"user": "1000", "commit_snapshot": true}, sb.Settings); diff != "" {
+	if diff := cmp.Diff(map[string]any{"user": "1000", "commit_snapshot": true, "cap_add": []string{"net_raw"}, "shm_size": int64(128)}, sb.Settings); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
 	}
 

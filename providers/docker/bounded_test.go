@@ -29,11 +29,19 @@ func callWithin(t *testing.T, what string, f func(ctx context.Context) error) er
 	return nil
 }
 
+// mknodSpec is the test spec with MKNOD added back (cap_add), so a
+// command can create the device nodes the tests need.
+func mknodSpec(t *testing.T) sandbox.Spec {
+	spec := testSpec(t)
+	spec.Settings = map[string]any{SettingCapAdd: []string{"MKNOD"}}
+	return spec
+}
+
 // TestSpecialFiles: FIFOs and devices a command creates in a container's
 // workspace are refused by the file methods and tools, at once, with the
 // same message as on other providers, and left as they are.
 func TestSpecialFiles(t *testing.T) {
-	sb := newSandbox(t, testSpec(t))
+	sb := newSandbox(t, mknodSpec(t))
 	execOK(t, sb, "mkfifo pipe && mknod zero c 1 5 && ln -s pipe link")
 	for _, n := range []string{"pipe", "zero", "link"} {
 		err := callWithin(t, "ReadFile "+n, func(ctx context.Context) error {
@@ -76,7 +84,7 @@ func TestSpecialFiles(t *testing.T) {
 // the largest files.
 func TestSnapshotBounds(t *testing.T) {
 	ctx := context.Background()
-	spec := testSpec(t)
+	spec := mknodSpec(t)
 	sb := newSandbox(t, spec)
 	execOK(t, sb, "mkfifo pipe && mknod zero c 1 5 && truncate -s 8M sparse.img && echo hi > notes.txt")
 	dst := filepath.Join(t.TempDir(), "snapshots", "sandbox.test.tar")

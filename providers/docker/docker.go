@@ -41,6 +41,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +72,101 @@ const (
 	SettingUser = "user"
 	// SettingCommitSnapshot enables Sandbox.Commit (docker commit).
 	SettingCommitSnapshot = "commit_snapshot"
+	// SettingCapAdd lists capabilities added back on top of
+	// DefaultCapabilities ([]string, names as in capabilities(7) without
+	// the CAP_ prefix).
+	SettingCapAdd = "cap_add"
+	// SettingShmSize is the size of /dev/shm in MiB (default
+	// DefaultShmSizeMB).
+	SettingShmSize = "shm_size"
 )
+
+// Hardening defaults every container is created with
+// (docs/docker-provider.md, "Hardening defaults").
+const (
+	// DefaultPIDs bounds the processes a container may have alive when
+	// the resources block sets no pids limit, as the local provider does.
+	DefaultPIDs = 1024
+	// DefaultShmSizeMB is the size of the container's /dev/shm tmpfs.
+	DefaultShmSizeMB = 64
+)
+
+// DefaultCapabilities are the only capabilities a container keeps (every
+// other one is dropped): what a root user in a workspace needs to own,
+// chmod and write files of any user (CHOWN, DAC_OVERRIDE, FOWNER,
+// FSETID), signal processes of another user (KILL), switch users as
+// package managers and su do (SETUID, SETGID) and listen on ports below
+// 1024 (NET_BIND_SERVICE). Docker's default set also has AUDIT_WRITE,
+// MKNOD, NET_RAW, SETFCAP, SETPCAP and SYS_CHROOT; they are dropped and
+// can be added back with cap_add.
+var DefaultCapabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "NET_BIND_SERVICE", "SETGID", "SETUID"}
+
+// Capabilities are the names cap_add accepts (capabilities(7), Linux 5.9).
+var Capabilities = []string{
+	"AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE",
+	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER",
+	"KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN",
+	"NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP",
+	"SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT",
+	"SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
+}
+
+// capAdd reads the cap_add setting: a list of names from Capabilities,
+// with or without the CAP_ prefix, in any case.
+func capAdd(v any) ([]string, error) {
+	var names []string
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case []string:
+		names = v
+	case []any:
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("cap_add must be a list of capability names, not %v", v)
+			}
+			names = append(names, s)
+		}
+	default:
+		return nil, fmt.Errorf("cap_add must be a list of capability names, not %v", v)
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		c := strings.TrimPrefix(strings.ToUpper(n), "CAP_")
+		if !slices.Contains(Capabilities, c) {
+			return nil, fmt.Errorf("cap_add: %q is not a Linux capability (for example NET_RAW, SYS_PTRACE, MKNOD)", n)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// shmSizeMB reads the shm_size setting (MiB; 0 or absent: the default).
+func shmSizeMB(v any) (int64, error) {
+	var n int64
+	switch v := v.(type) {
+	case nil:
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	case float64:
+		n = int64(v)
+		if float64(n) != v {
+			return 0, fmt.Errorf("shm_size must be a whole number of MiB, not %v", v)
+		}
+	default:
+		return 0, fmt.Errorf("shm_size must be a whole number of MiB, not %v", v)
+	}
+	if n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("shm_size must be between 0 and 1048576 MiB (1 TiB), not %d", n)
+	}
+	if n == 0 {
+		n = DefaultShmSizeMB
+	}
+	return n, nil
+}
 
 // idleScript keeps the container alive. It works with busybox sh, dash
 // and bash, and exits at once on SIGTERM so stop is fast.
@@ -326,6 +421,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	user, _ := spec.Settings[SettingUser].(string)
 	commit, _ := spec.Settings[SettingCommitSnapshot].(bool)
+	caps, err := capAdd(spec.Settings[SettingCapAdd])
+	if err != nil {
+		return nil, fmt.Errorf("docker: %s: %w", where, err)
+	}
+	shmMB, err := shmSizeMB(spec.Settings[SettingShmSize])
+	if err != nil {
+		return nil, fmt.Errorf("docker: %s: %w", where, err)
+	}
+	if spec.Resources.DiskGB > 0 || spec.Resources.GPUs > 0 {
+		return nil, fmt.Errorf("docker: %s: resources disk and gpus are not supported by the docker provider; remove them", where)
+	}
 
 	netMode := spec.Network
 	if netMode == "" {
@@ -357,19 +463,25 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		LabelAddress: spec.Address,
 	}
 	init := true
+	pids := spec.Resources.PIDs
+	if pids <= 0 {
+		pids = DefaultPIDs
+	}
 	hc := &container.HostConfig{
 		NetworkMode:  container.NetworkMode(netMode),
 		PortBindings: bindings,
 		Init:         &init,
+		// Hardening defaults: setuid binaries and file capabilities
+		// grant nothing, only DefaultCapabilities (plus cap_add) are
+		// kept, and /dev/shm and the process count are bounded.
+		SecurityOpt: []string{"no-new-privileges"},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      append(slices.Clone(DefaultCapabilities), caps...),
+		ShmSize:     shmMB << 20,
 	}
-	if r := spec.Resources; r.CPUs > 0 || r.MemoryMB > 0 || r.PIDs > 0 {
-		hc.Resources.NanoCPUs = int64(r.CPUs * 1e9)
-		hc.Resources.Memory = r.MemoryMB * 1024 * 1024
-		if r.PIDs > 0 {
-			pids := r.PIDs
-			hc.Resources.PidsLimit = &pids
-		}
-	}
+	hc.Resources.NanoCPUs = int64(spec.Resources.CPUs * 1e9)
+	hc.Resources.Memory = spec.Resources.MemoryMB << 20
+	hc.Resources.PidsLimit = &pids
 	name := containerName(spec.Address)
 	cfg := &container.Config{
 		Image:        spec.Image,

@@ -337,7 +337,10 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 		t.Fatalf("processes left after timeout:\n%s", ps)
 	}
 	// A fork bomb bounded by the timeout (and the pids limit of the test).
-	res, err = sb.Exec(ctx, sandbox.ExecRequest{Shell: "b() { b | b & }; b; sleep 1000", Timeout: 2 * time.Second})
+	// The bomb starts in a subshell and the shell execs its sleep: once
+	// the bomb holds every pid, a fork by the shell itself would fail and
+	// end it (exit 2) before the timeout.
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Shell: "b() { b | b & }; (b); exec sleep 1000", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

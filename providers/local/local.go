@@ -41,6 +41,13 @@ const DefaultHostID = 2100000000
 // limit, so a fork bomb stops at the limit instead of exhausting the host.
 const DefaultPIDs = 1024
 
+// ShmSizeMB is the size of a namespaced sandbox's private /dev/shm tmpfs
+// (without a size, a tmpfs may grow to half of the host's memory).
+const ShmSizeMB = 64
+
+// shmInodes bounds the number of files in /dev/shm.
+const shmInodes = 16384
+
 // Options configure the provider (the HCL `provider "local"` block).
 type Options struct {
 	// Isolation is "namespaces" (the default) or "none" (no isolation:
@@ -111,6 +118,14 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	}
 	if err := checkRoot(spec.Root); err != nil {
 		return err
+	}
+	// Only pids is enforced (RLIMIT_NPROC); the configuration refuses the
+	// others, and so does the provider for callers that bypass it.
+	if r := spec.Resources; r.CPUs > 0 || r.MemoryMB > 0 || r.DiskGB > 0 || r.GPUs > 0 {
+		return fmt.Errorf("local provider: %s: resources cpus, memory, disk and gpus are not enforced by the local provider (only pids is); remove them or use the docker provider", spec.Address)
+	}
+	if spec.Resources.PIDs > 0 && p.opts.Isolation == IsolationNone {
+		return fmt.Errorf("local provider: %s: resources pids is not enforced with isolation %q (commands run directly on this machine); remove it or use isolation %q", spec.Address, IsolationNone, IsolationNamespaces)
 	}
 	switch spec.Network {
 	case "", "none", "host":

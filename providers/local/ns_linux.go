@@ -576,7 +576,8 @@ func buildDev(dev string) error {
 	if err := os.Mkdir(path.Join(dev, "shm"), 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", path.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	shmOpts := fmt.Sprintf("mode=1777,size=%dm,nr_inodes=%d", ShmSizeMB, shmInodes)
+	if err := unix.Mount("tmpfs", path.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, shmOpts); err != nil {
 		return fmt.Errorf("mounting /dev/shm: %w", err)
 	}
 	if err := os.Mkdir(path.Join(dev, "pts"), 0o755); err != nil {
