@@ -423,14 +423,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	commit, _ := spec.Settings[SettingCommitSnapshot].(bool)
 	caps, err := capAdd(spec.Settings[SettingCapAdd])
 	if err != nil {
-		return nil, fmt.Errorf("docker: %s: %w", where, err)
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	shmMB, err := shmSizeMB(spec.Settings[SettingShmSize])
 	if err != nil {
-		return nil, fmt.Errorf("docker: %s: %w", where, err)
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if spec.Resources.DiskGB > 0 || spec.Resources.GPUs > 0 {
-		return nil, fmt.Errorf("docker: %s: resources disk and gpus are not supported by the docker provider; remove them", where)
+		return nil, fmt.Errorf("docker: resources disk and gpus are not supported by the docker provider; remove them")
 	}
 
 	netMode := spec.Network
