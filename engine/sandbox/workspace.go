@@ -3,8 +3,6 @@ package sandbox
 import (
 	"context"
 	"maps"
-	"sort"
-	"strings"
 )
 
 // Workspace is a Sandbox together with what every tool needs around it:
@@ -56,51 +54,4 @@ func (w *Workspace) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 func (w *Workspace) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 	b, err := w.Sandbox.ReadFile(ctx, path, limit)
 	return w.Scrub.Bytes(b), w.Unavailable(ctx, err)
-}
-
-// Redacted is what a sensitive value is replaced with.
-const Redacted = "(sensitive)"
-
-// Scrubber replaces every occurrence of a set of sensitive strings, the
-// way CI systems mask secrets in logs. The zero value and nil scrub
-// nothing.
-type Scrubber struct {
-	r *strings.Replacer
-}
-
-// NewScrubber returns a scrubber for values; empty values and values
-// shorter than 3 bytes are ignored (masking "a" would mangle everything).
-func NewScrubber(values []string) *Scrubber {
-	vs := make([]string, 0, len(values))
-	for _, v := range values {
-		if len(v) >= 3 {
-			vs = append(vs, v)
-		}
-	}
-	if len(vs) == 0 {
-		return &Scrubber{}
-	}
-	// Longest first, so a secret containing another is replaced whole.
-	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
-	pairs := make([]string, 0, 2*len(vs))
-	for _, v := range vs {
-		pairs = append(pairs, v, Redacted)
-	}
-	return &Scrubber{r: strings.NewReplacer(pairs...)}
-}
-
-// String scrubs s.
-func (s *Scrubber) String(v string) string {
-	if s == nil || s.r == nil {
-		return v
-	}
-	return s.r.Replace(v)
-}
-
-// Bytes scrubs b.
-func (s *Scrubber) Bytes(b []byte) []byte {
-	if s == nil || s.r == nil || b == nil {
-		return b
-	}
-	return []byte(s.r.Replace(string(b)))
 }

@@ -1,0 +1,244 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	ahocorasick "github.com/petar-dambovaliev/aho-corasick"
+)
+
+// Redacted is what a sensitive value is replaced with.
+const Redacted = "(sensitive)"
+
+// MinSensitiveLen is the length under which a sensitive value is not
+// scrubbed: masking "a" or "42" would mangle everything.
+const MinSensitiveLen = 3
+
+// Scrubber replaces every occurrence of a set of sensitive values and of
+// their common encodings by Redacted, the way CI systems mask secrets in
+// logs. It is built once per run over all the values and matches them all
+// in one pass (Aho-Corasick), so its cost is linear in the text scrubbed.
+// The forms matched, ASCII case-insensitively, are: the value itself (so
+// its upper- and lower-case forms too), hex, base64 in the standard and
+// URL alphabets at each of the three offsets a value can start at inside
+// a longer encoded text, URL query and path escaping, and JSON string
+// escaping. The zero value and nil scrub nothing.
+type Scrubber struct {
+	ac     *ahocorasick.AhoCorasick
+	maxLen int
+}
+
+// NewScrubber returns a scrubber for values; empty values and values
+// shorter than MinSensitiveLen bytes are ignored.
+func NewScrubber(values []string) *Scrubber {
+	seen := map[string]bool{}
+	var pats []string
+	add := func(p string) {
+		if len(p) < MinSensitiveLen {
+			return
+		}
+		k := asciiLower(p) // matching is ASCII case-insensitive
+		if !seen[k] {
+			seen[k] = true
+			pats = append(pats, p)
+		}
+	}
+	for _, v := range values {
+		if len(v) < MinSensitiveLen {
+			continue
+		}
+		for _, p := range Encodings(v) {
+			add(p)
+		}
+	}
+	if len(pats) == 0 {
+		return &Scrubber{}
+	}
+	sort.Strings(pats) // a deterministic automaton
+	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
+		AsciiCaseInsensitive: true,
+		MatchKind:            ahocorasick.StandardMatch,
+	})
+	ac := b.Build(pats)
+	s := &Scrubber{ac: &ac}
+	for _, p := range pats {
+		s.maxLen = max(s.maxLen, len(p))
+	}
+	return s
+}
+
+// asciiLower lower-cases the ASCII letters of s only.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Encodings returns the forms of v a Scrubber matches: v, its upper- and
+// lower-case forms, hex, the stable inner part of its base64 encodings at
+// offsets 0, 1 and 2 in both alphabets, its URL query and path escapes
+// and its JSON string escapes (with and without HTML escaping).
+func Encodings(v string) []string {
+	forms := []string{v, strings.ToUpper(v), strings.ToLower(v),
+		hex.EncodeToString([]byte(v)), strings.ToUpper(hex.EncodeToString([]byte(v))),
+		url.QueryEscape(v), url.PathEscape(v)}
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for off := range 3 {
+			forms = append(forms, base64Inner(enc, v, off))
+		}
+	}
+	forms = append(forms, jsonEscape(v, true), jsonEscape(v, false))
+	return forms
+}
+
+// base64Inner is the part of the base64 encoding of v that does not
+// depend on the bytes around it when v starts off bytes (0, 1 or 2) into
+// a 3-byte group: the characters that also carry bits of the bytes before
+// or after v are dropped.
+func base64Inner(enc *base64.Encoding, v string, off int) string {
+	in := make([]byte, off+len(v))
+	copy(in[off:], v)
+	out := enc.EncodeToString(in)
+	if len(in)%3 != 0 {
+		out = out[:len(out)-1] // the last character carries bits of what follows
+	}
+	drop := [3]int{0, 2, 3}[off] // the first characters carry bits of what precedes
+	if drop >= len(out) {
+		return ""
+	}
+	return out[drop:]
+}
+
+// jsonEscape is v as it appears inside a JSON string.
+func jsonEscape(v string, html bool) string {
+	var sb strings.Builder
+	e := json.NewEncoder(&sb)
+	e.SetEscapeHTML(html)
+	if err := e.Encode(v); err != nil {
+		return ""
+	}
+	s := strings.TrimSuffix(sb.String(), "\n")
+	return s[1 : len(s)-1]
+}
+
+// spans returns the merged byte ranges of b that match.
+func (s *Scrubber) spans(b []byte) [][2]int {
+	var out [][2]int
+	it := s.ac.IterOverlappingByte(b)
+	for m := it.Next(); m != nil; m = it.Next() {
+		st, en := m.Start(), m.End()
+		// Matches come in order of their end; merge overlapping ranges.
+		for len(out) > 0 && st <= out[len(out)-1][1] {
+			last := out[len(out)-1]
+			out = out[:len(out)-1]
+			st, en = min(st, last[0]), max(en, last[1])
+		}
+		out = append(out, [2]int{st, en})
+	}
+	return out
+}
+
+// Active reports whether s scrubs anything.
+func (s *Scrubber) Active() bool { return s != nil && s.ac != nil }
+
+// Contains reports whether b holds a sensitive value or one of its
+// encodings.
+func (s *Scrubber) Contains(b []byte) bool {
+	if !s.Active() || len(b) == 0 {
+		return false
+	}
+	return s.ac.IterOverlappingByte(b).Next() != nil
+}
+
+// String scrubs v.
+func (s *Scrubber) String(v string) string {
+	if !s.Active() || v == "" {
+		return v
+	}
+	sp := s.spans([]byte(v))
+	if len(sp) == 0 {
+		return v
+	}
+	var sb strings.Builder
+	sb.Grow(len(v))
+	prev := 0
+	for _, r := range sp {
+		sb.WriteString(v[prev:r[0]])
+		sb.WriteString(Redacted)
+		prev = r[1]
+	}
+	sb.WriteString(v[prev:])
+	return sb.String()
+}
+
+// Bytes scrubs b.
+func (s *Scrubber) Bytes(b []byte) []byte {
+	if !s.Active() || b == nil {
+		return b
+	}
+	sp := s.spans(b)
+	if len(sp) == 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	prev := 0
+	for _, r := range sp {
+		out = append(out, b[prev:r[0]]...)
+		out = append(out, Redacted...)
+		prev = r[1]
+	}
+	return append(out, b[prev:]...)
+}
+
+// Stream scrubs text that arrives in pieces (streamed model text), where
+// a value may be split across pieces: it holds back the tail that could
+// still be the start of a match.
+type Stream struct {
+	s   *Scrubber
+	buf string
+}
+
+// NewStream returns a Stream over s.
+func (s *Scrubber) NewStream() *Stream { return &Stream{s: s} }
+
+// Write adds piece and returns the scrubbed text that is now safe to
+// pass on (possibly empty).
+func (st *Stream) Write(piece string) string {
+	if !st.s.Active() {
+		return piece
+	}
+	st.buf += piece
+	cut := len(st.buf) - (st.s.maxLen - 1)
+	if cut <= 0 {
+		return ""
+	}
+	for cut > 0 && !utf8.RuneStart(st.buf[cut]) {
+		cut--
+	}
+	// A match that crosses the cut is wholly in the buffer already (no
+	// pattern is longer than maxLen): cut after it.
+	for _, r := range st.s.spans([]byte(st.buf)) {
+		if r[0] < cut && cut < r[1] {
+			cut = r[1]
+		}
+	}
+	out := st.s.String(st.buf[:cut])
+	st.buf = st.buf[cut:]
+	return out
+}
+
+// Flush returns the scrubbed rest of the text.
+func (st *Stream) Flush() string {
+	out := st.s.String(st.buf)
+	st.buf = ""
+	return out
+}

@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// encodedForms is every way a test writes value into surrounding text:
+// each must be scrubbed.
+func encodedForms(v string) map[string]string {
+	j, _ := json.Marshal(v)
+	return map[string]string{
+		"literal":    v,
+		"upper":      strings.ToUpper(v),
+		"lower":      strings.ToLower(v),
+		"hex":        hex.EncodeToString([]byte(v)),
+		"HEX":        strings.ToUpper(hex.EncodeToString([]byte(v))),
+		"query":      url.QueryEscape(v),
+		"path":       url.PathEscape(v),
+		"json":       string(j),
+		"base64":     base64.StdEncoding.EncodeToString([]byte(v)),
+		"base64+1":   base64.StdEncoding.EncodeToString([]byte("x" + v)),
+		"base64+2":   base64.StdEncoding.EncodeToString([]byte("xy" + v + "z")),
+		"base64url":  base64.URLEncoding.EncodeToString([]byte("?" + v + "~~")),
+		"base64url2": base64.RawURLEncoding.EncodeToString([]byte("??" + v)),
+	}
+}
+
+func TestScrubberMasksEncodings(t *testing.T) {
+	const secret = `Tok/en+"va<l>ue"?&=ü`
+	s := NewScrubber([]string{secret})
+	for name, form := range encodedForms(secret) {
+		text := "before " + form + " after"
+		got := s.String(text)
+		if strings.Contains(got, form) || !strings.Contains(got, Redacted) {
+			t.Errorf("%s: %q scrubbed to %q", name, text, got)
+		}
+		if !strings.HasPrefix(got, "before ") || !strings.HasSuffix(got, " after") {
+			t.Errorf("%s: surrounding text changed: %q", name, got)
+		}
+		if !s.Contains([]byte(text)) {
+			t.Errorf("%s: Contains(%q) = false", name, text)
+		}
+	}
+	if s.Contains([]byte("nothing to see")) {
+		t.Error("Contains matched clean text")
+	}
+}
+
+func TestScrubberMergesOverlappingMatches(t *testing.T) {
+	s := NewScrubber([]string{"abcdef", "defghi"})
+	if got := s.String("xx abcdefghi yy"); got != "xx (sensitive) yy" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestStreamScrubsValuesSplitAcrossPieces(t *testing.T) {
+	const secret = "hunter2-secret"
+	s := NewScrubber([]string{secret})
+	text := "the key is " + secret + " and its hex " + hex.EncodeToString([]byte(secret)) + " done ünïcode"
+	for size := 1; size < 9; size++ {
+		st := s.NewStream()
+		var out strings.Builder
+		for i := 0; i < len(text); i += size {
+			out.WriteString(st.Write(text[i:min(i+size, len(text))]))
+		}
+		out.WriteString(st.Flush())
+		if want := s.String(text); out.String() != want {
+			t.Fatalf("pieces of %d: %q, want %q", size, out.String(), want)
+		}
+	}
+}
+
+// FuzzScrubber checks that no encoded form of a value survives scrubbing,
+// whatever text surrounds it.
+func FuzzScrubber(f *testing.F) {
+	f.Add("s3cr3t-token", "prefix ", " suffix")
+	f.Add("abc", "", "")
+	f.Add(`q"u\o/te<&>`, "{\"k\":\"", "\"}")
+	f.Add("ünïcödé", "ab", "cd")
+	f.Fuzz(func(t *testing.T, secret, before, after string) {
+		if len(secret) < MinSensitiveLen {
+			return
+		}
+		s := NewScrubber([]string{secret})
+		for name, form := range encodedForms(secret) {
+			got := s.String(before + form + after)
+			if strings.Contains(got, form) {
+				t.Fatalf("%s form %q of %q survives in %q", name, form, secret, got)
+			}
+			// The stable part of every encoding is what the scrubber
+			// matches: none of it may survive either.
+			for _, p := range Encodings(secret) {
+				if len(p) >= MinSensitiveLen && strings.Contains(asciiLower(got), asciiLower(p)) {
+					t.Fatalf("%s: pattern %q of %q survives in %q", name, p, secret, got)
+				}
+			}
+		}
+	})
+}
