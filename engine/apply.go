@@ -546,7 +546,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 
 	workspaces := map[string]*sandbox.Workspace{}
-	scrub := sandbox.NewScrubber(e.Config.SensitiveValues())
+	scrub := e.Scrubber()
 	for _, sbAddr := range e.Config.RunSandboxes(ri) {
 		sb, err := a.ensureRunning(ctx, sbAddr)
 		if err != nil {
@@ -601,17 +601,21 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return err
 	}
 
+	events := newRunEvents(scrub, func(ev runtime.Event) {
+		e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
+	})
 	runner := &runtime.Runner{
 		Agents:     agents,
 		MaxTurns:   ri.MaxTurns,
 		Interrupt:  e.Interrupt,
-		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(s) },
-		Events: func(ev runtime.Event) {
-			e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
-		},
+		// Journals and events hold nothing sensitive: model text and tool
+		// calls are scrubbed as they are recorded.
+		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(scrubStep(scrub, s)) },
+		Events:     events.Event,
 	}
 	stop := a.progress(addr, c.Action)
 	res, runErr := runner.Run(ctx, ri.Agent, input, history)
+	events.Flush()
 	stop()
 	status := RunCompleted
 	errText := ""
@@ -635,13 +639,13 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err := a.update(func(st *state.State) {
 		r := st.Runs[addr]
 		r.Status = status
-		r.Error = errText
+		r.Error = scrub.String(errText)
 		r.Steps = journal.Len()
 		if res != nil {
 			r.Turns = res.Turns
 			r.Usage = res.Usage
 			if status == RunCompleted {
-				r.Output = res.Output
+				r.Output = scrubJSON(scrub, res.Output)
 			}
 		}
 		if status == RunCompleted {
@@ -887,6 +891,6 @@ func (e *Engine) recordOutputs(st *state.State) {
 		if err != nil {
 			continue
 		}
-		st.Outputs[name] = &state.Output{Value: b}
+		st.Outputs[name] = &state.Output{Value: scrubJSON(e.Scrubber(), b)}
 	}
 }

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+
+	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/sandbox"
+)
+
+// Scrubber is the matcher over the configuration's sensitive values and
+// their encodings, built once per engine and used on every path out:
+// tool output, journals, events, run output, outputs.
+func (e *Engine) Scrubber() *sandbox.Scrubber {
+	e.scrubOnce.Do(func() {
+		var vals []string
+		if e.Config != nil {
+			vals = e.Config.SensitiveValues()
+		}
+		e.scrub = sandbox.NewScrubber(vals)
+	})
+	return e.scrub
+}
+
+// scrubStep returns a copy of s with every text it carries scrubbed, for
+// the journal.
+func scrubStep(sc *sandbox.Scrubber, s runtime.Step) runtime.Step {
+	if !sc.Active() {
+		return s
+	}
+	s.Input = sc.String(s.Input)
+	if s.Response != nil {
+		r := *s.Response
+		r.Output = make([]model.Item, len(s.Response.Output))
+		for i, it := range s.Response.Output {
+			r.Output[i] = scrubItem(sc, it)
+		}
+		s.Response = &r
+	}
+	if s.Result != nil {
+		it := scrubItem(sc, *s.Result)
+		s.Result = &it
+	}
+	return s
+}
+
+// scrubItem scrubs one conversation item's texts. Images are not
+// rewritten: view_image refuses those that hold a sensitive value.
+func scrubItem(sc *sandbox.Scrubber, it model.Item) model.Item {
+	it.Text = sc.String(it.Text)
+	it.Arguments = sc.String(it.Arguments)
+	it.Output = sc.String(it.Output)
+	if len(it.Raw) > 0 {
+		it.Raw = scrubJSON(sc, it.Raw)
+	}
+	return it
+}
+
+// scrubJSON scrubs the strings (and object keys) of a JSON document,
+// keeping it valid JSON; a document that does not parse is scrubbed as
+// text.
+func scrubJSON(sc *sandbox.Scrubber, raw json.RawMessage) json.RawMessage {
+	if !sc.Active() || len(raw) == 0 || !sc.Contains(raw) {
+		return raw
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return sc.Bytes(raw)
+	}
+	out, err := json.Marshal(scrubAny(sc, v))
+	if err != nil {
+		return sc.Bytes(raw)
+	}
+	// Re-encoding may have escaped what the document held raw: scrub the
+	// result as text too (a match there is already inside a string).
+	return sc.Bytes(out)
+}
+
+func scrubAny(sc *sandbox.Scrubber, v any) any {
+	switch v := v.(type) {
+	case string:
+		return sc.String(v)
+	case []any:
+		for i := range v {
+			v[i] = scrubAny(sc, v[i])
+		}
+		return v
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, x := range v {
+			m[sc.String(k)] = scrubAny(sc, x)
+		}
+		return m
+	}
+	return v
+}
+
+// runEvents scrubs a run's runtime events before they are emitted,
+// holding back streamed text that may end in the start of a sensitive
+// value until the rest arrives.
+type runEvents struct {
+	sc      *sandbox.Scrubber
+	emit    func(runtime.Event)
+	mu      sync.Mutex
+	streams map[string]*sandbox.Stream
+	last    map[string]runtime.Event
+}
+
+func newRunEvents(sc *sandbox.Scrubber, emit func(runtime.Event)) *runEvents {
+	return &runEvents{sc: sc, emit: emit, streams: map[string]*sandbox.Stream{}, last: map[string]runtime.Event{}}
+}
+
+// Event scrubs ev and passes it on.
+func (r *runEvents) Event(ev runtime.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ev.Type == runtime.EventTextDelta {
+		st := r.streams[ev.Path]
+		if st == nil {
+			st = r.sc.NewStream()
+			r.streams[ev.Path] = st
+		}
+		r.last[ev.Path] = ev
+		if ev.Text = st.Write(ev.Text); ev.Text != "" {
+			r.emit(ev)
+		}
+		return
+	}
+	r.flush(ev.Path)
+	ev.Text = r.sc.String(ev.Text)
+	ev.Arguments = r.sc.String(ev.Arguments)
+	r.emit(ev)
+}
+
+// Flush emits the streamed text still held back.
+func (r *runEvents) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.streams {
+		r.flush(p)
+	}
+}
+
+func (r *runEvents) flush(path string) {
+	st := r.streams[path]
+	if st == nil {
+		return
+	}
+	delete(r.streams, path)
+	ev := r.last[path]
+	delete(r.last, path)
+	if ev.Text = st.Flush(); ev.Text != "" {
+		r.emit(ev)
+	}
+}
