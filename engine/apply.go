@@ -605,9 +605,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
 	})
 	runner := &runtime.Runner{
-		Agents:     agents,
-		MaxTurns:   ri.MaxTurns,
-		Interrupt:  e.Interrupt,
+		Agents:    agents,
+		MaxTurns:  ri.MaxTurns,
+		Interrupt: e.Interrupt,
 		// Journals and events hold nothing sensitive: model text and tool
 		// calls are scrubbed as they are recorded.
 		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(scrubStep(scrub, s)) },
