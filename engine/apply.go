@@ -729,10 +729,15 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
-	info, err := sandbox.Snapshot(ctx, sb, "", nil, a.e.State.Abs(rel))
+	var exclude []string
+	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
+		exclude = sbc.SnapshotExclude
+	}
+	info, err := sandbox.Snapshot(ctx, sb, "", exclude, a.e.State.Abs(rel))
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
+	a.reportSensitiveFiles(ctx, addr, info.Path)
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
@@ -743,6 +748,29 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)
+}
+
+// reportSensitiveFiles warns, naming the files (never the value), when
+// the snapshot at path holds a sensitive value or one of its encodings in
+// a file's name or content. The snapshot is kept: failing the run would
+// lose its work, and the snapshot stays in the state directory; the
+// warning says how to keep such files out (snapshot_exclude).
+func (a *applier) reportSensitiveFiles(ctx context.Context, addr, path string) {
+	files, err := sandbox.SensitiveMembers(ctx, path, a.e.Scrubber())
+	if err != nil {
+		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf("warning: could not check the snapshot for sensitive values: %v", err)})
+		return
+	}
+	if len(files) == 0 {
+		return
+	}
+	const show = 10
+	list := strings.Join(files[:min(len(files), show)], ", ")
+	if len(files) > show {
+		list += fmt.Sprintf(" and %d more", len(files)-show)
+	}
+	a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf(
+		"warning: the snapshot of %s holds a sensitive value (or an encoding of one) in %d file(s): %s; add them to the sandbox's snapshot_exclude to keep them out of snapshots", addr, len(files), list)})
 }
 
 // commitImage saves the whole sandbox as a local image when the sandbox
