@@ -50,7 +50,7 @@ func scrubStep(sc *sandbox.Scrubber, s runtime.Step) runtime.Step {
 // rewritten: view_image refuses those that hold a sensitive value.
 func scrubItem(sc *sandbox.Scrubber, it model.Item) model.Item {
 	it.Text = sc.String(it.Text)
-	it.Arguments = sc.String(it.Arguments)
+	it.Arguments = scrubJSONString(sc, it.Arguments)
 	it.Output = sc.String(it.Output)
 	if len(it.Raw) > 0 {
 		it.Raw = scrubJSON(sc, it.Raw)
@@ -59,40 +59,62 @@ func scrubItem(sc *sandbox.Scrubber, it model.Item) model.Item {
 }
 
 // scrubJSON scrubs the strings (and object keys) of a JSON document,
-// keeping it valid JSON; a document that does not parse is scrubbed as
-// text.
+// keeping it valid JSON: a value escaped inside a JSON string is matched
+// in its decoded form, so a JSON escape of a JSON escape is caught too.
+// A document that does not parse is scrubbed as text; one with nothing
+// to scrub is returned as it was.
 func scrubJSON(sc *sandbox.Scrubber, raw json.RawMessage) json.RawMessage {
-	if !sc.Active() || len(raw) == 0 || !sc.Contains(raw) {
+	if !sc.Active() || len(raw) == 0 {
 		return raw
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
-	if err := d.Decode(&v); err != nil {
+	if err := d.Decode(&v); err != nil || d.More() {
 		return sc.Bytes(raw)
 	}
-	out, err := json.Marshal(scrubAny(sc, v))
+	changed := false
+	v = scrubAny(sc, v, &changed)
+	if !changed {
+		return sc.Bytes(raw)
+	}
+	out, err := json.Marshal(v)
 	if err != nil {
 		return sc.Bytes(raw)
 	}
-	// Re-encoding may have escaped what the document held raw: scrub the
-	// result as text too (a match there is already inside a string).
 	return sc.Bytes(out)
 }
 
-func scrubAny(sc *sandbox.Scrubber, v any) any {
+// scrubJSONString is scrubJSON for a JSON document held in a string
+// (tool call arguments).
+func scrubJSONString(sc *sandbox.Scrubber, s string) string {
+	if !sc.Active() || s == "" {
+		return s
+	}
+	return string(scrubJSON(sc, json.RawMessage(s)))
+}
+
+func scrubAny(sc *sandbox.Scrubber, v any, changed *bool) any {
 	switch v := v.(type) {
 	case string:
-		return sc.String(v)
+		s := sc.String(v)
+		if s != v {
+			*changed = true
+		}
+		return s
 	case []any:
 		for i := range v {
-			v[i] = scrubAny(sc, v[i])
+			v[i] = scrubAny(sc, v[i], changed)
 		}
 		return v
 	case map[string]any:
 		m := make(map[string]any, len(v))
 		for k, x := range v {
-			m[sc.String(k)] = scrubAny(sc, x)
+			sk := sc.String(k)
+			if sk != k {
+				*changed = true
+			}
+			m[sk] = scrubAny(sc, x, changed)
 		}
 		return m
 	}
@@ -132,7 +154,7 @@ func (r *runEvents) Event(ev runtime.Event) {
 	}
 	r.flush(ev.Path)
 	ev.Text = r.sc.String(ev.Text)
-	ev.Arguments = r.sc.String(ev.Arguments)
+	ev.Arguments = scrubJSONString(r.sc, ev.Arguments)
 	r.emit(ev)
 }
 

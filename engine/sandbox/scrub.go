@@ -33,7 +33,7 @@ const MinSensitiveLen = 3
 // its upper- and lower-case forms too), hex, base64 in the standard and
 // URL alphabets at each of the three offsets a value can start at inside
 // a longer encoded text, URL query and path escaping, and JSON string
-// escaping. The zero value and nil scrub nothing.
+// escaping (once, and twice for JSON held in a JSON string). The zero value and nil scrub nothing.
 type Scrubber struct {
 	ac     *ahocorasick.AhoCorasick
 	maxLen int
@@ -92,7 +92,8 @@ func asciiLower(s string) string {
 // Encodings returns the forms of v a Scrubber matches: v, its upper- and
 // lower-case forms, hex, the stable inner part of its base64 encodings at
 // offsets 0, 1 and 2 in both alphabets, its URL query and path escapes
-// and its JSON string escapes (with and without HTML escaping).
+// and its JSON string escapes, once and twice (with and without HTML
+// escaping).
 func Encodings(v string) []string {
 	forms := []string{v, strings.ToUpper(v), strings.ToLower(v),
 		hex.EncodeToString([]byte(v)), strings.ToUpper(hex.EncodeToString([]byte(v))),
@@ -102,7 +103,12 @@ func Encodings(v string) []string {
 			forms = append(forms, base64Inner(enc, v, off))
 		}
 	}
-	forms = append(forms, jsonEscape(v, true), jsonEscape(v, false))
+	// JSON escaping, once and twice (a JSON document inside a JSON
+	// string: tool call arguments, logged events).
+	for _, html := range []bool{true, false} {
+		j := jsonEscape(v, html)
+		forms = append(forms, j, jsonEscape(j, html))
+	}
 	return forms
 }
 
