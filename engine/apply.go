@@ -82,6 +82,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		} else {
 			err = a.runNode(ctx, c)
 		}
+		err = e.scrubErr(err)
 		if errors.Is(err, errUnchanged) {
 			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
 			return nil

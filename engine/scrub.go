@@ -179,3 +179,25 @@ func (r *runEvents) flush(path string) {
 		r.emit(ev)
 	}
 }
+
+// scrubbedError is an error whose message is scrubbed; errors.Is and As
+// still see the error it wraps.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// scrubErr returns err with its message scrubbed (errors are printed and
+// stored in state); err itself when there is nothing to scrub.
+func (e *Engine) scrubErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := e.Scrubber().String(err.Error()); msg != err.Error() {
+		return &scrubbedError{msg: msg, err: err}
+	}
+	return err
+}

@@ -4,9 +4,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // encodedForms is every way a test writes value into surrounding text:
@@ -101,4 +104,63 @@ func FuzzScrubber(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSensitiveMembers(t *testing.T) {
+	const secret = "hunter22-token"
+	hd, err := NewHostDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The value straddles the 64 KiB chunks ContainsReader reads.
+	big := strings.Repeat("x", 64<<10-5) + secret + "\n"
+	files := map[string]string{
+		"clean.txt":                  "nothing here\n",
+		"big.log":                    big,
+		"enc.txt":                    "token: " + base64.StdEncoding.EncodeToString([]byte("  "+secret)) + "\n",
+		"dir/name-" + secret + ".md": "clean\n",
+		"secrets/key":                secret,
+	}
+	for name, content := range files {
+		if err := hd.WriteFile(t.Context(), name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := t.TempDir() + "/s.tar"
+	if _, err := Snapshot(t.Context(), hd, "", []string{"secrets/"}, snap); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SensitiveMembers(t.Context(), snap, NewScrubber([]string{secret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"big.log", "dir/name-(sensitive).md", "enc.txt"}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("SensitiveMembers = %q, want %q", got, want)
+	}
+	if got, _ := SensitiveMembers(t.Context(), snap, NewScrubber(nil)); got != nil {
+		t.Fatalf("an empty scrubber found %q", got)
+	}
+}
+
+func TestContainsReaderAcrossReads(t *testing.T) {
+	s := NewScrubber([]string{"hunter22-token"})
+	for _, text := range []string{
+		strings.Repeat("x", 200<<10) + "hunter22-token" + "tail",
+		strings.Repeat("y", 64<<10+3) + hex.EncodeToString([]byte("hunter22-token")),
+	} {
+		for name, r := range map[string]io.Reader{
+			"one byte": iotest.OneByteReader(strings.NewReader(text)),
+			"half":     iotest.HalfReader(strings.NewReader(text)),
+			"whole":    strings.NewReader(text),
+		} {
+			if ok, err := s.ContainsReader(r); !ok || err != nil {
+				t.Errorf("%s: ContainsReader = %v, %v", name, ok, err)
+			}
+		}
+	}
+	if ok, _ := s.ContainsReader(strings.NewReader(strings.Repeat("z", 300<<10))); ok {
+		t.Error("clean text matched")
+	}
 }
