@@ -164,3 +164,40 @@ func TestContainsReaderAcrossReads(t *testing.T) {
 		t.Error("clean text matched")
 	}
 }
+
+// BenchmarkScrubber scrubs 1 MiB of output holding a few values, with
+// ten sensitive values configured: the cost is one pass over the text.
+func BenchmarkScrubber(b *testing.B) {
+	var vals []string
+	for i := range 10 {
+		vals = append(vals, strings.Repeat(string(rune('a'+i)), 8)+"-secret-token")
+	}
+	s := NewScrubber(vals)
+	line := "ordinary build output line with some words and numbers 12345\n"
+	text := []byte(strings.Repeat(line, (1<<20)/len(line)) + vals[3] + "\n" + hex.EncodeToString([]byte(vals[7])))
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		s.Bytes(text)
+	}
+}
+
+// TestScrubberLongValues covers the NFA the matcher falls back to when
+// the values are too long for a DFA.
+func TestScrubberLongValues(t *testing.T) {
+	secret := strings.Repeat(`Long/Secret+"Value"&`, 150)
+	short := "an-ordinary-token"
+	s := NewScrubber([]string{secret, short})
+	total := 0
+	for _, p := range Encodings(secret) {
+		total += len(p)
+	}
+	if total <= dfaMaxPatternBytes {
+		t.Fatalf("patterns of %d bytes: too short to test the NFA", total)
+	}
+	for name, form := range encodedForms(secret) {
+		got := s.String("<" + form + "> " + short)
+		if strings.Contains(got, form) || strings.Contains(got, short) || len(got) > 40 {
+			t.Errorf("%s: got %.80q", name, got)
+		}
+	}
+}
