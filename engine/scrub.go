@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"sync"
 
 	"github.com/agentctl/agentctl/engine/model"
@@ -154,6 +155,10 @@ func (r *runEvents) Event(ev runtime.Event) {
 	}
 	r.flush(ev.Path)
 	ev.Text = r.sc.String(ev.Text)
+	if cut, ok := strings.CutSuffix(ev.Text, "…"); ok {
+		// A preview cut at its limit may end in part of a value.
+		ev.Text = r.sc.MaskCutEnd(cut) + "…"
+	}
 	ev.Arguments = scrubJSONString(r.sc, ev.Arguments)
 	r.emit(ev)
 }

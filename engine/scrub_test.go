@@ -57,3 +57,12 @@ func TestScrubStepKeepsJSONValid(t *testing.T) {
 		t.Errorf("text = %q", out[1].Text)
 	}
 }
+
+func TestRunEventsMaskPreviewCut(t *testing.T) {
+	var got runtime.Event
+	r := newRunEvents(sandbox.NewScrubber([]string{"hunter22-token"}), func(ev runtime.Event) { got = ev })
+	r.Event(runtime.Event{Type: runtime.EventFinal, Agent: "a", Text: "the answer is hunter22-t…"})
+	if got.Text != "the answer is (sensitive)…" {
+		t.Fatalf("preview = %q", got.Text)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -41,6 +42,9 @@ const MinSensitiveLen = 3
 type Scrubber struct {
 	ac     *ahocorasick.AhoCorasick
 	maxLen int
+	// lower are the patterns, ASCII lower-cased, for the fragments left
+	// at a cut (MaskCutEnd, MaskCutStart).
+	lower []string
 }
 
 // NewScrubber returns a scrubber for values; empty values and values
@@ -75,6 +79,7 @@ func NewScrubber(values []string) *Scrubber {
 	for _, p := range pats {
 		s.maxLen = max(s.maxLen, len(p))
 		total += len(p)
+		s.lower = append(s.lower, asciiLower(p))
 	}
 	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
 		AsciiCaseInsensitive: true,
@@ -359,4 +364,78 @@ func SensitiveMembers(ctx context.Context, path string, s *Scrubber) ([]string, 
 		}
 	}
 	return hits, nil
+}
+
+// MaskCutEnd masks the end of text that was cut (truncated) in the middle
+// of a sensitive value or encoding: a suffix of at least MinSensitiveLen
+// bytes that begins a pattern is replaced by Redacted. text must already
+// be scrubbed. It may mask an innocent suffix that happens to begin a
+// pattern; it never leaves a fragment.
+func (s *Scrubber) MaskCutEnd(text string) string {
+	if !s.Active() || len(text) < MinSensitiveLen {
+		return text
+	}
+	tail := asciiLower(text[max(0, len(text)-(s.maxLen-1)):])
+	k := 0
+	for _, p := range s.lower {
+		k = max(k, overlap(tail, p))
+	}
+	if k < MinSensitiveLen {
+		return text
+	}
+	return text[:len(text)-k] + Redacted
+}
+
+// MaskCutStart is MaskCutEnd for the start of text that follows a cut: a
+// prefix that ends a pattern is replaced.
+func (s *Scrubber) MaskCutStart(text string) string {
+	if !s.Active() || len(text) < MinSensitiveLen {
+		return text
+	}
+	head := reverse(asciiLower(text[:min(len(text), s.maxLen-1)]))
+	k := 0
+	for _, p := range s.lower {
+		k = max(k, overlap(head, reverse(p)))
+	}
+	if k < MinSensitiveLen {
+		return text
+	}
+	return Redacted + text[k:]
+}
+
+// overlap is the length of the longest suffix of a that is a proper
+// prefix of p (Knuth-Morris-Pratt: linear in len(a)+len(p)).
+func overlap(a, p string) int {
+	if len(p) < 2 {
+		return 0
+	}
+	fail := make([]int, len(p))
+	for i, k := 1, 0; i < len(p); i++ {
+		for k > 0 && p[i] != p[k] {
+			k = fail[k-1]
+		}
+		if p[i] == p[k] {
+			k++
+		}
+		fail[i] = k
+	}
+	q := 0
+	for i := 0; i < len(a); i++ {
+		for q > 0 && (q == len(p) || a[i] != p[q]) {
+			q = fail[q-1]
+		}
+		if a[i] == p[q] {
+			q++
+		}
+	}
+	if q == len(p) { // a whole match: not a fragment (already scrubbed)
+		q = fail[q-1]
+	}
+	return q
+}
+
+func reverse(s string) string {
+	b := []byte(s)
+	slices.Reverse(b)
+	return string(b)
 }

@@ -201,3 +201,51 @@ func TestScrubberLongValues(t *testing.T) {
 		}
 	}
 }
+
+func TestMaskCut(t *testing.T) {
+	const secret = "hunter22-token-value"
+	s := NewScrubber([]string{secret})
+	if got := s.MaskCutEnd("output: hunter22-to"); got != "output: (sensitive)" {
+		t.Errorf("MaskCutEnd = %q", got)
+	}
+	if got := s.MaskCutStart("ken-value and more"); got != "(sensitive) and more" {
+		t.Errorf("MaskCutStart = %q", got)
+	}
+	hx := hex.EncodeToString([]byte(secret))
+	if got := s.MaskCutEnd("x " + hx[:11]); got != "x (sensitive)" {
+		t.Errorf("MaskCutEnd(hex) = %q", got)
+	}
+	for _, clean := range []string{"output: done", "hu", "ordinary text"} {
+		if got := s.MaskCutEnd(clean); got != clean {
+			t.Errorf("MaskCutEnd(%q) = %q", clean, got)
+		}
+		if got := s.MaskCutStart(clean); got != clean {
+			t.Errorf("MaskCutStart(%q) = %q", clean, got)
+		}
+	}
+}
+
+func TestExecTruncationLeavesNoFragment(t *testing.T) {
+	const secret = "hunter22-token-value"
+	hd, err := NewHostDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &Workspace{Sandbox: hd, EphemeralEnv: map[string]string{"S": secret}, Scrub: NewScrubber([]string{secret})}
+	// A 100-byte limit keeps 50 bytes of head and of tail: both cuts fall
+	// inside the value.
+	cmd := `printf '%045d' 0; printf '%s' "$S"; printf '%0200d' 0; printf '%s' "$S"; printf '%040d' 0`
+	res, err := ws.Exec(t.Context(), ExecRequest{Shell: cmd, OutputLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(res.Stdout)
+	if !res.Truncated || !strings.Contains(out, "bytes truncated") {
+		t.Fatalf("not truncated: %q", out)
+	}
+	for i := 0; i+MinSensitiveLen <= len(secret); i++ {
+		if frag := secret[i : i+MinSensitiveLen]; strings.Contains(out, frag) {
+			t.Fatalf("fragment %q of the value survives: %q", frag, out)
+		}
+	}
+}

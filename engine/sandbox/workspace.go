@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"maps"
+	"regexp"
 )
 
 // Workspace is a Sandbox together with what every tool needs around it:
@@ -39,6 +40,10 @@ func (w *Workspace) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	res, err := w.Sandbox.Exec(ctx, req)
 	res.Stdout = w.Scrub.Bytes(res.Stdout)
 	res.Stderr = w.Scrub.Bytes(res.Stderr)
+	if res.Truncated {
+		res.Stdout = maskCuts(w.Scrub, res.Stdout)
+		res.Stderr = maskCuts(w.Scrub, res.Stderr)
+	}
 	if err != nil {
 		return res, w.Unavailable(ctx, err)
 	}
@@ -54,4 +59,34 @@ func (w *Workspace) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 func (w *Workspace) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 	b, err := w.Sandbox.ReadFile(ctx, path, limit)
 	return w.Scrub.Bytes(b), w.Unavailable(ctx, err)
+}
+
+// markerRE finds the truncation markers HeadTail puts between the head and
+// the tail of a stream (truncationMarker).
+var markerRE = regexp.MustCompile(`\n…\d+ bytes truncated \(output was \d+ bytes\)…\n`)
+
+// maskCuts masks what a truncation left of a sensitive value on either
+// side of each truncation marker in b (already scrubbed): a value cut in
+// two is matched by neither half. A marker printed by the command itself
+// only masks more.
+func maskCuts(s *Scrubber, b []byte) []byte {
+	if !s.Active() {
+		return b
+	}
+	locs := markerRE.FindAllIndex(b, -1)
+	if locs == nil {
+		return b
+	}
+	out := make([]byte, 0, len(b)+2*len(Redacted))
+	prev := 0
+	for _, loc := range locs {
+		seg := string(b[prev:loc[0]])
+		if prev > 0 {
+			seg = s.MaskCutStart(seg)
+		}
+		out = append(out, s.MaskCutEnd(seg)...)
+		out = append(out, b[loc[0]:loc[1]]...)
+		prev = loc[1]
+	}
+	return append(out, s.MaskCutStart(string(b[prev:]))...)
 }
