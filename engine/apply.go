@@ -547,7 +547,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 
 	workspaces := map[string]*sandbox.Workspace{}
-	scrub := e.Scrubber()
+	scrub := e.scrubber()
 	for _, sbAddr := range e.Config.RunSandboxes(ri) {
 		sb, err := a.ensureRunning(ctx, sbAddr)
 		if err != nil {
@@ -757,7 +757,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 // lose its work, and the snapshot stays in the state directory; the
 // warning says how to keep such files out (snapshot_exclude).
 func (a *applier) reportSensitiveFiles(ctx context.Context, addr, path string) {
-	files, err := sandbox.SensitiveMembers(ctx, path, a.e.Scrubber())
+	files, err := sandbox.SensitiveMembers(ctx, path, a.e.scrubber())
 	if err != nil {
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf("warning: could not check the snapshot for sensitive values: %v", err)})
 		return
@@ -920,6 +920,6 @@ func (e *Engine) recordOutputs(st *state.State) {
 		if err != nil {
 			continue
 		}
-		st.Outputs[name] = &state.Output{Value: scrubJSON(e.Scrubber(), b)}
+		st.Outputs[name] = &state.Output{Value: scrubJSON(e.scrubber(), b)}
 	}
 }

@@ -509,7 +509,7 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 		}
 		restore = func() { _ = sb.Stop(context.WithoutCancel(ctx)) }
 	}
-	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.Scrubber()}
+	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber()}
 	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
 		m := sandboxManifest(e.Config, sbc)
 		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv

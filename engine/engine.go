@@ -80,7 +80,7 @@ func (e *Engine) emit(ev Event) {
 	if e.Events != nil {
 		// Runtime events come scrubbed (runEvents); messages may quote
 		// tool output or errors.
-		ev.Message = e.Scrubber().String(ev.Message)
+		ev.Message = e.scrubber().String(ev.Message)
 		e.Events(ev)
 	}
 }

@@ -129,7 +129,7 @@ func (e *Engine) Transcript(r *state.Run) ([]runtime.Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := e.Scrubber()
+	sc := e.scrubber()
 	for i := range steps {
 		steps[i] = scrubStep(sc, steps[i])
 	}

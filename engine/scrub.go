@@ -11,10 +11,10 @@ import (
 	"github.com/agentctl/agentctl/engine/sandbox"
 )
 
-// Scrubber is the matcher over the configuration's sensitive values and
+// scrubber is the matcher over the configuration's sensitive values and
 // their encodings, built once per engine and used on every path out:
 // tool output, journals, events, run output, outputs.
-func (e *Engine) Scrubber() *sandbox.Scrubber {
+func (e *Engine) scrubber() *sandbox.Scrubber {
 	e.scrubOnce.Do(func() {
 		var vals []string
 		if e.Config != nil {
@@ -201,7 +201,7 @@ func (e *Engine) scrubErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if msg := e.Scrubber().String(err.Error()); msg != err.Error() {
+	if msg := e.scrubber().String(err.Error()); msg != err.Error() {
 		return &scrubbedError{msg: msg, err: err}
 	}
 	return err
