@@ -45,6 +45,9 @@ type Scrubber struct {
 	// lower are the patterns, ASCII lower-cased, for the fragments left
 	// at a cut (MaskCutEnd, MaskCutStart).
 	lower []string
+	// redacted is the pattern index of Redacted, -1 when it is a form of
+	// a value.
+	redacted int
 }
 
 // NewScrubber returns a scrubber for values; empty values and values
@@ -80,6 +83,15 @@ func NewScrubber(values []string) *Scrubber {
 		s.maxLen = max(s.maxLen, len(p))
 		total += len(p)
 		s.lower = append(s.lower, asciiLower(p))
+	}
+	// Redacted itself is matched too, so that a value that is part of it
+	// ("sit") is not found again inside text already scrubbed: scrubbing
+	// twice changes nothing (unless a value holds a parenthesis and so can
+	// straddle the edge of a Redacted).
+	s.redacted = -1
+	if !seen[asciiLower(Redacted)] {
+		s.redacted = len(pats)
+		pats = append(pats, Redacted)
 	}
 	b := ahocorasick.NewAhoCorasickBuilder(ahocorasick.Opts{
 		AsciiCaseInsensitive: true,
@@ -159,10 +171,23 @@ func jsonEscape(v string, html bool) string {
 
 // spans returns the merged byte ranges of b that match.
 func (s *Scrubber) spans(b []byte) [][2]int {
-	var out [][2]int
+	var ms, red [][2]int
 	it := s.ac.IterOverlappingByte(b)
 	for m := it.Next(); m != nil; m = it.Next() {
-		st, en := m.Start(), m.End()
+		if m.Pattern() == s.redacted {
+			red = append(red, [2]int{m.Start(), m.End()})
+		} else {
+			ms = append(ms, [2]int{m.Start(), m.End()})
+		}
+	}
+	var out [][2]int
+	for _, m := range ms {
+		st, en := m[0], m[1]
+		// Redactions never overlap one another, so they are sorted by
+		// start and by end alike: skip a match inside one.
+		if i := sort.Search(len(red), func(i int) bool { return red[i][1] >= en }); i < len(red) && red[i][0] <= st {
+			continue
+		}
 		// Matches come in order of their end; merge overlapping ranges.
 		for len(out) > 0 && st <= out[len(out)-1][1] {
 			last := out[len(out)-1]
@@ -183,7 +208,7 @@ func (s *Scrubber) Contains(b []byte) bool {
 	if !s.Active() || len(b) == 0 {
 		return false
 	}
-	return s.ac.IterOverlappingByte(b).Next() != nil
+	return len(s.spans(b)) > 0
 }
 
 // String scrubs v.
