@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/agentctl/agentctl/engine/sandbox"
 )
 
 // ---- capabilities ----
@@ -182,7 +184,7 @@ func (l *loader) forEach(a *hcl.Attribute) ([]eachVal, bool) {
 var sandboxSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "provider", Required: true}, {Name: "image"}, {Name: "manifest"}, {Name: "network"},
-		{Name: "ports"}, {Name: "on_exit"}, {Name: "for_each"},
+		{Name: "ports"}, {Name: "on_exit"}, {Name: "for_each"}, {Name: "snapshot_exclude"},
 		// docker
 		{Name: "user"}, {Name: "commit_snapshot"}, {Name: "cap_add"}, {Name: "shm_size"},
 		// daytona
@@ -358,6 +360,15 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 		si.OnExit = str("on_exit")
 		if !oneOf(si.OnExit, "stop", "keep", "delete") {
 			l.errorf(a.Expr.Range(), "Invalid on_exit", "on_exit must be \"stop\", \"keep\" or \"delete\", not %q.%s", si.OnExit, suggest(si.OnExit, []string{"stop", "keep", "delete"}))
+		}
+	}
+	if v, r, ok := val("snapshot_exclude"); ok {
+		if ps, ok := l.toStringList(v, r, "snapshot_exclude"); ok {
+			if _, err := sandbox.CompileExclude(ps); err != nil {
+				l.errorf(r, "Invalid snapshot_exclude", "snapshot_exclude takes the patterns a manifest's exclude takes: %s.", err)
+			} else {
+				si.SnapshotExclude = ps
+			}
 		}
 	}
 	var resRange *hcl.Range

@@ -177,16 +177,19 @@ type Sandbox struct {
 
 // SandboxInstance is one sandbox after for_each expansion, evaluated.
 type SandboxInstance struct {
-	Addr      string // sandbox.NAME or sandbox.NAME["key"]
-	Name      string
-	Key       string // "" without for_each
-	Provider  string // provider address
-	Image     string
-	Manifest  string // manifest name, "" for none
-	Network   string // none (default) | host | bridge | named
-	Ports     []int
-	OnExit    string // stop (default) | keep | delete
-	Resources Resources
+	Addr     string // sandbox.NAME or sandbox.NAME["key"]
+	Name     string
+	Key      string // "" without for_each
+	Provider string // provider address
+	Image    string
+	Manifest string // manifest name, "" for none
+	Network  string // none (default) | host | bridge | named
+	Ports    []int
+	OnExit   string // stop (default) | keep | delete
+	// SnapshotExclude are gitignore-like patterns (a manifest exclude's
+	// syntax) of workspace entries left out of this sandbox's snapshots.
+	SnapshotExclude []string
+	Resources       Resources
 	// Settings are provider-specific settings, already validated:
 	//   docker:  "user" string, "commit_snapshot" bool
 	//   daytona: "snapshot" string, "env" and "labels" map[string]string,

@@ -83,6 +83,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		} else {
 			err = a.runNode(ctx, c)
 		}
+		err = e.scrubErr(err)
 		if errors.Is(err, errUnchanged) {
 			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
 			return nil
@@ -548,7 +549,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 
 	workspaces := map[string]*sandbox.Workspace{}
-	scrub := sandbox.NewScrubber(e.Config.SensitiveValues())
+	scrub := e.scrubber()
 	for _, sbAddr := range e.Config.RunSandboxes(ri) {
 		sb, err := a.ensureRunning(ctx, sbAddr)
 		if err != nil {
@@ -624,17 +625,21 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return err
 	}
 
+	events := newRunEvents(scrub, func(ev runtime.Event) {
+		e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
+	})
 	runner := &runtime.Runner{
-		Agents:     agents,
-		MaxTurns:   ri.MaxTurns,
-		Interrupt:  e.Interrupt,
-		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(s) },
-		Events: func(ev runtime.Event) {
-			e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
-		},
+		Agents:    agents,
+		MaxTurns:  ri.MaxTurns,
+		Interrupt: e.Interrupt,
+		// Journals and events hold nothing sensitive: model text and tool
+		// calls are scrubbed as they are recorded.
+		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(scrubStep(scrub, s)) },
+		Events:     events.Event,
 	}
 	stop := a.progress(addr, c.Action)
 	res, runErr := runner.Run(ctx, ri.Agent, input, history)
+	events.Flush()
 	stop()
 	status := RunCompleted
 	errText := ""
@@ -658,13 +663,13 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err := a.update(func(st *state.State) {
 		r := st.Runs[addr]
 		r.Status = status
-		r.Error = errText
+		r.Error = scrub.String(errText)
 		r.Steps = journal.Len()
 		if res != nil {
 			r.Turns = res.Turns
 			r.Usage = res.Usage
 			if status == RunCompleted {
-				r.Output = res.Output
+				r.Output = scrubJSON(scrub, res.Output)
 			}
 		}
 		if status == RunCompleted {
@@ -748,10 +753,15 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
 	}
-	info, err := sandbox.Snapshot(ctx, sb, "", nil, a.e.State.Abs(rel))
+	var exclude []string
+	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
+		exclude = sbc.SnapshotExclude
+	}
+	info, err := sandbox.Snapshot(ctx, sb, "", exclude, a.e.State.Abs(rel))
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
+	a.reportSensitiveFiles(ctx, addr, info.Path)
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
@@ -762,6 +772,29 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)
+}
+
+// reportSensitiveFiles warns, naming the files (never the value), when
+// the snapshot at path holds a sensitive value or one of its encodings in
+// a file's name or content. The snapshot is kept: failing the run would
+// lose its work, and the snapshot stays in the state directory; the
+// warning says how to keep such files out (snapshot_exclude).
+func (a *applier) reportSensitiveFiles(ctx context.Context, addr, path string) {
+	files, err := sandbox.SensitiveMembers(ctx, path, a.e.scrubber())
+	if err != nil {
+		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf("warning: could not check the snapshot for sensitive values: %v", err)})
+		return
+	}
+	if len(files) == 0 {
+		return
+	}
+	const show = 10
+	list := strings.Join(files[:min(len(files), show)], ", ")
+	if len(files) > show {
+		list += fmt.Sprintf(" and %d more", len(files)-show)
+	}
+	a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf(
+		"warning: the snapshot of %s holds a sensitive value (or an encoding of one) in %d file(s): %s; add them to the sandbox's snapshot_exclude to keep them out of snapshots", addr, len(files), list)})
 }
 
 // commitImage saves the whole sandbox as a local image when the sandbox
@@ -910,6 +943,6 @@ func (e *Engine) recordOutputs(st *state.State) {
 		if err != nil {
 			continue
 		}
-		st.Outputs[name] = &state.Output{Value: b}
+		st.Outputs[name] = &state.Output{Value: scrubJSON(e.scrubber(), b)}
 	}
 }

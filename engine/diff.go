@@ -596,7 +596,7 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 		}
 		restore = func() { _ = sb.Stop(context.WithoutCancel(ctx)) }
 	}
-	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: sandbox.NewScrubber(e.Config.SensitiveValues()), URLs: maps.Clone(ss.URLs)}
+	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber(), URLs: maps.Clone(ss.URLs)}
 	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
 		m := sandboxManifest(e.Config, sbc)
 		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv

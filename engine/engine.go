@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/state"
 )
@@ -71,10 +72,16 @@ type Engine struct {
 
 	provOnce  sync.Once
 	providers *providerSet
+
+	scrubOnce sync.Once
+	scrub     *sandbox.Scrubber
 }
 
 func (e *Engine) emit(ev Event) {
 	if e.Events != nil {
+		// Runtime events come scrubbed (runEvents); messages may quote
+		// tool output or errors.
+		ev.Message = e.scrubber().String(ev.Message)
 		e.Events(ev)
 	}
 }

@@ -120,7 +120,21 @@ func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
 
 // Transcript returns the recorded steps of a run, or a *JournalLostError
 // saying what was lost.
-func (e *Engine) Transcript(r *state.Run) ([]runtime.Step, error) { return e.readJournal(r) }
+//
+// The steps are scrubbed again with the configuration's sensitive values
+// (journals are written scrubbed; this also covers journals written by
+// an earlier agentctl or before a value was marked sensitive).
+func (e *Engine) Transcript(r *state.Run) ([]runtime.Step, error) {
+	steps, err := e.readJournal(r)
+	if err != nil {
+		return nil, err
+	}
+	sc := e.scrubber()
+	for i := range steps {
+		steps[i] = scrubStep(sc, steps[i])
+	}
+	return steps, nil
+}
 
 // resumeReasons checks the journal of every run the plan resumes and
 // gives each its reason ("interrupted at turn 7"). A run whose

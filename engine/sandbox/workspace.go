@@ -3,8 +3,7 @@ package sandbox
 import (
 	"context"
 	"maps"
-	"sort"
-	"strings"
+	"regexp"
 )
 
 // Workspace is a Sandbox together with what every tool needs around it:
@@ -45,6 +44,10 @@ func (w *Workspace) Exec(ctx context.Context, req ExecRequest) (ExecResult, erro
 	res, err := w.Sandbox.Exec(ctx, req)
 	res.Stdout = w.Scrub.Bytes(res.Stdout)
 	res.Stderr = w.Scrub.Bytes(res.Stderr)
+	if res.Truncated {
+		res.Stdout = maskCuts(w.Scrub, res.Stdout)
+		res.Stderr = maskCuts(w.Scrub, res.Stderr)
+	}
 	if err != nil {
 		return res, w.Unavailable(ctx, err)
 	}
@@ -62,49 +65,32 @@ func (w *Workspace) ReadFile(ctx context.Context, path string, limit int64) ([]b
 	return w.Scrub.Bytes(b), w.Unavailable(ctx, err)
 }
 
-// Redacted is what a sensitive value is replaced with.
-const Redacted = "(sensitive)"
+// markerRE finds the truncation markers HeadTail puts between the head and
+// the tail of a stream (truncationMarker).
+var markerRE = regexp.MustCompile(`\n…\d+ bytes truncated \(output was \d+ bytes\)…\n`)
 
-// Scrubber replaces every occurrence of a set of sensitive strings, the
-// way CI systems mask secrets in logs. The zero value and nil scrub
-// nothing.
-type Scrubber struct {
-	r *strings.Replacer
-}
-
-// NewScrubber returns a scrubber for values; empty values and values
-// shorter than 3 bytes are ignored (masking "a" would mangle everything).
-func NewScrubber(values []string) *Scrubber {
-	vs := make([]string, 0, len(values))
-	for _, v := range values {
-		if len(v) >= 3 {
-			vs = append(vs, v)
-		}
-	}
-	if len(vs) == 0 {
-		return &Scrubber{}
-	}
-	// Longest first, so a secret containing another is replaced whole.
-	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
-	pairs := make([]string, 0, 2*len(vs))
-	for _, v := range vs {
-		pairs = append(pairs, v, Redacted)
-	}
-	return &Scrubber{r: strings.NewReplacer(pairs...)}
-}
-
-// String scrubs s.
-func (s *Scrubber) String(v string) string {
-	if s == nil || s.r == nil {
-		return v
-	}
-	return s.r.Replace(v)
-}
-
-// Bytes scrubs b.
-func (s *Scrubber) Bytes(b []byte) []byte {
-	if s == nil || s.r == nil || b == nil {
+// maskCuts masks what a truncation left of a sensitive value on either
+// side of each truncation marker in b (already scrubbed): a value cut in
+// two is matched by neither half. A marker printed by the command itself
+// only masks more.
+func maskCuts(s *Scrubber, b []byte) []byte {
+	if !s.Active() {
 		return b
 	}
-	return []byte(s.r.Replace(string(b)))
+	locs := markerRE.FindAllIndex(b, -1)
+	if locs == nil {
+		return b
+	}
+	out := make([]byte, 0, len(b)+2*len(Redacted))
+	prev := 0
+	for _, loc := range locs {
+		seg := string(b[prev:loc[0]])
+		if prev > 0 {
+			seg = s.MaskCutStart(seg)
+		}
+		out = append(out, s.MaskCutEnd(seg)...)
+		out = append(out, b[loc[0]:loc[1]]...)
+		prev = loc[1]
+	}
+	return append(out, s.MaskCutStart(string(b[prev:]))...)
 }

@@ -3,6 +3,7 @@ package tools
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"image"
@@ -357,5 +358,36 @@ func TestFileToolsRefuseFIFOs(t *testing.T) {
 	err = call(NewViewImage(ws, opts), `{"path": "pic.png"}`)
 	if err == nil || !strings.Contains(err.Error(), "named pipe (FIFO)") {
 		t.Errorf("view_image: %v", err)
+	}
+}
+
+func TestRenderTreeScrubsSensitiveFileNames(t *testing.T) {
+	ws, dir := newHostWorkspace(t)
+	ws.Scrub = sandbox.NewScrubber([]string{"hunter22"})
+	writeFiles(t, dir, map[string]string{"key-hunter22.txt": "", "aHVudGVyMjI/x": "", "plain.txt": ""})
+	got, err := RenderTree(context.Background(), ws, "/workspace", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The base64 form's last character also carries bits of what would
+	// follow the value, so only the part before it is the value's.
+	want := `/workspace
+├── (sensitive)I/        # /workspace/(sensitive)I
+│   └── x                # /workspace/(sensitive)I/x
+├── key-(sensitive).txt  # /workspace/key-(sensitive).txt
+└── plain.txt            # /workspace/plain.txt
+`
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestViewImageRefusesSensitiveBytes(t *testing.T) {
+	ws, dir := newHostWorkspace(t)
+	ws.Scrub = sandbox.NewScrubber([]string{"hunter22"})
+	writeFiles(t, dir, map[string]string{"a.png": "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + hex.EncodeToString([]byte("hunter22"))})
+	_, err := NewViewImage(ws, FilesystemOptions{}).Call(context.Background(), `{"path":"a.png"}`)
+	if err == nil || !strings.Contains(err.Error(), "contains a sensitive value") {
+		t.Fatalf("err = %v", err)
 	}
 }

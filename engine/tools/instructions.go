@@ -96,6 +96,13 @@ func RenderTree(ctx context.Context, ws *sandbox.Workspace, root string, maxEntr
 	if err := walk("", "", 1); err != nil {
 		return "", err
 	}
+	// File names may hold a sensitive value: the tree goes into the
+	// instructions (and so to the model and the journal) scrubbed.
+	label = ws.Scrub.String(label)
+	for i := range lines {
+		lines[i].name = ws.Scrub.String(lines[i].name)
+		lines[i].full = ws.Scrub.String(lines[i].full)
+	}
 	width := 0
 	for _, l := range lines {
 		width = max(width, utf8.RuneCountInString(l.prefix+l.name))

@@ -101,6 +101,10 @@ func (t *ViewImage) Call(ctx context.Context, arguments string) (Output, error) 
 	if !supportedImages[mt] {
 		return Output{}, fmt.Errorf("view_image: image path `%s` is not a supported image file (PNG, JPEG, GIF or WebP)", p)
 	}
+	if t.ws.Scrub.Contains(data) {
+		// Image bytes cannot be scrubbed without corrupting the image.
+		return Output{}, fmt.Errorf("view_image: image `%s` contains a sensitive value (or an encoding of one) in its bytes, so it is not shown; view another image or re-render this one without the secret", t.ws.Scrub.String(p))
+	}
 	return Output{Images: []model.Image{{MediaType: mt, Data: data}}}, nil
 }
 
