@@ -11,6 +11,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/providers/docker"
 )
 
 // ---- capabilities ----
@@ -198,17 +199,6 @@ var sandboxSchema = &hcl.BodySchema{
 var resourcesSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "cpus"}, {Name: "memory"}, {Name: "disk"}, {Name: "pids"}, {Name: "gpus"},
 }}
-
-// linuxCapabilities are the names a docker sandbox's cap_add accepts
-// (capabilities(7) without the CAP_ prefix).
-var linuxCapabilities = []string{
-	"AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE",
-	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER",
-	"KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN",
-	"NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP",
-	"SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT",
-	"SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
-}
 
 // unenforcedResources says, per provider, which resources settings it
 // cannot enforce and why. Such a setting is an error at its attribute
@@ -411,8 +401,8 @@ func (l *loader) decodeSandboxInstance(si *SandboxInstance, prov *Provider, cont
 			if caps, ok := l.toStringList(v, r, "cap_add"); ok {
 				for _, c := range caps {
 					name := strings.TrimPrefix(strings.ToUpper(c), "CAP_")
-					if !oneOf(name, linuxCapabilities...) {
-						l.errorf(r, "Invalid cap_add", "%q is not a Linux capability; use names from capabilities(7) without CAP_, for example \"NET_RAW\" or \"SYS_PTRACE\".%s", c, suggest(name, linuxCapabilities))
+					if !oneOf(name, docker.Capabilities...) {
+						l.errorf(r, "Invalid cap_add", "%q is not a Linux capability; use names from capabilities(7) without CAP_, for example \"NET_RAW\" or \"SYS_PTRACE\".%s", c, suggest(name, docker.Capabilities))
 					}
 				}
 				set["cap_add"] = caps
