@@ -106,7 +106,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 
 	var jv *views.JSON
 	var hv *views.Apply
-	events := func(ev engine.Event) {}
+	var events func(engine.Event)
 	if args.JSON {
 		jv = views.NewJSON(m.Stdout, config.Version)
 		events = jv.Event
