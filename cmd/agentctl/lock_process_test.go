@@ -139,13 +139,7 @@ func TestSandboxInitKilledDuringRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.checkFinished()
-	n := 0
-	for _, s := range h.steps() {
-		if s == holdStep {
-			n++
-		}
-	}
-	if n != 2 {
+	if n := h.stepRuns(holdStep); n != 2 {
 		t.Fatalf("step 12 ran %d times, want 2 (killed with the sandbox, then on resume): %v", n, h.steps())
 	}
 }

@@ -286,6 +286,17 @@ func (h *harness) workspace() string {
 }
 
 // steps returns the step numbers in log.txt, in order.
+// stepRuns counts how many times step n ran (its lines in log.txt).
+func (h *harness) stepRuns(n int) int {
+	c := 0
+	for _, s := range h.steps() {
+		if s == n {
+			c++
+		}
+	}
+	return c
+}
+
 func (h *harness) steps() []int {
 	ws := h.workspace()
 	if ws == "" {
@@ -454,13 +465,7 @@ func TestCrashDuringTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.checkFinished()
-	n := 0
-	for _, s := range h.steps() {
-		if s == holdStep {
-			n++
-		}
-	}
-	if n != 2 {
+	if n := h.stepRuns(holdStep); n != 2 {
 		t.Fatalf("step 12 ran %d times, want 2 (once killed, once on resume): %v", n, h.steps())
 	}
 }
