@@ -5,8 +5,6 @@
 package engine
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -121,16 +119,4 @@ func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
 		return daytona.DefaultRoot
 	}
 	return "/workspace"
-}
-
-func errorf(addr, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", addr, fmt.Sprintf(format, args...))
-}
-
-// ctxErr reports a cancelled context as an interrupt.
-func ctxErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("interrupted: %w", err)
-	}
-	return nil
 }

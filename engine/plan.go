@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // Action is what plan decided for one managed object.
@@ -191,13 +190,4 @@ func diffInputs(old, cur map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// addrName returns the block name of an address like run.x["k"].
-func addrName(addr string) string {
-	s := addr[strings.IndexByte(addr, '.')+1:]
-	if i := strings.IndexByte(s, '['); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }

@@ -415,7 +415,7 @@ func TestDaytonaPipeline(t *testing.T) {
 	if strings.Contains(plan, "run.report will be") || strings.Contains(plan, "run.check will be") {
 		t.Errorf("plan wants to run something again after the sandbox vanished:\n%s", plan)
 	}
-	res = p.run("apply", "-auto-approve")
+	p.run("apply", "-auto-approve")
 	ids = p.fake.IDs()
 	if len(ids) != 1 || ids[0] == id || p.creates() != 2 {
 		t.Fatalf("after restore: sandboxes %v (old %s), %d creates; want one new sandbox", ids, id, p.creates())
