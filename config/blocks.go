@@ -10,8 +10,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/docker"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // ---- capabilities ----

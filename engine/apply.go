@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/runtime"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/graph"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -529,7 +529,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	digest := runDigest(inputs)
 	forced := slices.Contains(a.p.Replace, addr)
-	var history []runtime.Step
+	var history []agentloop.Step
 	resume := false
 	if prev != nil && prev.Digest == digest && !forced {
 		switch prev.Status {
@@ -610,7 +610,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err := a.update(func(st *state.State) {
 		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: inputs,
 			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history)}
-		r.Turns, r.Usage = runtime.Replay(history)
+		r.Turns, r.Usage = agentloop.Replay(history)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
 			GitCommit:    state.GitCommit(e.Config.Dir),
@@ -625,16 +625,16 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return err
 	}
 
-	events := newRunEvents(scrub, func(ev runtime.Event) {
+	events := newRunEvents(scrub, func(ev agentloop.Event) {
 		e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
 	})
-	runner := &runtime.Runner{
+	runner := &agentloop.Runner{
 		Agents:    agents,
 		MaxTurns:  ri.MaxTurns,
 		Interrupt: e.Interrupt,
 		// Journals and events hold nothing sensitive: model text and tool
 		// calls are scrubbed as they are recorded.
-		Checkpoint: func(_ context.Context, s runtime.Step) error { return journal.Append(scrubStep(scrub, s)) },
+		Checkpoint: func(_ context.Context, s agentloop.Step) error { return journal.Append(scrubStep(scrub, s)) },
 		Events:     events.Event,
 	}
 	stop := a.progress(addr, c.Action)
@@ -645,7 +645,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	errText := ""
 	switch {
 	case runErr == nil:
-	case errors.Is(runErr, runtime.ErrInterrupted) || errors.Is(runErr, context.Canceled):
+	case errors.Is(runErr, agentloop.ErrInterrupted) || errors.Is(runErr, context.Canceled):
 		status = RunInterrupted
 		errText = runErr.Error()
 	default:

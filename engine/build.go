@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/runtime"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // sandboxManifest converts a sandbox instance's manifest to the sandbox
@@ -59,8 +59,8 @@ func (e *Engine) sandboxSpec(sb *config.SandboxInstance, lineage string) sandbox
 
 // buildAgents resolves the run's agent closure into runtime agents, each
 // with its tools bound to its own workspace.
-func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace) (map[string]*runtime.Agent, error) {
-	agents := map[string]*runtime.Agent{}
+func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace) (map[string]*agentloop.Agent, error) {
+	agents := map[string]*agentloop.Agent{}
 	for _, name := range e.Config.AgentClosure(ri.Agent) {
 		a := e.Config.Agents[name]
 		if a == nil {
@@ -70,7 +70,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 		if err != nil {
 			return nil, err
 		}
-		ra := &runtime.Agent{
+		ra := &agentloop.Agent{
 			Name:         a.Name,
 			Model:        m,
 			ModelName:    modelName,
@@ -107,10 +107,10 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ha := e.Config.Agents[h]; ha != nil {
 				desc = firstLine(ha.Instructions)
 			}
-			ra.Handoffs = append(ra.Handoffs, runtime.Handoff{Agent: h, Description: desc})
+			ra.Handoffs = append(ra.Handoffs, agentloop.Handoff{Agent: h, Description: desc})
 		}
 		for _, t := range a.Tools {
-			ra.AgentTools = append(ra.AgentTools, runtime.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
+			ra.AgentTools = append(ra.AgentTools, agentloop.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
 		}
 		if ws == nil {
 			ra.Instructions = a.Instructions

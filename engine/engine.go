@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/runtime"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/providers/daytona"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -38,12 +38,12 @@ const (
 
 // Event is what the engine reports while it works; views render it.
 type Event struct {
-	Type    EventType      `json:"type"`
-	Address string         `json:"address,omitempty"`
-	Action  Action         `json:"action,omitempty"`
-	Message string         `json:"message,omitempty"`
-	Elapsed time.Duration  `json:"elapsed,omitempty"`
-	Runtime *runtime.Event `json:"run_event,omitempty"`
+	Type    EventType        `json:"type"`
+	Address string           `json:"address,omitempty"`
+	Action  Action           `json:"action,omitempty"`
+	Message string           `json:"message,omitempty"`
+	Elapsed time.Duration    `json:"elapsed,omitempty"`
+	Runtime *agentloop.Event `json:"run_event,omitempty"`
 }
 
 // Engine plans and applies one configuration against one state directory.
@@ -65,7 +65,7 @@ type Engine struct {
 	ProgressInterval time.Duration
 	// Interrupt, when closed, stops runs: model calls in flight are
 	// abandoned at once (with their retries), tool calls in flight finish
-	// and are checkpointed, and nothing new starts (runtime.Runner).
+	// and are checkpointed, and nothing new starts (agentloop.Runner).
 	Interrupt <-chan struct{}
 
 	provOnce  sync.Once

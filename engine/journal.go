@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -85,7 +85,7 @@ func (e *JournalLostError) problem() string {
 // against what the state recorded. A journal written by a newer agentctl
 // is refused as such; a missing, unreadable or short one is a
 // *JournalLostError.
-func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
+func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
 	if r == nil || (r.Journal == "" && r.Steps == 0) {
 		return nil, nil
 	}
@@ -95,9 +95,9 @@ func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
 	}
 	path := e.State.Abs(rel)
 	lost := &JournalLostError{Run: r.Address, Status: r.Status, Path: path, Steps: r.Steps, Turns: r.Turns}
-	var steps []runtime.Step
+	var steps []agentloop.Step
 	_, err := state.ReadJournal(path, func(raw json.RawMessage) error {
-		var s runtime.Step
+		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("not a step: %w", err)
 		}
@@ -124,7 +124,7 @@ func (e *Engine) readJournal(r *state.Run) ([]runtime.Step, error) {
 // The steps are scrubbed again with the configuration's sensitive values
 // (journals are written scrubbed; this also covers journals written by
 // an earlier agentctl or before a value was marked sensitive).
-func (e *Engine) Transcript(r *state.Run) ([]runtime.Step, error) {
+func (e *Engine) Transcript(r *state.Run) ([]agentloop.Step, error) {
 	steps, err := e.readJournal(r)
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 			errs = append(errs, err)
 			continue
 		}
-		turns, _ := runtime.Replay(steps)
+		turns, _ := agentloop.Replay(steps)
 		switch prev.Status {
 		case RunFailed:
 			c.Reasons = []string{fmt.Sprintf("failed at turn %d: %s", turns, prev.Error)}

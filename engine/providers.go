@@ -6,13 +6,13 @@ import (
 	"sync"
 
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/providers/docker"
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/providers/openai"
 	"github.com/agentctl/agentctl/providers/scripted"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // providerSet builds each configured provider once, on first use, so a

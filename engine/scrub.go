@@ -6,9 +6,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/runtime"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // scrubber is the matcher over the configuration's sensitive values and
@@ -27,7 +27,7 @@ func (e *Engine) scrubber() *sandbox.Scrubber {
 
 // scrubStep returns a copy of s with every text it carries scrubbed, for
 // the journal.
-func scrubStep(sc *sandbox.Scrubber, s runtime.Step) runtime.Step {
+func scrubStep(sc *sandbox.Scrubber, s agentloop.Step) agentloop.Step {
 	if !sc.Active() {
 		return s
 	}
@@ -127,21 +127,21 @@ func scrubAny(sc *sandbox.Scrubber, v any, changed *bool) any {
 // value until the rest arrives.
 type runEvents struct {
 	sc      *sandbox.Scrubber
-	emit    func(runtime.Event)
+	emit    func(agentloop.Event)
 	mu      sync.Mutex
 	streams map[string]*sandbox.Stream
-	last    map[string]runtime.Event
+	last    map[string]agentloop.Event
 }
 
-func newRunEvents(sc *sandbox.Scrubber, emit func(runtime.Event)) *runEvents {
-	return &runEvents{sc: sc, emit: emit, streams: map[string]*sandbox.Stream{}, last: map[string]runtime.Event{}}
+func newRunEvents(sc *sandbox.Scrubber, emit func(agentloop.Event)) *runEvents {
+	return &runEvents{sc: sc, emit: emit, streams: map[string]*sandbox.Stream{}, last: map[string]agentloop.Event{}}
 }
 
 // Event scrubs ev and passes it on.
-func (r *runEvents) Event(ev runtime.Event) {
+func (r *runEvents) Event(ev agentloop.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ev.Type == runtime.EventTextDelta {
+	if ev.Type == agentloop.EventTextDelta {
 		st := r.streams[ev.Path]
 		if st == nil {
 			st = r.sc.NewStream()

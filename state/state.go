@@ -30,8 +30,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // FormatVersion is the version of the state file format this package

@@ -17,8 +17,8 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 

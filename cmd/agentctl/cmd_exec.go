@@ -13,9 +13,9 @@ import (
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/engine"
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // execOutputLimit is how much of each stream agentctl exec keeps.

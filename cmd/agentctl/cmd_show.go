@@ -14,7 +14,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/state"
 )
@@ -169,19 +169,19 @@ func showSandbox(w io.Writer, s *state.Sandbox) {
 
 // showRun prints a run's transcript: the input, each model turn's text and
 // tool calls, each tool result, handoffs, and the provenance.
-func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
+func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	fmt.Fprintf(w, "# %s: %s, agent.%s, %d turns\n", r.Address, r.Status, r.Agent, r.Turns)
 	turn := 0
 	for _, s := range steps {
 		indent := strings.Repeat("    ", strings.Count(s.Path, "/")+boolInt(s.Path != ""))
 		switch s.Kind {
-		case runtime.StepInput:
+		case agentloop.StepInput:
 			if s.Path == "" {
 				fmt.Fprintf(w, "\n%s[input → %s]\n%s%s\n", indent, s.Agent, indent, indented(s.Input, indent))
 			} else {
 				fmt.Fprintf(w, "%s[agent tool run of %s] input: %s\n", indent, s.Agent, indented(s.Input, indent+"  "))
 			}
-		case runtime.StepModel:
+		case agentloop.StepModel:
 			if s.Path == "" {
 				turn++
 			}
@@ -194,7 +194,7 @@ func showRun(w io.Writer, r *state.Run, steps []runtime.Step) {
 					fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
 				}
 			}
-		case runtime.StepTool:
+		case agentloop.StepTool:
 			out := s.Result.Output
 			if len(s.Result.Images) > 0 {
 				out += fmt.Sprintf(" [%d image(s)]", len(s.Result.Images))

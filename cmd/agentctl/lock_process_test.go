@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 )
 
 // Process tests of the lock around sandbox use (exec and tool call
@@ -128,7 +128,7 @@ func TestSandboxInitKilledDuringRun(t *testing.T) {
 	if r == nil || r.Status != "failed" || !strings.Contains(r.Error, "sandbox.box failed during the run") {
 		t.Fatalf("run.job after its sandbox died: %+v", r)
 	}
-	if n := countKind(h.journal(), runtime.StepTool); n != holdStep-1 {
+	if n := countKind(h.journal(), agentloop.StepTool); n != holdStep-1 {
 		t.Fatalf("journal holds %d tool results, want %d: the call in flight is not recorded", n, holdStep-1)
 	}
 	out, errOut, code := h.run("plan", "-no-color", "-detailed-exitcode")

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/state"
 )
@@ -130,8 +130,8 @@ func TestInterruptDuringModelRetries(t *testing.T) {
 		t.Errorf("run.job records %d steps and %d turns, want 5 and 2", r.Steps, r.Turns)
 	}
 	steps := h.journal()
-	if len(steps) != 5 || countKind(steps, runtime.StepTool) != 2 {
-		t.Fatalf("journal holds %d steps (%d tool results), want 5 (2)", len(steps), countKind(steps, runtime.StepTool))
+	if len(steps) != 5 || countKind(steps, agentloop.StepTool) != 2 {
+		t.Fatalf("journal holds %d steps (%d tool results), want 5 (2)", len(steps), countKind(steps, agentloop.StepTool))
 	}
 	plan := h.mustRun("plan", "-no-color")
 	if !strings.Contains(plan, "# run.job will be resumed") || !strings.Contains(plan, "(interrupted at turn 2)") {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 )
 
 // Kill points during the snapshot an apply takes after a run completes:
@@ -237,7 +237,7 @@ func TestCrashDuringSnapshot(t *testing.T) {
 		h.waitUntil("the run's answer in the journal", func() bool {
 			st := h.readState()
 			return st != nil && st.Runs["run.job"] != nil && st.Runs["run.job"].Status == "running" &&
-				countKind(h.journal(), runtime.StepModel) >= 2
+				countKind(h.journal(), agentloop.StepModel) >= 2
 		})
 		time.Sleep(delay * time.Millisecond)
 		p.kill(t)

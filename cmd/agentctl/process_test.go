@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -331,14 +331,14 @@ func (h *harness) lastStep() int {
 }
 
 // journal returns the checkpointed steps of run.job (nil before it starts).
-func (h *harness) journal() []runtime.Step {
+func (h *harness) journal() []agentloop.Step {
 	st := h.readState()
 	if st == nil || st.Runs["run.job"] == nil || st.Runs["run.job"].Journal == "" {
 		return nil
 	}
-	var steps []runtime.Step
+	var steps []agentloop.Step
 	_, err := state.ReadJournal(filepath.Join(h.stateDir(), st.Runs["run.job"].Journal), func(raw json.RawMessage) error {
-		var s runtime.Step
+		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err
 		}
@@ -351,7 +351,7 @@ func (h *harness) journal() []runtime.Step {
 	return steps
 }
 
-func countKind(steps []runtime.Step, k runtime.StepKind) int {
+func countKind(steps []agentloop.Step, k agentloop.StepKind) int {
 	n := 0
 	for _, s := range steps {
 		if s.Kind == k {
@@ -414,7 +414,7 @@ func (h *harness) checkFinished() {
 	if r := st.Runs["run.job"]; r.Status != "completed" || r.Turns != pipelineSteps+1 {
 		h.t.Fatalf("run.job: status %s, %d turns; want completed, %d turns", r.Status, r.Turns, pipelineSteps+1)
 	}
-	if n := countKind(h.journal(), runtime.StepTool); n != pipelineSteps {
+	if n := countKind(h.journal(), agentloop.StepTool); n != pipelineSteps {
 		h.t.Fatalf("journal holds %d tool results, want %d", n, pipelineSteps)
 	}
 	out, errOut, code := h.run("plan", "-no-color", "-detailed-exitcode")
@@ -453,7 +453,7 @@ func TestCrashDuringTool(t *testing.T) {
 	h := newHarness(t)
 	p, hold := h.startHeld(t)
 	p.kill(t)
-	if n := countKind(h.journal(), runtime.StepTool); n != holdStep-1 {
+	if n := countKind(h.journal(), agentloop.StepTool); n != holdStep-1 {
 		t.Fatalf("journal holds %d tool results after a kill during step %d, want %d", n, holdStep, holdStep-1)
 	}
 	h.checkAfterCrash(true)
@@ -479,7 +479,7 @@ func TestCrashDuringModelCall(t *testing.T) {
 	h := newHarness(t)
 	for _, at := range []int{5, 20} {
 		p := h.start("apply", "-auto-approve", "-no-color")
-		h.waitUntil(fmt.Sprintf("tool result %d in the journal", at), func() bool { return countKind(h.journal(), runtime.StepTool) >= at })
+		h.waitUntil(fmt.Sprintf("tool result %d in the journal", at), func() bool { return countKind(h.journal(), agentloop.StepTool) >= at })
 		p.kill(t)
 		h.checkAfterCrash(true)
 	}
@@ -537,7 +537,7 @@ func TestInterrupt(t *testing.T) {
 	if r := st.Runs["run.job"]; r.Status != "interrupted" {
 		t.Fatalf("run.job status %q after SIGINT, want interrupted", r.Status)
 	}
-	if n := countKind(h.journal(), runtime.StepTool); n != holdStep {
+	if n := countKind(h.journal(), agentloop.StepTool); n != holdStep {
 		t.Fatalf("journal holds %d tool results, want %d (the step in flight is checkpointed)", n, holdStep)
 	}
 	if s := h.steps(); s[len(s)-1] != holdStep {

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // The secret corpus: two sensitive variables, one with every character

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/model"
 )
 
 var (

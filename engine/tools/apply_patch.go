@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // FilesystemOptions are the filesystem capability's settings.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // DefaultExecTimeout is the shell capability's command timeout when none is

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 func encodeImage(t *testing.T, format string) []byte {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // hostSandbox is a test harness: a sandbox.Sandbox over a host directory,

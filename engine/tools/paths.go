@@ -3,7 +3,7 @@ package tools
 import (
 	"errors"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // toolPath applies the workspace path policy (sandbox.CleanPath) to a path

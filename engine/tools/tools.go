@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // Output is what a tool call returns to the model.

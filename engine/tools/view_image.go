@@ -8,8 +8,8 @@ import (
 	"io/fs"
 	"net/http"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // DefaultMaxImageBytes is view_image's size cap when none is configured.

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/fakedaytona"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // BenchmarkUpload compares the two ways to materialize a tree through the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // APIError is a non-2xx answer from the Daytona API or a sandbox's toolbox,

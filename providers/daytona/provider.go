@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // Labels put on every sandbox agentctl creates.

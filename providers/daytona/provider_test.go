@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/fakedaytona"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 type env struct {

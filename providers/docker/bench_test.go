@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // BenchmarkCreateFirstExec compares sandbox Create followed by the first

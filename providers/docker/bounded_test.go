@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // callWithin runs f and fails the test if it has not returned when its

@@ -12,7 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // CopyIn extracts a tar stream into the workspace directory dir (created

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // These run without Docker. The archive checks CopyIn applies are
-// sandbox.SanitizeTar's, tested (and fuzzed) in engine/sandbox.
+// sandbox.SanitizeTar's, tested (and fuzzed) in sandbox.
 
 func TestRebase(t *testing.T) {
 	var buf bytes.Buffer

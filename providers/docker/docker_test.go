@@ -16,7 +16,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 func TestNewHonoursEnviron(t *testing.T) {

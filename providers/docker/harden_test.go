@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // capMask is the CapEff mask of the named capabilities.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/testenv"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // TestImage is the tag of the tiny test image the tests build themselves.

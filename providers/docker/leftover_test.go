@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/google/uuid"
 )
 

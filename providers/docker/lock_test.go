@@ -20,8 +20,8 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentctl/agentctl/engine/runtime"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -320,11 +320,11 @@ func journalTools(t *testing.T, c *cli, rel string) int {
 	t.Helper()
 	n := 0
 	_, err := state.ReadJournal(filepath.Join(c.stateDir(), rel), func(raw json.RawMessage) error {
-		var s runtime.Step
+		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err
 		}
-		if s.Kind == runtime.StepTool {
+		if s.Kind == agentloop.StepTool {
 			n++
 		}
 		return nil

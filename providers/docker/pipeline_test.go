@@ -24,8 +24,8 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/testenv"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 

@@ -6,8 +6,8 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // BenchmarkExecTrue compares one exec round trip of `true` in a sandbox

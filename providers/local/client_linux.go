@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 	"golang.org/x/sys/unix"
 )
 

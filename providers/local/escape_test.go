@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 func escapeSandbox(t *testing.T, spec sandbox.Spec) (*local.Sandbox, string) {

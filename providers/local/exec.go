@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // DefaultPath is the PATH commands start with.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 var isolations = []string{local.IsolationNamespaces, local.IsolationNone}

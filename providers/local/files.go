@@ -3,7 +3,7 @@
 package local
 
 // File operations on the workspace from the host side. They are the
-// shared engine/sandbox.Dir: every path is resolved beneath the workspace
+// shared sandbox.Dir: every path is resolved beneath the workspace
 // directory by the kernel (openat2 RESOLVE_BENEATH, or os.Root where the
 // kernel lacks it), and tar streams go through sandbox.Extract and
 // sandbox.Archive. Symlinks and ".." that leave the workspace are refused
@@ -14,7 +14,7 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // WorkspaceDir is the workspace directory: snapshots archive it directly,

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 func tarOf(t testing.TB, files map[string]string) io.Reader {

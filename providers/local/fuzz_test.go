@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // FuzzCopyIn feeds arbitrary tar streams to CopyIn: whatever it accepts

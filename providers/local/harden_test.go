@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // TestShmBounded: a namespaced sandbox's /dev/shm holds local.ShmSizeMB,

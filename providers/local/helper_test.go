@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // helperEnv makes the test binary, copied into a workspace and run inside

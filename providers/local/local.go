@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // Isolation modes.

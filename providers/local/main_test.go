@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/providers/local"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 func TestMain(m *testing.M) {

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // MaybeRunInit reports false: the namespaced sandbox init exists on Linux

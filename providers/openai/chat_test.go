@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/model"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/openai"
 )
 

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/model"
 )
 
 // FuzzRequestBuilding feeds arbitrary conversations (as a checkpoint would

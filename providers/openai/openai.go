@@ -26,7 +26,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/model"
 )
 
 // API names.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/model"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/openai"
 )
 

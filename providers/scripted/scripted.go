@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/model"
 )
 
 // Reply is one scripted model reply: text, tool calls, or both.

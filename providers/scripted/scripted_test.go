@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/model"
 )
 
 func TestRepliesInOrderPerAgentTurn(t *testing.T) {

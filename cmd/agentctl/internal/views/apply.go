@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/engine"
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/termtext"
 )
 
@@ -111,37 +111,37 @@ func (v *Apply) Event(ev engine.Event) {
 	}
 }
 
-func (v *Apply) runtime(addr string, e *runtime.Event) {
+func (v *Apply) runtime(addr string, e *agentloop.Event) {
 	c := v.c
 	who := termtext.Printable(addr + " " + e.Agent)
 	if e.Path != "" {
 		who += " (via tool)"
 	}
 	switch e.Type {
-	case runtime.EventTextDelta:
+	case agentloop.EventTextDelta:
 		if v.inText != who {
 			v.endText()
 			fmt.Fprintf(v.w, "%s%s:%s ", c.Cyan, who, c.Reset)
 			v.inText = who
 		}
 		fmt.Fprint(v.w, termtext.Printable(e.Text))
-	case runtime.EventToolCall:
+	case agentloop.EventToolCall:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s → %s%s %s\n", c.Cyan, who, oneLine(e.Name, 100), c.Reset, oneLine(e.Arguments, 200))
-	case runtime.EventToolResult:
+	case agentloop.EventToolResult:
 		v.endText()
 		mark := "←"
 		if e.IsError {
 			mark = c.Yellow + "← (error)" + c.Reset
 		}
 		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, oneLine(e.Name, 100), oneLine(e.Text, 200))
-	case runtime.EventHandoff:
+	case agentloop.EventHandoff:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, oneLine(e.Text, 100), c.Reset)
-	case runtime.EventAgentToolCall:
+	case agentloop.EventAgentToolCall:
 		v.endText()
 		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, oneLine(e.Text, 100), oneLine(e.Name, 100))
-	case runtime.EventFinal:
+	case agentloop.EventFinal:
 		v.endText()
 	}
 }

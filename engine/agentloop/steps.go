@@ -1,11 +1,11 @@
-// Package runtime is the agent turn loop: it runs one agent, and the
+// Package agentloop is the agent turn loop: it runs one agent, and the
 // agents it hands off to or calls as tools, against a model, executing
 // tool calls through the sandbox tools and handing every step to a
 // checkpoint callback before the next begins.
-package runtime
+package agentloop
 
 import (
-	"github.com/agentctl/agentctl/engine/model"
+	"github.com/agentctl/agentctl/model"
 )
 
 // StepKind names a checkpointed step.

@@ -1,4 +1,4 @@
-package runtime
+package agentloop
 
 // EventType names a runtime event shown to the user as it happens.
 type EventType string

@@ -1,4 +1,4 @@
-package runtime_test
+package agentloop_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -50,13 +50,13 @@ func TestInterruptAbandonsModelCallInRetries(t *testing.T) {
 					toolRuns.Add(1)
 					return "worked", nil
 				}}
-				agents := map[string]*runtime.Agent{"a": {Name: "a", Model: m, ModelName: "gpt-test", Instructions: "work", Tools: []tools.Tool{work}}}
+				agents := map[string]*agentloop.Agent{"a": {Name: "a", Model: m, ModelName: "gpt-test", Instructions: "work", Tools: []tools.Tool{work}}}
 				rec := &steps{}
 				interrupt := make(chan struct{})
-				r := &runtime.Runner{Agents: agents, Checkpoint: rec.add, Interrupt: interrupt}
+				r := &agentloop.Runner{Agents: agents, Checkpoint: rec.add, Interrupt: interrupt}
 
 				type result struct {
-					res *runtime.Result
+					res *agentloop.Result
 					err error
 				}
 				done := make(chan result, 1)
@@ -79,24 +79,24 @@ func TestInterruptAbandonsModelCallInRetries(t *testing.T) {
 				case <-time.After(30 * time.Second):
 					t.Fatal("the run did not stop after the interrupt: the model call's retries were not abandoned")
 				}
-				if !errors.Is(got.err, runtime.ErrInterrupted) {
+				if !errors.Is(got.err, agentloop.ErrInterrupted) {
 					t.Fatalf("Run after the interrupt: %v, want ErrInterrupted", got.err)
 				}
 				if got.res == nil || got.res.Turns != 1 {
 					t.Fatalf("result after the interrupt: %+v, want 1 turn", got.res)
 				}
-				kinds := []runtime.StepKind{}
+				kinds := []agentloop.StepKind{}
 				for _, s := range rec.s {
 					kinds = append(kinds, s.Kind)
 				}
-				if want := []runtime.StepKind{runtime.StepInput, runtime.StepModel, runtime.StepTool}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+				if want := []agentloop.StepKind{agentloop.StepInput, agentloop.StepModel, agentloop.StepTool}; len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
 					t.Fatalf("checkpointed steps %v, want %v (the abandoned call is not checkpointed)", kinds, want)
 				}
 
 				// Resume: the abandoned call is made again, the tool is not.
 				failing.Store(false)
-				history := append([]runtime.Step(nil), rec.s...)
-				r2 := &runtime.Runner{Agents: agents, Checkpoint: rec.add}
+				history := append([]agentloop.Step(nil), rec.s...)
+				r2 := &agentloop.Runner{Agents: agents, Checkpoint: rec.add}
 				res, err := r2.Run(context.Background(), "a", "do the work", history)
 				if err != nil {
 					t.Fatal(err)

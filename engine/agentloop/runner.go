@@ -1,4 +1,4 @@
-package runtime
+package agentloop
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // DefaultMaxTurns is the turn limit when neither the run nor the agent

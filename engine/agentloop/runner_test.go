@@ -1,4 +1,4 @@
-package runtime
+package agentloop
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/sandbox"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/scripted"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // funcTool is a function tool backed by a Go func, for exercising the loop.

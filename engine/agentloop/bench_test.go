@@ -1,4 +1,4 @@
-package runtime_test
+package agentloop_test
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/runtime"
-	"github.com/agentctl/agentctl/engine/sandbox"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/providers/scripted"
+	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -59,17 +59,17 @@ func turnRun(tb testing.TB, turns int, journalDir string) (perTurn []time.Durati
 	defer j.Close()
 	var stamps []time.Time
 	var toolAt []time.Duration
-	r := &runtime.Runner{
-		Agents: map[string]*runtime.Agent{"a": {
+	r := &agentloop.Runner{
+		Agents: map[string]*agentloop.Agent{"a": {
 			Name: "a", Model: scripted.New(map[string][]scripted.Reply{"a": replies}),
 			Instructions: "bench", Tools: []tools.Tool{exec},
 		}},
 		MaxTurns: turns + 1,
-		Checkpoint: func(_ context.Context, s runtime.Step) error {
+		Checkpoint: func(_ context.Context, s agentloop.Step) error {
 			if err := j.Append(s); err != nil {
 				return err
 			}
-			if s.Kind == runtime.StepTool {
+			if s.Kind == agentloop.StepTool {
 				stamps = append(stamps, time.Now())
 				exec.mu.Lock()
 				toolAt = append(toolAt, exec.spent)
@@ -128,7 +128,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	}
 }
 
-// heapPeak reads the total heap memory mapped by the runtime.
+// heapPeak reads the total heap memory mapped by the agentloop.
 func heapPeak() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(s)

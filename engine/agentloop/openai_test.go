@@ -1,4 +1,4 @@
-package runtime_test
+package agentloop_test
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/model"
-	"github.com/agentctl/agentctl/engine/runtime"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/openai"
 )
 
@@ -74,17 +74,17 @@ func instructions(r fakeopenai.Request) string {
 
 type steps struct {
 	mu sync.Mutex
-	s  []runtime.Step
+	s  []agentloop.Step
 }
 
-func (s *steps) add(_ context.Context, st runtime.Step) error {
+func (s *steps) add(_ context.Context, st agentloop.Step) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	var back runtime.Step
+	var back agentloop.Step
 	if err := json.Unmarshal(b, &back); err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (s *steps) add(_ context.Context, st runtime.Step) error {
 	return nil
 }
 
-func finalText(t *testing.T, res *runtime.Result) string {
+func finalText(t *testing.T, res *agentloop.Result) string {
 	t.Helper()
 	var s string
 	if err := json.Unmarshal(res.Output, &s); err != nil {
@@ -150,8 +150,8 @@ func TestOpenAIToolLoopAndParallelCalls(t *testing.T) {
 				}
 			}}
 			rec := &steps{}
-			r := &runtime.Runner{
-				Agents:     map[string]*runtime.Agent{"a": {Name: "a", Model: newClient(t, srv, api), ModelName: "gpt-test", Instructions: "agent a", Tools: []tools.Tool{meet}}},
+			r := &agentloop.Runner{
+				Agents:     map[string]*agentloop.Agent{"a": {Name: "a", Model: newClient(t, srv, api), ModelName: "gpt-test", Instructions: "agent a", Tools: []tools.Tool{meet}}},
 				Checkpoint: rec.add,
 			}
 			res, err := r.Run(context.Background(), "a", "meet everyone", nil)
@@ -185,9 +185,9 @@ func TestOpenAICircularHandoffEnds(t *testing.T) {
 		return fakeopenai.Text("back to the analyst, done")
 	}))
 	m := newClient(t, srv, "responses")
-	r := &runtime.Runner{Agents: map[string]*runtime.Agent{
-		"analyst":    {Name: "analyst", Model: m, ModelName: "gpt-test", Instructions: "You are the analyst.", Handoffs: []runtime.Handoff{{Agent: "copywriter"}}},
-		"copywriter": {Name: "copywriter", Model: m, ModelName: "gpt-test", Instructions: "You are the copywriter.", Handoffs: []runtime.Handoff{{Agent: "analyst"}}},
+	r := &agentloop.Runner{Agents: map[string]*agentloop.Agent{
+		"analyst":    {Name: "analyst", Model: m, ModelName: "gpt-test", Instructions: "You are the analyst.", Handoffs: []agentloop.Handoff{{Agent: "copywriter"}}},
+		"copywriter": {Name: "copywriter", Model: m, ModelName: "gpt-test", Instructions: "You are the copywriter.", Handoffs: []agentloop.Handoff{{Agent: "analyst"}}},
 	}}
 	res, err := r.Run(context.Background(), "analyst", "write it", nil)
 	if err != nil {
@@ -234,9 +234,9 @@ func TestOpenAIFourAgentToolsRunConcurrently(t *testing.T) {
 	m := newClient(t, srv, "responses")
 	schema := json.RawMessage(`{"type":"object","properties":{"verdict":{"type":"string"}},"required":["verdict"],"additionalProperties":false}`)
 	rec := &steps{}
-	r := &runtime.Runner{
-		Agents: map[string]*runtime.Agent{
-			"lead":     {Name: "lead", Model: m, ModelName: "gpt-test", Instructions: "You are the lead.", AgentTools: []runtime.AgentTool{{Name: "review", Agent: "reviewer", Description: "Review one topic."}}},
+	r := &agentloop.Runner{
+		Agents: map[string]*agentloop.Agent{
+			"lead":     {Name: "lead", Model: m, ModelName: "gpt-test", Instructions: "You are the lead.", AgentTools: []agentloop.AgentTool{{Name: "review", Agent: "reviewer", Description: "Review one topic."}}},
 			"reviewer": {Name: "reviewer", Model: m, ModelName: "gpt-test", Instructions: "You review.", OutputSchema: schema},
 		},
 		Checkpoint: rec.add,
@@ -272,7 +272,7 @@ func TestOpenAIFourAgentToolsRunConcurrently(t *testing.T) {
 	// The structured outputs came back to the lead as JSON.
 	n := 0
 	for _, s := range rec.s {
-		if s.Kind == runtime.StepTool && s.Path == "" {
+		if s.Kind == agentloop.StepTool && s.Path == "" {
 			n++
 			if s.Result.Output != `{"verdict":"ok"}` {
 				t.Fatalf("agent tool output %q", s.Result.Output)
@@ -294,13 +294,13 @@ func TestOpenAIMaxTurnsThenResume(t *testing.T) {
 	}))
 	meet := goTool{name: "meet", fn: func(context.Context, string) (string, error) { return "ok", nil }}
 	rec := &steps{}
-	r := &runtime.Runner{
-		Agents:     map[string]*runtime.Agent{"a": {Name: "a", Model: newClient(t, srv, "responses"), ModelName: "gpt-test", Instructions: "a", Tools: []tools.Tool{meet}}},
+	r := &agentloop.Runner{
+		Agents:     map[string]*agentloop.Agent{"a": {Name: "a", Model: newClient(t, srv, "responses"), ModelName: "gpt-test", Instructions: "a", Tools: []tools.Tool{meet}}},
 		Checkpoint: rec.add,
 		MaxTurns:   2,
 	}
 	_, err := r.Run(context.Background(), "a", "go", nil)
-	if !errors.Is(err, runtime.ErrMaxTurns) {
+	if !errors.Is(err, agentloop.ErrMaxTurns) {
 		t.Fatalf("err = %v", err)
 	}
 	before := len(srv.Requests())
@@ -348,8 +348,8 @@ func TestOpenAIFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := &steps{}
-			r := &runtime.Runner{
-				Agents:     map[string]*runtime.Agent{"a": {Name: "a", Model: c, ModelName: "gpt-test", Instructions: "a", Tools: []tools.Tool{meet, strict}}},
+			r := &agentloop.Runner{
+				Agents:     map[string]*agentloop.Agent{"a": {Name: "a", Model: c, ModelName: "gpt-test", Instructions: "a", Tools: []tools.Tool{meet, strict}}},
 				Checkpoint: rec.add,
 			}
 			res, err := r.Run(context.Background(), "a", "go", nil)
@@ -373,7 +373,7 @@ func TestOpenAIFaults(t *testing.T) {
 				t.Fatalf("output %s", res.Output)
 			}
 			for _, s := range rec.s {
-				if s.Kind == runtime.StepTool && s.Result.CallID == "c1" && strings.Contains(tc.name, "malformed") {
+				if s.Kind == agentloop.StepTool && s.Result.CallID == "c1" && strings.Contains(tc.name, "malformed") {
 					if !strings.HasPrefix(s.Result.Output, "error:") {
 						t.Fatalf("malformed arguments output %q", s.Result.Output)
 					}
