@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 these errors are apply_patch tool output the model reads; they are worded as the reference apply_patch words them ("Failed to find expected lines in ...", "No files were modified.") so a model trained on it recognises them.
+
 package tools
 
 import (
