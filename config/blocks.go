@@ -11,6 +11,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/providers/docker"
+	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -205,10 +206,8 @@ var resourcesSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 // rather than a promise silently not kept (DESIGN.md §10).
 var unenforcedResources = map[string]map[string]string{
 	"local": {
-		"memory": "The local provider does not limit a sandbox's memory: it would need a delegated cgroup v2 memory controller, which it does not use yet. Remove memory, or use provider.docker, which enforces it.",
-		"cpus":   "The local provider does not limit a sandbox's CPU time: it would need a delegated cgroup v2 cpu controller, which it does not use yet. Remove cpus, or use provider.docker, which enforces it.",
-		"disk":   "The local provider does not limit a sandbox's disk use. Remove disk.",
-		"gpus":   "The local provider does not assign GPUs. Remove gpus.",
+		"disk": "The local provider does not limit a sandbox's disk use. Remove disk.",
+		"gpus": "The local provider does not assign GPUs. Remove gpus.",
 	},
 	"daytona": {
 		"pids": "Daytona does not limit a sandbox's processes. Remove pids.",
@@ -228,9 +227,33 @@ func (l *loader) checkResources(prov *Provider, attrs hcl.Attributes, r Resource
 			l.errorf(attrs[name].NameRange, "Unsupported resource for this provider", "%s", why)
 		}
 	}
-	if prov.Type == "local" && prov.Local != nil && prov.Local.Isolation == "none" && set["pids"] {
-		l.errorf(attrs["pids"].NameRange, "Unsupported resource for this provider",
-			"With isolation = \"none\" the local provider runs commands directly on this machine and does not limit their processes. Remove pids, or use the default isolation \"namespaces\", which enforces it.")
+	if prov.Type != "local" {
+		return
+	}
+	isolation := local.IsolationNamespaces
+	if prov.Local != nil && prov.Local.Isolation != "" {
+		isolation = prov.Local.Isolation
+	}
+	for _, x := range []struct {
+		name, what string
+		r          sandbox.Resources
+	}{
+		{"memory", "memory", sandbox.Resources{MemoryMB: r.MemoryMB}},
+		{"cpus", "CPU time", sandbox.Resources{CPUs: r.CPUs}},
+		{"pids", "processes", sandbox.Resources{PIDs: r.PIDs}},
+	} {
+		if !set[x.name] {
+			continue
+		}
+		if isolation == local.IsolationNone {
+			l.errorf(attrs[x.name].NameRange, "Unsupported resource for this provider",
+				"With isolation = \"none\" the local provider runs commands directly on this machine and does not limit their %s. Remove %s, or use the default isolation \"namespaces\" (docs/local-provider.md says what it enforces where).", x.what, x.name)
+			continue
+		}
+		if err := local.CheckResources(isolation, x.r); err != nil {
+			l.errorf(attrs[x.name].NameRange, "Unsupported resource for this provider",
+				"The local provider limits a sandbox's %s with a cgroup of its own, and cannot on this machine: %v. Remove %s, or use provider.docker, which enforces it.", x.what, err, x.name)
+		}
 	}
 }
 

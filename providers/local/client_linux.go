@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -29,6 +30,8 @@ type initProc struct {
 	cmd  *exec.Cmd
 	ctl  *net.UnixConn
 	done chan struct{} // closed when the init has exited
+	// cg is the sandbox's cgroup when it has memory or CPU limits.
+	cg *sandboxCgroup
 }
 
 func (ip *initProc) alive() bool {
@@ -42,10 +45,14 @@ func (ip *initProc) alive() bool {
 
 // kill ends the init, and with it every process of the sandbox, and
 // waits for it.
-func (ip *initProc) kill() {
+func (ip *initProc) kill() error {
 	ip.cmd.Process.Kill()
 	<-ip.done
 	ip.ctl.Close()
+	if ip.cg != nil {
+		return ip.cg.remove()
+	}
+	return nil
 }
 
 // errInitGone means the init died before it took the command.
@@ -70,15 +77,16 @@ func (s *Sandbox) init(ctx context.Context) (*initProc, error) {
 	return ip, nil
 }
 
-// stopInit kills the sandbox's init, if one runs.
-func (s *Sandbox) stopInit() {
+// stopInit kills the sandbox's init, if one runs, and removes its cgroup.
+func (s *Sandbox) stopInit() error {
 	s.initMu.Lock()
 	ip := s.ip
 	s.ip = nil
 	s.initMu.Unlock()
 	if ip != nil {
-		ip.kill()
+		return ip.kill()
 	}
+	return nil
 }
 
 // discardInit kills ip, a sandbox init found dead or dying, and forgets
@@ -90,6 +98,12 @@ func (s *Sandbox) discardInit(ip *initProc) {
 	}
 	s.initMu.Unlock()
 	ip.kill()
+}
+
+// removeCgroup removes the sandbox's cgroup if one is left (agentctl
+// ended without stopping the sandbox).
+func (s *Sandbox) removeCgroup() error {
+	return hostCgroups().remove("agentctl-" + filepath.Base(s.dir))
 }
 
 // probe checks that namespaces can be created and the sandbox root built;
@@ -146,6 +160,13 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	ip := &initProc{cmd: cmd, done: make(chan struct{})}
+	if l := limitsOf(s.spec.Resources); len(l.controllers()) > 0 {
+		cg, err := hostCgroups().create("agentctl-"+filepath.Base(s.dir), l)
+		if err != nil {
+			return nil, fmt.Errorf("local sandbox %s: enforcing resources: %w", s.spec.Address, err)
+		}
+		ip.cg = cg
+	}
 	started := make(chan error, 1)
 	go func() {
 		// PR_SET_PDEATHSIG fires when the thread that started the init
@@ -161,6 +182,9 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 		close(ip.done)
 	}()
 	if err := <-started; err != nil {
+		if ip.cg != nil {
+			ip.cg.remove()
+		}
 		return nil, namespaceError(err, s.p.opts.HostID)
 	}
 	childSock.Close()
@@ -170,7 +194,17 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 		if ip.ctl != nil {
 			ip.ctl.Close()
 		}
+		if ip.cg != nil {
+			ip.cg.remove()
+		}
 		return nil, err
+	}
+	// The init waits for its configuration before it runs anything: it
+	// joins the cgroup first, and every process of the sandbox with it.
+	if ip.cg != nil {
+		if err := ip.cg.add(cmd.Process.Pid); err != nil {
+			return fail(fmt.Errorf("local sandbox %s: enforcing resources: %w", s.spec.Address, err))
+		}
 	}
 	ip.ctl, err = fileConn(parentSock)
 	if err != nil {
@@ -201,9 +235,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	}
 	rest, _ := io.ReadAll(io.LimitReader(ip.ctl, 64<<10))
 	msg := append(b[:n], rest...)
-	cmd.Process.Kill()
-	<-ip.done
-	ip.ctl.Close()
+	ip.kill()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -119,13 +119,8 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	if err := checkRoot(spec.Root); err != nil {
 		return err
 	}
-	// Only pids is enforced (RLIMIT_NPROC); the configuration refuses the
-	// others, and so does the provider for callers that bypass it.
-	if r := spec.Resources; r.CPUs > 0 || r.MemoryMB > 0 || r.DiskGB > 0 || r.GPUs > 0 {
-		return fmt.Errorf("local provider: %s: resources cpus, memory, disk and gpus are not enforced by the local provider (only pids is); remove them or use the docker provider", spec.Address)
-	}
-	if spec.Resources.PIDs > 0 && p.opts.Isolation == IsolationNone {
-		return fmt.Errorf("local provider: %s: resources pids is not enforced with isolation %q (commands run directly on this machine); remove it or use isolation %q", spec.Address, IsolationNone, IsolationNamespaces)
+	if err := CheckResources(p.opts.Isolation, spec.Resources); err != nil {
+		return fmt.Errorf("local provider: %s: %w", spec.Address, err)
 	}
 	switch spec.Network {
 	case "", "none", "host":
@@ -142,6 +137,42 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 					return fmt.Errorf("local provider: read-only path %q cannot be shared: %s inside the sandbox is its own", ro, r)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// CheckResources reports whether a local sandbox's resources can be
+// enforced on this machine with the given isolation; configuration
+// validation calls it too, so that a limit that would not hold is an
+// error at its attribute, never a setting silently ignored. pids is
+// enforced by the namespaced init (RLIMIT_NPROC); memory and cpus by a
+// cgroup of the sandbox's own (cgroup_linux.go); disk and gpus never.
+func CheckResources(isolation string, r sandbox.Resources) error {
+	if r.DiskGB > 0 || r.GPUs > 0 {
+		return errors.New("resources disk and gpus are not enforced by the local provider: remove them or use the docker provider")
+	}
+	if isolation == IsolationNone {
+		var set []string
+		for _, x := range []struct {
+			name string
+			on   bool
+		}{{"cpus", r.CPUs > 0}, {"memory", r.MemoryMB > 0}, {"pids", r.PIDs > 0}} {
+			if x.on {
+				set = append(set, x.name)
+			}
+		}
+		if len(set) > 0 {
+			verb := "are"
+			if len(set) == 1 {
+				verb = "is"
+			}
+			return fmt.Errorf("resources %s %s not enforced with isolation %q (commands run directly on this machine): remove them or use isolation %q", strings.Join(set, " and "), verb, IsolationNone, IsolationNamespaces)
+		}
+	}
+	if r.CPUs > 0 || r.MemoryMB > 0 {
+		if err := cgroupCheck(r); err != nil {
+			return fmt.Errorf("resources memory and cpus cannot be enforced on this machine: %w; remove them or use the docker provider", err)
 		}
 	}
 	return nil

@@ -24,4 +24,12 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.Exec
 
 type initProc struct{}
 
-func (s *Sandbox) stopInit() {}
+// cgroupCheck: memory and CPU limits need Linux cgroups.
+func cgroupCheck(r sandbox.Resources) error {
+	return errors.New("they need Linux cgroups")
+}
+
+func (s *Sandbox) stopInit() error { return nil }
+
+// removeCgroup: there are no cgroups outside Linux.
+func (s *Sandbox) removeCgroup() error { return nil }

@@ -95,7 +95,9 @@ func (s *Sandbox) Start(ctx context.Context) error {
 // Stop marks the sandbox stopped and ends every process in it; Exec
 // refuses until Start.
 func (s *Sandbox) Stop(ctx context.Context) error {
-	s.stopInit()
+	if err := s.stopInit(); err != nil {
+		return fmt.Errorf("local sandbox %s: stopping: %w", s.spec.Address, err)
+	}
 	if err := s.exists(); err != nil {
 		return err
 	}
@@ -122,7 +124,12 @@ func (s *Sandbox) Refresh(ctx context.Context) (sandbox.Status, error) {
 // the provider's marker file, so a tampered state file cannot make it
 // remove something else.
 func (s *Sandbox) Delete(ctx context.Context) error {
-	s.stopInit()
+	if err := s.stopInit(); err != nil {
+		return fmt.Errorf("local sandbox %s: deleting: %w", s.spec.Address, err)
+	}
+	if err := s.removeCgroup(); err != nil {
+		return fmt.Errorf("local sandbox %s: deleting: %w", s.spec.Address, err)
+	}
 	if _, err := os.Lstat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -149,8 +156,7 @@ func removeTree(dir string) error {
 // a sandbox also ends when agentctl exits. For long-running callers that
 // drop a sandbox without stopping or deleting it.
 func (s *Sandbox) Close() error {
-	s.stopInit()
-	return nil
+	return s.stopInit()
 }
 
 // PortURL returns http://127.0.0.1:PORT; only sandboxes with network
