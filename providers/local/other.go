@@ -9,9 +9,9 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// MaybeRunInit reports false: the namespaced sandbox init exists on Linux
-// only.
-func MaybeRunInit() bool { return false }
+// MaybeRunInit returns at once: the namespaced sandbox init exists on
+// Linux only.
+func MaybeRunInit() {}
 
 func (s *Sandbox) probe(ctx context.Context) error {
 	_, err := s.runNamespaced(ctx, nil)
