@@ -283,7 +283,8 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	}
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("%s: creating sandbox: %w", addr, err)
+		// Provider errors say what failed without naming the provider.
+		return fmt.Errorf("%s: %s: %w", addr, sbc.Provider, err)
 	}
 	if err := a.update(func(st *state.State) {
 		ns := &state.Sandbox{
