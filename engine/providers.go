@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -96,17 +97,25 @@ func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, e
 
 // sandboxProvider returns the sandbox provider at addr, building it on
 // first use. Callers asking for a provider another caller is building
-// wait for it, or for their own ctx.
+// wait for it, or for their own ctx; when that build ends with the
+// builder's context, they try again themselves.
 func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr string) (sandbox.Provider, error) {
 	ps.mu.Lock()
-	if ent, ok := ps.sandboxes[addr]; ok {
+	for {
+		ent, ok := ps.sandboxes[addr]
+		if !ok {
+			break
+		}
 		ps.mu.Unlock()
 		select {
 		case <-ent.ready:
-			return ent.p, ent.err
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if ent.err == nil || !(errors.Is(ent.err, context.Canceled) || errors.Is(ent.err, context.DeadlineExceeded)) {
+			return ent.p, ent.err
+		}
+		ps.mu.Lock()
 	}
 	ent := &sandboxEntry{ready: make(chan struct{})}
 	ps.sandboxes[addr] = ent

@@ -92,6 +92,15 @@ agent "a" {
 		t.Fatalf("waiting caller: %v, want context.Canceled", err)
 	}
 
+	// A caller still waiting when the first build ends with its
+	// builder's context dials again itself: the failed build is not kept.
+	retryCtx, cancelRetry := context.WithCancel(ctx)
+	defer cancelRetry()
+	retried := make(chan error, 1)
+	go func() {
+		_, err := ps.sandboxProvider(retryCtx, e, "provider.docker")
+		retried <- err
+	}()
 	cancelDial()
 	err = <-dialed
 	if err == nil {
@@ -100,15 +109,7 @@ agent "a" {
 	if want := "provider.docker: cannot reach the Docker daemon"; !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("error %q, want it to start with %q", err, want)
 	}
-
-	// The failed build is not kept: the next caller dials again.
-	retryCtx, cancelRetry := context.WithCancel(ctx)
-	retried := make(chan error, 1)
-	go func() {
-		_, err := ps.sandboxProvider(retryCtx, e, "provider.docker")
-		retried <- err
-	}()
-	<-accepted
+	<-accepted // the waiting caller's own dial
 	cancelRetry()
 	if err := <-retried; err == nil {
 		t.Fatal("second build against a daemon that never answers succeeded")
