@@ -178,7 +178,7 @@ func (a *applier) sandboxNode(ctx context.Context, c *Change) error {
 	case ActionUpdate:
 		sb, err := a.open(ctx, c.Address)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", c.Address, err)
 		}
 		return a.materialize(ctx, c.Address, sb)
 	}
@@ -471,7 +471,7 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		sb, err = a.open(ctx, addr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	status, err := sb.Refresh(ctx)
 	if err != nil {

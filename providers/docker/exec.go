@@ -131,7 +131,7 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 		// The daemon answers Conflict for a container that is stopped,
 		// paused or restarting.
 		if cerrdefs.IsConflict(err) {
-			return -1, false, sandbox.MarkUnavailable(fmt.Errorf("exec %s: container %s is stopped; start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err))
+			return -1, false, sandbox.MarkUnavailable(fmt.Errorf("exec %s: container %s is stopped (or paused or restarting); start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err))
 		}
 		return -1, false, s.wrap(ctx, "exec "+sp.argv[0], err)
 	}

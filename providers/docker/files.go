@@ -74,8 +74,11 @@ func (s *Sandbox) within(abs string) bool {
 func (s *Sandbox) stat(ctx context.Context, abs string) (container.PathStat, bool, error) {
 	res, err := s.p.cli.ContainerStatPath(ctx, s.id, client.ContainerStatPathOptions{Path: abs})
 	if err != nil {
-		if cerrdefs.IsNotFound(err) && !s.gone(ctx, err) {
-			return container.PathStat{}, false, nil
+		if cerrdefs.IsNotFound(err) {
+			if s.gone(ctx, err) {
+				return container.PathStat{}, false, s.notFound("stat " + abs)
+			}
+			return container.PathStat{}, false, nil // a missing path
 		}
 		return container.PathStat{}, false, s.wrap(ctx, "stat "+abs, err)
 	}
@@ -173,7 +176,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 		return nil, fmt.Errorf("read %q: is a directory", p)
 	}
 	if !r.stat.Mode.IsRegular() {
-		return nil, (sandbox.NotRegularError("read", p, r.stat.Mode))
+		return nil, sandbox.NotRegularError("read", p, r.stat.Mode)
 	}
 	if limit > 0 && r.stat.Size > limit {
 		return nil, fmt.Errorf("read %q: file is %d bytes, more than the limit of %d", p, r.stat.Size, limit)
@@ -253,7 +256,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	}
 	if r.exists && !r.stat.Mode.IsRegular() {
 		// The daemon would replace it; every provider refuses instead.
-		return (sandbox.NotRegularError("write", p, r.stat.Mode))
+		return sandbox.NotRegularError("write", p, r.stat.Mode)
 	}
 	if mode == 0 {
 		mode = 0o644

@@ -72,9 +72,14 @@ func (s *Sandbox) wrap(ctx context.Context, op string, err error) error {
 		return nil
 	}
 	if s.gone(ctx, err) {
-		return fmt.Errorf("%s: container %s (%s): %w", op, short(s.id), s.d.Name, sandbox.ErrNotFound)
+		return s.notFound(op)
 	}
 	return fmt.Errorf("%s in container %s (%s): %w", op, short(s.id), s.d.Name, err)
+}
+
+// notFound is op's error when the container is gone.
+func (s *Sandbox) notFound(op string) error {
+	return fmt.Errorf("%s: container %s (%s): %w", op, short(s.id), s.d.Name, sandbox.ErrNotFound)
 }
 
 // gone reports whether err, a daemon error, means the container no longer
@@ -334,7 +339,10 @@ func (s *Sandbox) ensureRoot(ctx context.Context) error {
 	if _, err := s.p.cli.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{
 		DestinationPath: parent, Content: &buf,
 	}); err != nil {
-		if cerrdefs.IsNotFound(err) && !s.gone(ctx, err) {
+		if cerrdefs.IsNotFound(err) {
+			if s.gone(ctx, err) {
+				return s.notFound("create workspace root " + root)
+			}
 			return fmt.Errorf("workspace root %s: parent directory %s does not exist in the container: %w", root, parent, err)
 		}
 		return s.wrap(ctx, "create workspace root "+root, err)
