@@ -178,7 +178,7 @@ func (a *applier) sandboxNode(ctx context.Context, c *Change) error {
 	case ActionUpdate:
 		sb, err := a.open(ctx, c.Address)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", c.Address, err)
 		}
 		return a.materialize(ctx, c.Address, sb)
 	}
@@ -283,7 +283,8 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	}
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("%s: creating sandbox: %w", addr, err)
+		// Provider errors say what failed without naming the provider.
+		return fmt.Errorf("%s: %s: %w", addr, sbc.Provider, err)
 	}
 	if err := a.update(func(st *state.State) {
 		ns := &state.Sandbox{
@@ -470,7 +471,7 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		sb, err = a.open(ctx, addr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	status, err := sb.Refresh(ctx)
 	if err != nil {

@@ -79,7 +79,11 @@ func (e *Engine) openSandbox(ctx context.Context, st *state.State, addr string) 
 	if sb := e.Config.SandboxInstances[addr]; sb != nil {
 		spec = e.sandboxSpec(sb, st.Lineage)
 	}
-	return prov.Open(ctx, spec, ss.Session)
+	sb, err := prov.Open(ctx, spec, ss.Session)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ss.Provider, err)
+	}
+	return sb, nil
 }
 
 // Plan diffs the configuration against st. With opts.Refresh it first asks

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -16,16 +17,28 @@ import (
 )
 
 // providerSet builds each configured provider once, on first use, so a
-// plan that touches no Docker sandbox never dials Docker.
+// plan that touches no Docker sandbox never dials Docker. mu guards the
+// maps only: a sandbox provider is built (Docker is dialed) outside it,
+// so a slow or dead daemon holds up only the callers that need that
+// provider.
 type providerSet struct {
 	mu        sync.Mutex
 	models    map[string]model.Model
-	sandboxes map[string]sandbox.Provider
+	sandboxes map[string]*sandboxEntry
+}
+
+// sandboxEntry is a sandbox provider being built; ready is closed once p
+// or err is set. An entry whose build failed is removed, so a later call
+// tries again.
+type sandboxEntry struct {
+	ready chan struct{}
+	p     sandbox.Provider
+	err   error
 }
 
 func (e *Engine) provs() *providerSet {
 	e.provOnce.Do(func() {
-		e.providers = &providerSet{models: map[string]model.Model{}, sandboxes: map[string]sandbox.Provider{}}
+		e.providers = &providerSet{models: map[string]model.Model{}, sandboxes: map[string]*sandboxEntry{}}
 	})
 	return e.providers
 }
@@ -82,13 +95,43 @@ func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, e
 	return m, a.Model, nil
 }
 
-// sandboxProvider returns the sandbox provider at addr.
+// sandboxProvider returns the sandbox provider at addr, building it on
+// first use. Callers asking for a provider another caller is building
+// wait for it, or for their own ctx; when that build ends with the
+// builder's context, they try again themselves.
 func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr string) (sandbox.Provider, error) {
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if p, ok := ps.sandboxes[addr]; ok {
-		return p, nil
+	for {
+		ent, ok := ps.sandboxes[addr]
+		if !ok {
+			break
+		}
+		ps.mu.Unlock()
+		select {
+		case <-ent.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if ent.err == nil || !(errors.Is(ent.err, context.Canceled) || errors.Is(ent.err, context.DeadlineExceeded)) {
+			return ent.p, ent.err
+		}
+		ps.mu.Lock()
 	}
+	ent := &sandboxEntry{ready: make(chan struct{})}
+	ps.sandboxes[addr] = ent
+	ps.mu.Unlock()
+	ent.p, ent.err = newSandboxProvider(ctx, e, addr)
+	if ent.err != nil {
+		ps.mu.Lock()
+		delete(ps.sandboxes, addr)
+		ps.mu.Unlock()
+	}
+	close(ent.ready)
+	return ent.p, ent.err
+}
+
+// newSandboxProvider builds the sandbox provider at addr.
+func newSandboxProvider(ctx context.Context, e *Engine, addr string) (sandbox.Provider, error) {
 	p := e.Config.Providers[providerKey(addr)]
 	if p == nil {
 		switch addr {
@@ -102,10 +145,9 @@ func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr stri
 			return nil, fmt.Errorf("%s is not declared", addr)
 		}
 	}
-	var sp sandbox.Provider
 	switch {
 	case p.Local != nil:
-		sp = local.New(local.Options{Isolation: p.Local.Isolation})
+		return local.New(local.Options{Isolation: p.Local.Isolation}), nil
 	case p.Docker != nil:
 		d, err := docker.New(ctx, docker.Options{Host: p.Docker.Host, Environ: e.Environ, Progress: func(line string) {
 			// Image pulls can take minutes: show their progress.
@@ -114,7 +156,7 @@ func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr stri
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", addr, err)
 		}
-		sp = d
+		return d, nil
 	case p.Daytona != nil:
 		d, err := daytona.New(daytona.Options{
 			APIKey: p.Daytona.APIKey, JWTToken: p.Daytona.JWTToken, OrganizationID: p.Daytona.OrganizationID,
@@ -123,10 +165,8 @@ func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr stri
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", addr, err)
 		}
-		sp = d
+		return d, nil
 	default:
 		return nil, fmt.Errorf("%s is a %s provider, not a sandbox provider", addr, p.Type)
 	}
-	ps.sandboxes[addr] = sp
-	return sp, nil
 }

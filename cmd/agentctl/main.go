@@ -11,8 +11,6 @@ import (
 func main() {
 	// A sandbox's init process is this binary re-executed: it sets up the
 	// namespaces and runs the command, then exits here.
-	if local.MaybeRunInit() {
-		return
-	}
+	local.MaybeRunInit()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 }

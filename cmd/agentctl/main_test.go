@@ -12,9 +12,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// Namespaced local sandboxes re-execute this binary as their init.
-	if local.MaybeRunInit() {
-		return
-	}
+	local.MaybeRunInit()
 	testscript.Main(m, map[string]func(){
 		"agentctl": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ())) },
 	})

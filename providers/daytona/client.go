@@ -157,7 +157,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		}
 		req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 		if err != nil {
-			return nil, fmt.Errorf("daytona: %s: %w", r.op, err)
+			return nil, fmt.Errorf("%s: %w", r.op, err)
 		}
 		req.Header.Set("Authorization", "Bearer "+c.token)
 		req.Header.Set("X-Daytona-Source", clientSource)
@@ -172,24 +172,24 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		resp, err := c.http.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("daytona: %s%s: %w", r.op, inSandbox(r.sandbox), ctx.Err())
+				return nil, fmt.Errorf("%s%s: %w", r.op, inSandbox(r.sandbox), ctx.Err())
 			}
 			// Connection errors: retry idempotent requests.
 			if r.idempotent && attempt < c.retries {
 				if serr := c.sleep(ctx, jitter(backoff)); serr != nil {
-					return nil, fmt.Errorf("daytona: %s%s: %w", r.op, inSandbox(r.sandbox), serr)
+					return nil, fmt.Errorf("%s%s: %w", r.op, inSandbox(r.sandbox), serr)
 				}
 				backoff *= 2
 				continue
 			}
-			return nil, fmt.Errorf("daytona: %s%s: cannot reach the Daytona API at %s (%v); check DAYTONA_API_URL and your network", r.op, inSandbox(r.sandbox), c.apiURL, c.scrub(errors.Unwrap(err).Error()))
+			return nil, fmt.Errorf("%s%s: cannot reach the Daytona API at %s (%v); check DAYTONA_API_URL and your network", r.op, inSandbox(r.sandbox), c.apiURL, c.scrub(errors.Unwrap(err).Error()))
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			if !r.stream {
 				b, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if err != nil {
-					return nil, fmt.Errorf("daytona: %s%s: reading response: %w", r.op, inSandbox(r.sandbox), err)
+					return nil, fmt.Errorf("%s%s: reading response: %w", r.op, inSandbox(r.sandbox), err)
 				}
 				resp.Body = io.NopCloser(bytes.NewReader(b))
 			}
@@ -242,7 +242,7 @@ func (c *Client) doJSON(ctx context.Context, r request, in, out any) error {
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("daytona: %s: encoding request: %w", r.op, err)
+			return fmt.Errorf("%s: encoding request: %w", r.op, err)
 		}
 		r.body = b
 		r.contentType = "application/json"
@@ -256,7 +256,7 @@ func (c *Client) doJSON(ctx context.Context, r request, in, out any) error {
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("daytona: %s%s: unexpected answer from Daytona: %w", r.op, inSandbox(r.sandbox), err)
+		return fmt.Errorf("%s%s: unexpected answer from Daytona: %w", r.op, inSandbox(r.sandbox), err)
 	}
 	return nil
 }

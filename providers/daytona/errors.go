@@ -30,7 +30,7 @@ type APIError struct {
 
 // Error implements error.
 func (e *APIError) Error() string {
-	where := "daytona: " + e.Op
+	where := e.Op
 	if e.Sandbox != "" {
 		where += " (" + e.Sandbox + ")"
 	}

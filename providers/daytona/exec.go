@@ -55,7 +55,7 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
 		if !envName.MatchString(k) {
-			return "", fmt.Errorf("daytona: %s: environment variable name %q is not valid", w.spec.Address, k)
+			return "", fmt.Errorf("environment variable name %q is not valid", k)
 		}
 		keys = append(keys, k)
 	}
@@ -72,7 +72,7 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 	case req.Shell != "":
 		inner.WriteString("exec /bin/sh -c " + shq(req.Shell))
 	default:
-		return "", fmt.Errorf("daytona: %s: exec needs a command (argv or shell)", w.spec.Address)
+		return "", errors.New("exec needs a command (argv or shell)")
 	}
 	inner.WriteString("\n")
 
@@ -144,10 +144,10 @@ func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if req.Stdin != nil {
 		b, err := io.ReadAll(io.LimitReader(req.Stdin, maxStdin+1))
 		if err != nil {
-			return sandbox.ExecResult{}, fmt.Errorf("daytona: %s: reading stdin: %w", w.spec.Address, err)
+			return sandbox.ExecResult{}, fmt.Errorf("reading stdin: %w", err)
 		}
 		if len(b) > maxStdin {
-			return sandbox.ExecResult{}, fmt.Errorf("daytona: %s: stdin is larger than %d bytes", w.spec.Address, maxStdin)
+			return sandbox.ExecResult{}, fmt.Errorf("stdin is larger than %d bytes", maxStdin)
 		}
 		stdin = b
 	}
@@ -253,7 +253,7 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 		}
 	}
 	if code == nil && ctx.Err() != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("daytona: %s: exec: %w", w.spec.Address, ctx.Err())
+		return sandbox.ExecResult{}, fmt.Errorf("exec: %w", ctx.Err())
 	}
 	// Collect what the command wrote (also on timeout, before the session
 	// and the command with it are deleted by the deferred cleanup).
@@ -272,7 +272,7 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 		derr := w.s.Process.DeleteSession(dctx, sid)
 		dcancel()
 		if derr != nil && !errors.Is(derr, context.Canceled) {
-			return finish(req, []byte(logs.Stdout), []byte(logs.Stderr), -1, true), fmt.Errorf("daytona: %s: the command timed out but could not be killed: %w", w.spec.Address, derr)
+			return finish(req, []byte(logs.Stdout), []byte(logs.Stderr), -1, true), fmt.Errorf("the command timed out but could not be killed: %w", derr)
 		}
 		return finish(req, []byte(logs.Stdout), []byte(logs.Stderr), -1, true), nil
 	}
@@ -288,10 +288,10 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 func (w *Workspace) run(ctx context.Context, op, script string) (string, int, string, error) {
 	res, err := w.execShort(ctx, sandbox.ExecRequest{Shell: script, Timeout: 50 * time.Second, OutputLimit: 64 << 20}, nil)
 	if err != nil {
-		return "", 0, "", fmt.Errorf("daytona: %s: %s: %w", w.spec.Address, op, err)
+		return "", 0, "", fmt.Errorf("%s: %w", op, err)
 	}
 	if res.TimedOut {
-		return "", 0, "", fmt.Errorf("daytona: %s: %s: timed out", w.spec.Address, op)
+		return "", 0, "", fmt.Errorf("%s: timed out", op)
 	}
 	return string(res.Stdout), res.ExitCode, string(bytes.TrimSpace(res.Stderr)), nil
 }

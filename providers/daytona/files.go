@@ -26,7 +26,7 @@ const (
 // refusing lexical escapes.
 func (w *Workspace) abs(rel string) (string, error) {
 	if strings.ContainsAny(rel, "\x00\n") {
-		return "", fmt.Errorf("daytona: %s: path %q contains a NUL or newline: %w", w.spec.Address, rel, sandbox.ErrPathEscape)
+		return "", fmt.Errorf("path %q contains a NUL or newline: %w", rel, sandbox.ErrPathEscape)
 	}
 	p := rel
 	if !path.IsAbs(p) {
@@ -34,7 +34,7 @@ func (w *Workspace) abs(rel string) (string, error) {
 	}
 	p = path.Clean(p)
 	if p != w.root && !strings.HasPrefix(p, w.root+"/") {
-		return "", fmt.Errorf("daytona: %s: path %q leaves the workspace %s: %w", w.spec.Address, rel, w.root, sandbox.ErrPathEscape)
+		return "", fmt.Errorf("path %q leaves the workspace %s: %w", rel, w.root, sandbox.ErrPathEscape)
 	}
 	return p, nil
 }
@@ -97,11 +97,11 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 		return resolved{}, err
 	}
 	if code != 0 {
-		return resolved{}, fmt.Errorf("daytona: %s: %s %q: %s", w.spec.Address, op, rel, stderr)
+		return resolved{}, fmt.Errorf("%s %q: %s", op, rel, stderr)
 	}
 	lines := strings.Split(out, "\n")
 	if len(lines) < 7 || lines[3] == "" || lines[6] == "" {
-		return resolved{}, fmt.Errorf("daytona: %s: %s %q: unexpected resolver output", w.spec.Address, op, rel)
+		return resolved{}, fmt.Errorf("%s %q: unexpected resolver output", op, rel)
 	}
 	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4], followed: lines[6][0]}
 	if r.follow == "!" {
@@ -116,7 +116,7 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 	}
 	root := lines[0]
 	escape := func(what string) error {
-		return fmt.Errorf("daytona: %s: %s %q: %s resolves outside the workspace %s: %w", w.spec.Address, op, rel, what, w.root, sandbox.ErrPathEscape)
+		return fmt.Errorf("%s %q: %s resolves outside the workspace %s: %w", op, rel, what, w.root, sandbox.ErrPathEscape)
 	}
 	if p != w.root && !strings.HasPrefix(r.noFollow, "!") && !within(r.noFollow, root) {
 		return r, escape("its parent directory")
@@ -164,13 +164,13 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 		return nil, err
 	}
 	if r.kind == 'N' {
-		return nil, fmt.Errorf("daytona: %s: read %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
 	}
 	if r.kind == 'D' {
-		return nil, fmt.Errorf("daytona: %s: read %q: is a directory", w.spec.Address, rel)
+		return nil, fmt.Errorf("read %q: is a directory", rel)
 	}
 	if err := r.special("read", rel); err != nil {
-		return nil, fmt.Errorf("daytona: %s: %w", w.spec.Address, err)
+		return nil, err
 	}
 	body, err := w.s.FileSystem.DownloadFile(ctx, r.follow)
 	if err != nil {
@@ -183,10 +183,10 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	}
 	b, err := io.ReadAll(rd)
 	if err != nil {
-		return nil, fmt.Errorf("daytona: %s: read %q: %w", w.spec.Address, rel, err)
+		return nil, fmt.Errorf("read %q: %w", rel, err)
 	}
 	if limit > 0 && int64(len(b)) > limit {
-		return nil, fmt.Errorf("daytona: %s: read %q: file is larger than %d bytes", w.spec.Address, rel, limit)
+		return nil, fmt.Errorf("read %q: file is larger than %d bytes", rel, limit)
 	}
 	return b, nil
 }
@@ -198,10 +198,10 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 		return err
 	}
 	if r.kind == 'D' {
-		return fmt.Errorf("daytona: %s: write %q: is a directory", w.spec.Address, rel)
+		return fmt.Errorf("write %q: is a directory", rel)
 	}
 	if err := r.special("write", rel); err != nil {
-		return fmt.Errorf("daytona: %s: %w", w.spec.Address, err)
+		return err
 	}
 	if err := w.s.FileSystem.UploadFile(ctx, data, r.follow); err != nil {
 		return err
@@ -222,10 +222,10 @@ func (w *Workspace) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	if r.abs == w.root {
-		return fmt.Errorf("daytona: %s: refusing to remove the workspace root", w.spec.Address)
+		return errors.New("refusing to remove the workspace root")
 	}
 	if r.kind == 'N' {
-		return fmt.Errorf("daytona: %s: remove %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
 	}
 	return w.s.FileSystem.DeleteFile(ctx, r.noFollow, false)
 }
@@ -246,7 +246,7 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 		return sandbox.FileInfo{}, err
 	}
 	if r.kind == 'N' {
-		return sandbox.FileInfo{}, fmt.Errorf("daytona: %s: stat %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
 	}
 	fi := sandbox.FileInfo{Path: w.relOf(r.abs), Size: r.size, ModTime: time.Unix(r.mtime, 0), Mode: fs.FileMode(r.mode & 0o777)}
 	switch r.kind {
@@ -277,7 +277,7 @@ func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo
 		return nil, err
 	}
 	if r.kind == 'N' {
-		return nil, fmt.Errorf("daytona: %s: list %q: %w", w.spec.Address, rel, fs.ErrNotExist)
+		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
 	}
 	list, err := w.s.FileSystem.ListFiles(ctx, r.follow)
 	if err != nil {
@@ -330,7 +330,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		KeepPermissions: true,
 	})
 	if err != nil {
-		return fmt.Errorf("daytona: %s: copy into %q: %w", w.spec.Address, dir, err)
+		return fmt.Errorf("copy into %q: %w", dir, err)
 	}
 	tmp := w.p.tempDir + "/agentctl-in-" + nonce() + ".tar"
 	if err := w.s.FileSystem.UploadFile(ctx, clean.Bytes(), tmp); err != nil {
@@ -342,7 +342,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		return err
 	}
 	if code != 0 {
-		return fmt.Errorf("daytona: %s: copy into %q: tar exited %d: %s (the image needs tar)", w.spec.Address, dir, code, stderr)
+		return fmt.Errorf("copy into %q: tar exited %d: %s (the image needs tar)", dir, code, stderr)
 	}
 	return nil
 }
@@ -356,7 +356,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, err
 	}
 	if r.kind != 'D' {
-		return nil, fmt.Errorf("daytona: %s: copy out of %q: not a directory", w.spec.Address, dir)
+		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
 	script := "mkdir -p -- " + shq(w.p.tempDir) + " && tar -cf " + shq(tmp) + " -C " + shq(r.follow) + " .\n"
@@ -371,7 +371,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	}
 	if code != 0 {
 		cleanup()
-		return nil, fmt.Errorf("daytona: %s: copy out of %q: tar exited %d: %s (the image needs tar)", w.spec.Address, dir, code, stderr)
+		return nil, fmt.Errorf("copy out of %q: tar exited %d: %s (the image needs tar)", dir, code, stderr)
 	}
 	body, err := w.s.FileSystem.DownloadFile(ctx, tmp)
 	if err != nil {

@@ -386,7 +386,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, err
 	}
 	if err := s.FileSystem.CreateFolder(ctx, root, "755"); err != nil {
-		err = fmt.Errorf("daytona: %s: creating the workspace root %s: %w%s", spec.Address, root, err, p.rootHint(ctx, s, root))
+		err = fmt.Errorf("creating the workspace root %s: %w%s", root, err, p.rootHint(ctx, s, root))
 		// The sandbox is started but unusable, and the engine records
 		// only sandboxes whose create succeeded: delete it rather than
 		// leave it running, and billed, untracked.
@@ -426,7 +426,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 	}
 	old, err := p.client.List(ctx, map[string]string{LabelManaged: "true", LabelLineage: spec.Lineage, LabelAddress: spec.Address})
 	if err != nil {
-		return fmt.Errorf("daytona: %s: looking for sandboxes an interrupted apply left behind: %w", spec.Address, err)
+		return fmt.Errorf("looking for sandboxes an interrupted apply left behind: %w", err)
 	}
 	for _, s := range old {
 		if s.State == StateDestroyed || s.State == StateDestroying {
@@ -434,7 +434,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 		}
 		s.SetAddress(spec.Address)
 		if err := s.Delete(ctx); err != nil {
-			return fmt.Errorf("daytona: %s: deleting sandbox %s, left behind by an interrupted apply: %w", spec.Address, s.ID, err)
+			return fmt.Errorf("deleting sandbox %s, left behind by an interrupted apply: %w", s.ID, err)
 		}
 	}
 	return nil
@@ -445,10 +445,10 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // being destroyed) is reported as sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
 	if ss.Provider != "" && ss.Provider != "daytona" {
-		return nil, fmt.Errorf("daytona: %s: session state belongs to provider %q", spec.Address, ss.Provider)
+		return nil, fmt.Errorf("session state belongs to provider %q", ss.Provider)
 	}
 	if ss.ID == "" {
-		return nil, fmt.Errorf("daytona: %s: session state has no sandbox id: %w", spec.Address, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("session state has no sandbox id: %w", sandbox.ErrNotFound)
 	}
 	st, err := ParseSettings(spec)
 	if err != nil {
@@ -463,7 +463,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 		return nil, err
 	}
 	if s.State == StateDestroyed || s.State == StateDestroying {
-		return nil, fmt.Errorf("daytona: %s: sandbox %s is %s: %w", spec.Address, s.ID, s.State, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("sandbox %s is %s: %w", s.ID, s.State, sandbox.ErrNotFound)
 	}
 	return p.wrap(s, spec, st, root), nil
 }
@@ -577,7 +577,7 @@ func (w *Workspace) PortURL(ctx context.Context, port int) (string, error) {
 // SignedPortURL is PortURL with the link's expiry.
 func (w *Workspace) SignedPortURL(ctx context.Context, port int) (*SignedPreviewLink, error) {
 	if !slices.Contains(w.spec.Ports, port) {
-		return nil, fmt.Errorf("daytona: %s: port %d is not exposed; add it to the sandbox's ports", w.spec.Address, port)
+		return nil, fmt.Errorf("port %d is not exposed; add it to the sandbox's ports", port)
 	}
 	return w.s.GetSignedPreviewLink(ctx, port, int(w.st.PreviewTTL/time.Second))
 }

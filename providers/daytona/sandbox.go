@@ -156,10 +156,10 @@ func (s *Sandbox) UserHomeDir(ctx context.Context) (string, error) {
 // reason). addr names it in messages.
 func (c *Client) Create(ctx context.Context, p CreateParams, addr string, timeout time.Duration) (*Sandbox, error) {
 	if p.Snapshot != "" && p.Image != "" {
-		return nil, fmt.Errorf("daytona: create sandbox (%s): both snapshot %q and image %q are set; choose one", addr, p.Snapshot, p.Image)
+		return nil, fmt.Errorf("create sandbox (%s): both snapshot %q and image %q are set; choose one", addr, p.Snapshot, p.Image)
 	}
 	if p.Snapshot != "" && (p.CPU > 0 || p.Memory > 0 || p.Disk > 0 || p.GPU > 0) {
-		return nil, fmt.Errorf("daytona: create sandbox (%s): resources cannot be set with snapshot %q (the snapshot fixes them); remove resources or use image instead", addr, p.Snapshot)
+		return nil, fmt.Errorf("create sandbox (%s): resources cannot be set with snapshot %q (the snapshot fixes them); remove resources or use image instead", addr, p.Snapshot)
 	}
 	body := createSandboxBody{
 		Name: p.Name, Snapshot: p.Snapshot, User: p.User, Env: p.Env, Labels: p.Labels,
@@ -312,7 +312,7 @@ func (s *Sandbox) waitFor(ctx context.Context, op, want string, timeout time.Dur
 			return s.failed(op)
 		}
 		if want == StateStarted && (s.State == StateDestroyed || s.State == StateDestroying) {
-			return fmt.Errorf("daytona: %s (%s): the sandbox is being destroyed", op, s.where())
+			return fmt.Errorf("%s (%s): the sandbox is being destroyed", op, s.where())
 		}
 		if err := s.client.sleep(ctx, interval); err != nil {
 			return s.timeoutErr(op, want, timeout, err)
@@ -331,9 +331,9 @@ func (s *Sandbox) waitFor(ctx context.Context, op, want string, timeout time.Dur
 
 func (s *Sandbox) timeoutErr(op, want string, timeout time.Duration, err error) error {
 	if timeout > 0 && err == context.DeadlineExceeded {
-		return fmt.Errorf("daytona: %s (%s): still %q, not %q, after %s; raise the create_timeout/start_timeout setting or check the sandbox in the Daytona dashboard", op, s.where(), s.State, want, timeout)
+		return fmt.Errorf("%s (%s): still %q, not %q, after %s; raise the create_timeout/start_timeout setting or check the sandbox in the Daytona dashboard", op, s.where(), s.State, want, timeout)
 	}
-	return fmt.Errorf("daytona: %s (%s): %w", op, s.where(), err)
+	return fmt.Errorf("%s (%s): %w", op, s.where(), err)
 }
 
 func (s *Sandbox) failed(op string) error {
@@ -342,9 +342,9 @@ func (s *Sandbox) failed(op string) error {
 		reason = "no reason given"
 	}
 	if s.State == StateBuildFailed {
-		return fmt.Errorf("daytona: %s (%s): the image build failed: %s; check that the image exists and is pullable", op, s.where(), reason)
+		return fmt.Errorf("%s (%s): the image build failed: %s; check that the image exists and is pullable", op, s.where(), reason)
 	}
-	return fmt.Errorf("daytona: %s (%s): the sandbox is in state error: %s", op, s.where(), reason)
+	return fmt.Errorf("%s (%s): the sandbox is in state error: %s", op, s.where(), reason)
 }
 
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

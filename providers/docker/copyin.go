@@ -36,11 +36,11 @@ import (
 func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 	comps, err := s.relPath(dir)
 	if err != nil {
-		return fmt.Errorf("docker: copy in: %w", err)
+		return fmt.Errorf("copy in: %w", err)
 	}
 	r, err := s.resolve(ctx, dir, comps, true)
 	if err != nil {
-		return fmt.Errorf("docker: copy in: %w", err)
+		return fmt.Errorf("copy in: %w", err)
 	}
 	if !r.exists {
 		if err := s.put(ctx, "mkdir "+dir, r.dir, s.dirHeaders(r.missing), nil); err != nil {
@@ -48,7 +48,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 		}
 		r.path = path.Join(append([]string{r.dir}, r.missing...)...)
 	} else if !r.stat.Mode.IsDir() {
-		return fmt.Errorf("docker: copy in %q: %w", dir, errNotDir)
+		return fmt.Errorf("copy in %q: %w", dir, errNotDir)
 	}
 	// The workspace-relative position of dir, for symlink checks.
 	base := strings.TrimPrefix(strings.TrimPrefix(r.path, s.d.Root), "/")
@@ -72,10 +72,10 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 	})
 	pr.CloseWithError(errors.New("copy aborted"))
 	if ferr := <-filterErr; ferr != nil {
-		return fmt.Errorf("docker: copy in %q: %w", dir, ferr)
+		return fmt.Errorf("copy in %q: %w", dir, ferr)
 	}
 	if putErr != nil {
-		return s.wrap("copy in "+dir, putErr)
+		return s.wrap(ctx, "copy in "+dir, putErr)
 	}
 	if len(links) == 0 {
 		return nil

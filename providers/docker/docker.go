@@ -291,7 +291,7 @@ func SessionData(st sandbox.SessionState) (image, imageID string, urls map[strin
 	var d sessionData
 	if len(st.Data) > 0 {
 		if err := json.Unmarshal(st.Data, &d); err != nil {
-			return "", "", nil, fmt.Errorf("docker: session data of %s: %w", st.ID, err)
+			return "", "", nil, fmt.Errorf("session data of %s: %w", st.ID, err)
 		}
 	}
 	return d.Image, d.ImageID, d.URLs, nil
@@ -304,9 +304,9 @@ func (p *Provider) ImageID(ctx context.Context, ref string) (string, error) {
 	res, err := p.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return "", fmt.Errorf("docker: image %q: %w", ref, sandbox.ErrNotFound)
+			return "", fmt.Errorf("image %q: %w", ref, sandbox.ErrNotFound)
 		}
-		return "", fmt.Errorf("docker: inspect image %q: %w", ref, err)
+		return "", fmt.Errorf("inspecting image %q: %w", ref, err)
 	}
 	return res.ID, nil
 }
@@ -326,9 +326,9 @@ func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
 	case err == nil, cerrdefs.IsNotFound(err):
 		return nil
 	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("docker: remove image %q: %w; remove the containers using it (docker ps -a --filter ancestor=%s) and try again", ref, err, ref)
+		return fmt.Errorf("removing image %q: %w; remove the containers using it (docker ps -a --filter ancestor=%s) and try again", ref, err, ref)
 	}
-	return fmt.Errorf("docker: remove image %q: %w", ref, err)
+	return fmt.Errorf("removing image %q: %w", ref, err)
 }
 
 // ensureImage returns the image id, pulling the image when it is missing.
@@ -347,7 +347,7 @@ func (p *Provider) ensureImage(ctx context.Context, ref string) (string, error) 
 		}
 		pullErr = err
 	}
-	return "", fmt.Errorf("docker: image %q is not present locally and could not be pulled: %v; build or load it (docker build -t %s ., docker load), or check the name and the registry's reachability", ref, pullErr, ref)
+	return "", fmt.Errorf("image %q is not present locally and could not be pulled: %v; build or load it (docker build -t %s ., docker load), or check the name and the registry's reachability", ref, pullErr, ref)
 }
 
 func (p *Provider) pull(ctx context.Context, ref string) error {
@@ -410,7 +410,7 @@ func randHex(n int) string {
 // repeat the sandbox's address, which the engine names.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if spec.Image == "" {
-		return nil, fmt.Errorf("docker: no image; set image = \"...\" in the sandbox block")
+		return nil, errors.New("no image; set image = \"...\" in the sandbox block")
 	}
 	if err := p.removeLeftovers(ctx, spec); err != nil {
 		return nil, err
@@ -423,14 +423,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	commit, _ := spec.Settings[SettingCommitSnapshot].(bool)
 	caps, err := capAdd(spec.Settings[SettingCapAdd])
 	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+		return nil, err
 	}
 	shmMB, err := shmSizeMB(spec.Settings[SettingShmSize])
 	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+		return nil, err
 	}
 	if spec.Resources.DiskGB > 0 || spec.Resources.GPUs > 0 {
-		return nil, fmt.Errorf("docker: resources disk and gpus are not supported by the docker provider; remove them")
+		return nil, errors.New("resources disk and gpus are not supported; remove them")
 	}
 
 	netMode := spec.Network
@@ -438,7 +438,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		netMode = "none"
 	}
 	if len(spec.Ports) > 0 && (netMode == "none" || netMode == "host") {
-		return nil, fmt.Errorf("docker: ports %v need a container network, but network is %q; set network = \"bridge\" (or a named network)", spec.Ports, netMode)
+		return nil, fmt.Errorf("ports %v need a container network, but network is %q; set network = \"bridge\" (or a named network)", spec.Ports, netMode)
 	}
 
 	imageID, err := p.ensureImage(ctx, spec.Image)
@@ -451,7 +451,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	for _, port := range spec.Ports {
 		cp, err := network.ParsePort(strconv.Itoa(port) + "/tcp")
 		if err != nil {
-			return nil, fmt.Errorf("docker: port %d: %w", port, err)
+			return nil, fmt.Errorf("port %d: %w", port, err)
 		}
 		exposed[cp] = struct{}{}
 		// An empty host port lets the daemon pick a free one.
@@ -498,7 +498,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		Name:       name,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("docker: create container from %q: %w", spec.Image, err)
+		return nil, fmt.Errorf("creating a container from %q: %w", spec.Image, err)
 	}
 	s := &Sandbox{p: p, id: created.ID, d: sessionData{
 		Name: name, Image: spec.Image, ImageID: imageID, Root: root, User: user, Commit: commit,
@@ -513,7 +513,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return fail(err)
 	}
 	if _, err := p.cli.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
-		return fail(s.wrap("start", err))
+		return fail(s.wrap(ctx, "start", err))
 	}
 	if len(spec.Ports) > 0 {
 		if err := s.refreshURLs(ctx); err != nil {
@@ -533,27 +533,27 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 // Open reconnects to the container named by st without starting it.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.SessionState) (sandbox.Sandbox, error) {
 	if st.Provider != "" && st.Provider != Kind {
-		return nil, fmt.Errorf("docker: session state of %s belongs to provider %q", spec.Address, st.Provider)
+		return nil, fmt.Errorf("session state belongs to provider %q", st.Provider)
 	}
 	var d sessionData
 	if len(st.Data) > 0 {
 		if err := json.Unmarshal(st.Data, &d); err != nil {
-			return nil, fmt.Errorf("docker: session data of %s: %w", spec.Address, err)
+			return nil, fmt.Errorf("session data: %w", err)
 		}
 	}
 	if st.ID == "" {
-		return nil, fmt.Errorf("docker: %s: session state has no container id: %w", spec.Address, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("session state has no container id: %w", sandbox.ErrNotFound)
 	}
 	res, err := p.cli.ContainerInspect(ctx, st.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("docker: %s: container %s: %w", spec.Address, short(st.ID), sandbox.ErrNotFound)
+			return nil, fmt.Errorf("container %s: %w", short(st.ID), sandbox.ErrNotFound)
 		}
-		return nil, fmt.Errorf("docker: %s: inspect container %s: %w", spec.Address, short(st.ID), err)
+		return nil, fmt.Errorf("inspecting container %s: %w", short(st.ID), err)
 	}
 	c := res.Container
 	if c.Config == nil || c.Config.Labels[LabelManaged] != "true" {
-		return nil, fmt.Errorf("docker: %s: container %s is not managed by agentctl (no %s label); refusing to use it", spec.Address, short(st.ID), LabelManaged)
+		return nil, fmt.Errorf("container %s is not managed by agentctl (no %s label); refusing to use it", short(st.ID), LabelManaged)
 	}
 	if d.Root == "" {
 		d.Root = c.Config.WorkingDir
@@ -591,7 +591,7 @@ func (p *Provider) ListManaged(ctx context.Context, lineage string) ([]Managed, 
 	}
 	res, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("docker: list agentctl containers: %w", err)
+		return nil, fmt.Errorf("listing agentctl's containers: %w", err)
 	}
 	out := make([]Managed, 0, len(res.Items))
 	for _, c := range res.Items {
@@ -624,7 +624,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 			continue
 		}
 		if _, err := p.cli.ContainerRemove(ctx, m.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("docker: removing leftover container %s of an interrupted create: %w", short(m.ID), err)
+			return fmt.Errorf("removing leftover container %s of an interrupted create: %w", short(m.ID), err)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
@@ -71,29 +72,29 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	argv := req.Argv
 	if len(argv) == 0 {
 		if req.Shell == "" {
-			return sandbox.ExecResult{}, errors.New("docker: exec: no command (set Argv or Shell)")
+			return sandbox.ExecResult{}, errors.New("exec: no command (set Argv or Shell)")
 		}
 		argv = []string{"/bin/sh", "-c", req.Shell}
 	}
 	comps, err := s.relPath(req.Workdir)
 	if err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("docker: exec workdir: %w", err)
+		return sandbox.ExecResult{}, fmt.Errorf("exec workdir: %w", err)
 	}
 	wd := s.d.Root
 	if len(comps) > 0 {
 		r, err := s.resolve(ctx, req.Workdir, comps, true)
 		if err != nil {
-			return sandbox.ExecResult{}, fmt.Errorf("docker: exec workdir: %w", err)
+			return sandbox.ExecResult{}, fmt.Errorf("exec workdir: %w", err)
 		}
 		if !r.exists || !r.stat.Mode.IsDir() {
-			return sandbox.ExecResult{}, fmt.Errorf("docker: exec: workdir %q is not a directory in the workspace", req.Workdir)
+			return sandbox.ExecResult{}, fmt.Errorf("exec: workdir %q is not a directory in the workspace", req.Workdir)
 		}
 		wd = r.path
 	}
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("docker: exec: invalid environment variable %q", k)
+			return sandbox.ExecResult{}, fmt.Errorf("exec: invalid environment variable %q", k)
 		}
 		keys = append(keys, k)
 	}
@@ -127,14 +128,16 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 		Cmd:          sp.argv,
 	})
 	if err != nil {
-		if strings.Contains(err.Error(), "is not running") {
-			return -1, false, sandbox.MarkUnavailable(fmt.Errorf("docker: exec %s: container %s is stopped; start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err))
+		// The daemon answers Conflict for a container that is stopped,
+		// paused or restarting.
+		if cerrdefs.IsConflict(err) {
+			return -1, false, sandbox.MarkUnavailable(fmt.Errorf("exec %s: container %s is stopped (or paused or restarting); start the sandbox first (the next apply restarts stopped sandboxes): %w", sp.argv[0], s.d.Name, err))
 		}
-		return -1, false, s.wrap("exec "+sp.argv[0], err)
+		return -1, false, s.wrap(ctx, "exec "+sp.argv[0], err)
 	}
 	att, err := s.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return -1, false, s.wrap("exec "+sp.argv[0], err)
+		return -1, false, s.wrap(ctx, "exec "+sp.argv[0], err)
 	}
 	defer att.Close()
 	done := make(chan error, 1)
@@ -163,10 +166,10 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 		streamErr = s.stopTree(ctx, sp, att.Close, done)
 	case <-ctx.Done():
 		_ = s.stopTree(ctx, sp, att.Close, done)
-		return -1, false, fmt.Errorf("docker: exec %s: %w", sp.argv[0], ctx.Err())
+		return -1, false, fmt.Errorf("exec %s: %w", sp.argv[0], ctx.Err())
 	}
 	if streamErr != nil && !timedOut {
-		return -1, false, s.wrap("exec "+sp.argv[0]+": reading output", streamErr)
+		return -1, false, s.wrap(ctx, "exec "+sp.argv[0]+": reading output", streamErr)
 	}
 	// The stream ends when the process's stdio closes; the daemon may
 	// record the exit a moment later.
@@ -179,7 +182,7 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
 		ins, err := s.p.cli.ExecInspect(ictx, created.ID, client.ExecInspectOptions{})
 		if err != nil {
-			return -1, timedOut, s.wrap("exec inspect", err)
+			return -1, timedOut, s.wrap(ictx, "exec inspect", err)
 		}
 		if !ins.Running {
 			return ins.ExitCode, timedOut, nil
@@ -189,7 +192,7 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 			if timedOut {
 				return -1, true, nil
 			}
-			return -1, false, fmt.Errorf("docker: exec %s: %w", sp.argv[0], ictx.Err())
+			return -1, false, fmt.Errorf("exec %s: %w", sp.argv[0], ictx.Err())
 		case <-time.After(delay):
 		}
 	}
@@ -216,7 +219,7 @@ func (s *Sandbox) stopTree(ctx context.Context, sp execSpec, closeConn func(), d
 		if kerr == nil {
 			kerr = fmt.Errorf("kill helper exited %d: %s", code, strings.TrimSpace(errOut.String()))
 		}
-		if isNoSuchContainer(kerr) || kctx.Err() != nil {
+		if errors.Is(kerr, sandbox.ErrNotFound) || kctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -228,7 +231,7 @@ func (s *Sandbox) stopTree(ctx context.Context, sp execSpec, closeConn func(), d
 		closeConn()
 		<-done
 		if kerr != nil {
-			return fmt.Errorf("docker: exec timed out and killing its processes failed: %w", kerr)
+			return fmt.Errorf("exec timed out and killing its processes failed: %w", kerr)
 		}
 		return nil
 	}

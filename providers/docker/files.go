@@ -71,17 +71,16 @@ func (s *Sandbox) within(abs string) bool {
 	return root == "/" || abs == root || strings.HasPrefix(abs, root+"/")
 }
 
-func (s *Sandbox) abs(comps []string) string {
-	return path.Join(append([]string{s.d.Root}, comps...)...)
-}
-
 func (s *Sandbox) stat(ctx context.Context, abs string) (container.PathStat, bool, error) {
 	res, err := s.p.cli.ContainerStatPath(ctx, s.id, client.ContainerStatPathOptions{Path: abs})
 	if err != nil {
-		if cerrdefs.IsNotFound(err) && !isNoSuchContainer(err) {
-			return container.PathStat{}, false, nil
+		if cerrdefs.IsNotFound(err) {
+			if s.gone(ctx, err) {
+				return container.PathStat{}, false, s.notFound("stat " + abs)
+			}
+			return container.PathStat{}, false, nil // a missing path
 		}
-		return container.PathStat{}, false, s.wrap("stat "+abs, err)
+		return container.PathStat{}, false, s.wrap(ctx, "stat "+abs, err)
 	}
 	return res.Stat, true, nil
 }
@@ -164,43 +163,43 @@ func notExist(display string) error {
 func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
 	comps, err := s.relPath(p)
 	if err != nil {
-		return nil, fmt.Errorf("docker: read: %w", err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	r, err := s.resolve(ctx, p, comps, true)
 	if err != nil {
-		return nil, fmt.Errorf("docker: read: %w", err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	if !r.exists {
-		return nil, fmt.Errorf("docker: read: %w", notExist(p))
+		return nil, fmt.Errorf("read: %w", notExist(p))
 	}
 	if r.stat.Mode.IsDir() {
-		return nil, fmt.Errorf("docker: read %q: is a directory", p)
+		return nil, fmt.Errorf("read %q: is a directory", p)
 	}
 	if !r.stat.Mode.IsRegular() {
-		return nil, fmt.Errorf("docker: %w", sandbox.NotRegularError("read", p, r.stat.Mode))
+		return nil, sandbox.NotRegularError("read", p, r.stat.Mode)
 	}
 	if limit > 0 && r.stat.Size > limit {
-		return nil, fmt.Errorf("docker: read %q: file is %d bytes, more than the limit of %d", p, r.stat.Size, limit)
+		return nil, fmt.Errorf("read %q: file is %d bytes, more than the limit of %d", p, r.stat.Size, limit)
 	}
 	res, err := s.p.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: r.path})
 	if err != nil {
-		return nil, s.wrap("read "+p, err)
+		return nil, s.wrap(ctx, "read "+p, err)
 	}
 	defer res.Content.Close()
 	tr := tar.NewReader(res.Content)
 	hdr, err := tr.Next()
 	if err != nil {
-		return nil, s.wrap("read "+p, err)
+		return nil, s.wrap(ctx, "read "+p, err)
 	}
-	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
-		return nil, fmt.Errorf("docker: read %q: not a regular file", p)
+	if hdr.Typeflag != tar.TypeReg { // the reader reports TypeRegA as TypeReg
+		return nil, fmt.Errorf("read %q: not a regular file", p)
 	}
 	b, more, err := readAll(tr, limit)
 	if err != nil {
-		return nil, s.wrap("read "+p, err)
+		return nil, s.wrap(ctx, "read "+p, err)
 	}
 	if more {
-		return nil, fmt.Errorf("docker: read %q: file is larger than the limit of %d bytes", p, limit)
+		return nil, fmt.Errorf("read %q: file is larger than the limit of %d bytes", p, limit)
 	}
 	return b, nil
 }
@@ -225,7 +224,7 @@ func (s *Sandbox) put(ctx context.Context, op, dir string, hdrs []*tar.Header, d
 	if _, err := s.p.cli.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{
 		DestinationPath: dir, Content: &buf,
 	}); err != nil {
-		return s.wrap(op, err)
+		return s.wrap(ctx, op, err)
 	}
 	return nil
 }
@@ -243,21 +242,21 @@ func (s *Sandbox) dirHeaders(missing []string) []*tar.Header {
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	comps, err := s.relPath(p)
 	if err != nil {
-		return fmt.Errorf("docker: write: %w", err)
+		return fmt.Errorf("write: %w", err)
 	}
 	if len(comps) == 0 {
-		return fmt.Errorf("docker: write %q: is the workspace root", p)
+		return fmt.Errorf("write %q: is the workspace root", p)
 	}
 	r, err := s.resolve(ctx, p, comps, true)
 	if err != nil {
-		return fmt.Errorf("docker: write: %w", err)
+		return fmt.Errorf("write: %w", err)
 	}
 	if r.exists && r.stat.Mode.IsDir() {
-		return fmt.Errorf("docker: write %q: is a directory", p)
+		return fmt.Errorf("write %q: is a directory", p)
 	}
 	if r.exists && !r.stat.Mode.IsRegular() {
 		// The daemon would replace it; every provider refuses instead.
-		return fmt.Errorf("docker: %w", sandbox.NotRegularError("write", p, r.stat.Mode))
+		return sandbox.NotRegularError("write", p, r.stat.Mode)
 	}
 	if mode == 0 {
 		mode = 0o644
@@ -283,17 +282,17 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 func (s *Sandbox) Mkdir(ctx context.Context, p string) error {
 	comps, err := s.relPath(p)
 	if err != nil {
-		return fmt.Errorf("docker: mkdir: %w", err)
+		return fmt.Errorf("mkdir: %w", err)
 	}
 	r, err := s.resolve(ctx, p, comps, true)
 	if err != nil {
-		return fmt.Errorf("docker: mkdir: %w", err)
+		return fmt.Errorf("mkdir: %w", err)
 	}
 	if r.exists {
 		if r.stat.Mode.IsDir() {
 			return nil
 		}
-		return fmt.Errorf("docker: mkdir %q: exists and is not a directory", p)
+		return fmt.Errorf("mkdir %q: exists and is not a directory", p)
 	}
 	return s.put(ctx, "mkdir "+p, r.dir, s.dirHeaders(r.missing), nil)
 }
@@ -302,12 +301,12 @@ func (s *Sandbox) Mkdir(ctx context.Context, p string) error {
 func (s *Sandbox) readlink(ctx context.Context, abs string) (string, error) {
 	res, err := s.p.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: abs})
 	if err != nil {
-		return "", s.wrap("readlink", err)
+		return "", s.wrap(ctx, "readlink", err)
 	}
 	defer res.Content.Close()
 	hdr, err := tar.NewReader(res.Content).Next()
 	if err != nil {
-		return "", s.wrap("readlink", err)
+		return "", s.wrap(ctx, "readlink", err)
 	}
 	return hdr.Linkname, nil
 }
@@ -332,14 +331,14 @@ func (s *Sandbox) info(ctx context.Context, rel, abs string, st container.PathSt
 func (s *Sandbox) Stat(ctx context.Context, p string) (sandbox.FileInfo, error) {
 	comps, err := s.relPath(p)
 	if err != nil {
-		return sandbox.FileInfo{}, fmt.Errorf("docker: stat: %w", err)
+		return sandbox.FileInfo{}, fmt.Errorf("stat: %w", err)
 	}
 	r, err := s.resolve(ctx, p, comps, false)
 	if err != nil {
-		return sandbox.FileInfo{}, fmt.Errorf("docker: stat: %w", err)
+		return sandbox.FileInfo{}, fmt.Errorf("stat: %w", err)
 	}
 	if !r.exists {
-		return sandbox.FileInfo{}, fmt.Errorf("docker: stat: %w", notExist(p))
+		return sandbox.FileInfo{}, fmt.Errorf("stat: %w", notExist(p))
 	}
 	rel := strings.Join(comps, "/")
 	if rel == "" {
@@ -363,24 +362,24 @@ done`
 func (s *Sandbox) ReadDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 	comps, err := s.relPath(p)
 	if err != nil {
-		return nil, fmt.Errorf("docker: readdir: %w", err)
+		return nil, fmt.Errorf("readdir: %w", err)
 	}
 	r, err := s.resolve(ctx, p, comps, true)
 	if err != nil {
-		return nil, fmt.Errorf("docker: readdir: %w", err)
+		return nil, fmt.Errorf("readdir: %w", err)
 	}
 	if !r.exists {
-		return nil, fmt.Errorf("docker: readdir: %w", notExist(p))
+		return nil, fmt.Errorf("readdir: %w", notExist(p))
 	}
 	if !r.stat.Mode.IsDir() {
-		return nil, fmt.Errorf("docker: readdir %q: %w", p, errNotDir)
+		return nil, fmt.Errorf("readdir %q: %w", p, errNotDir)
 	}
 	out, errOut, code, err := s.run(ctx, "0", []string{"/bin/sh", "-c", listScript, "sh", r.path}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("docker: readdir %q: %w", p, err)
+		return nil, fmt.Errorf("readdir %q: %w", p, err)
 	}
 	if code != 0 {
-		return nil, fmt.Errorf("docker: readdir %q: listing failed (exit %d): %s", p, code, strings.TrimSpace(string(errOut)))
+		return nil, fmt.Errorf("readdir %q: listing failed (exit %d): %s", p, code, strings.TrimSpace(string(errOut)))
 	}
 	var names []string
 	for _, n := range strings.Split(string(out), "\x00") {
@@ -414,17 +413,17 @@ func (s *Sandbox) ReadDir(ctx context.Context, p string) ([]sandbox.FileInfo, er
 func (s *Sandbox) Remove(ctx context.Context, p string) error {
 	comps, err := s.relPath(p)
 	if err != nil {
-		return fmt.Errorf("docker: remove: %w", err)
+		return fmt.Errorf("remove: %w", err)
 	}
 	if len(comps) == 0 {
-		return fmt.Errorf("docker: remove %q: refusing to remove the workspace root", p)
+		return fmt.Errorf("remove %q: refusing to remove the workspace root", p)
 	}
 	r, err := s.resolve(ctx, p, comps, false)
 	if err != nil {
-		return fmt.Errorf("docker: remove: %w", err)
+		return fmt.Errorf("remove: %w", err)
 	}
 	if !r.exists {
-		return fmt.Errorf("docker: remove: %w", notExist(p))
+		return fmt.Errorf("remove: %w", notExist(p))
 	}
 	argv := []string{"rm", "-f", "--", r.path}
 	if r.stat.Mode.IsDir() {
@@ -432,10 +431,10 @@ func (s *Sandbox) Remove(ctx context.Context, p string) error {
 	}
 	_, errOut, code, err := s.run(ctx, "0", argv, nil)
 	if err != nil {
-		return fmt.Errorf("docker: remove %q: %w", p, err)
+		return fmt.Errorf("remove %q: %w", p, err)
 	}
 	if code != 0 {
-		return fmt.Errorf("docker: remove %q: %s", p, strings.TrimSpace(string(errOut)))
+		return fmt.Errorf("remove %q: %s", p, strings.TrimSpace(string(errOut)))
 	}
 	return nil
 }
@@ -445,21 +444,21 @@ func (s *Sandbox) Remove(ctx context.Context, p string) error {
 func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error) {
 	comps, err := s.relPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("docker: copy out: %w", err)
+		return nil, fmt.Errorf("copy out: %w", err)
 	}
 	r, err := s.resolve(ctx, dir, comps, true)
 	if err != nil {
-		return nil, fmt.Errorf("docker: copy out: %w", err)
+		return nil, fmt.Errorf("copy out: %w", err)
 	}
 	if !r.exists {
-		return nil, fmt.Errorf("docker: copy out: %w", notExist(dir))
+		return nil, fmt.Errorf("copy out: %w", notExist(dir))
 	}
 	if !r.stat.Mode.IsDir() {
-		return nil, fmt.Errorf("docker: copy out %q: %w", dir, errNotDir)
+		return nil, fmt.Errorf("copy out %q: %w", dir, errNotDir)
 	}
 	res, err := s.p.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: r.path})
 	if err != nil {
-		return nil, s.wrap("copy out "+dir, err)
+		return nil, s.wrap(ctx, "copy out "+dir, err)
 	}
 	// Hardlinked files come from the daemon as one file and link members
 	// pointing at it; CopyIn (like every safe extractor) refuses links, so
@@ -468,13 +467,13 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 		abs := path.Join(r.path, name)
 		fr, err := s.p.cli.CopyFromContainer(ctx, s.id, client.CopyFromContainerOptions{SourcePath: abs})
 		if err != nil {
-			return nil, 0, s.wrap("copy out "+abs, err)
+			return nil, 0, s.wrap(ctx, "copy out "+abs, err)
 		}
 		tr := tar.NewReader(fr.Content)
 		h, err := tr.Next()
 		if err != nil {
 			fr.Content.Close()
-			return nil, 0, s.wrap("copy out "+abs, err)
+			return nil, 0, s.wrap(ctx, "copy out "+abs, err)
 		}
 		return struct {
 			io.Reader
@@ -508,7 +507,7 @@ func rebase(in io.Reader, w io.Writer, fetch func(name string) (io.ReadCloser, i
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("docker: copy out: reading the daemon's archive: %w", err)
+			return fmt.Errorf("copy out: reading the daemon's archive: %w", err)
 		}
 		name, ok := strip(hdr.Name)
 		if !ok {

@@ -65,19 +65,33 @@ func (s *Sandbox) URLs() map[string]string {
 	return out
 }
 
-// wrap turns a daemon "no such container" into sandbox.ErrNotFound.
-func (s *Sandbox) wrap(op string, err error) error {
+// wrap names the operation and the container; when the container itself
+// is gone, the error wraps sandbox.ErrNotFound.
+func (s *Sandbox) wrap(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if isNoSuchContainer(err) {
-		return fmt.Errorf("docker: %s: container %s (%s): %w", op, short(s.id), s.d.Name, sandbox.ErrNotFound)
+	if s.gone(ctx, err) {
+		return s.notFound(op)
 	}
-	return fmt.Errorf("docker: %s in container %s (%s): %w", op, short(s.id), s.d.Name, err)
+	return fmt.Errorf("%s in container %s (%s): %w", op, short(s.id), s.d.Name, err)
 }
 
-func isNoSuchContainer(err error) bool {
-	return cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "no such container")
+// notFound is op's error when the container is gone.
+func (s *Sandbox) notFound(op string) error {
+	return fmt.Errorf("%s: container %s (%s): %w", op, short(s.id), s.d.Name, sandbox.ErrNotFound)
+}
+
+// gone reports whether err, a daemon error, means the container no longer
+// exists. The daemon answers NotFound alike for a missing container and,
+// on its archive and exec endpoints, for a missing path or exec instance:
+// a NotFound is told apart by inspecting the container.
+func (s *Sandbox) gone(ctx context.Context, err error) bool {
+	if !cerrdefs.IsNotFound(err) {
+		return false
+	}
+	_, ierr := s.p.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
+	return cerrdefs.IsNotFound(ierr)
 }
 
 // Start starts the container if it is not running (a stopped sandbox is
@@ -86,17 +100,17 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	res, err := s.p.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return s.wrap("start", err)
+			return s.wrap(ctx, "start", err)
 		}
-		return s.wrap("inspect", err)
+		return s.wrap(ctx, "inspect", err)
 	}
 	if res.Container.State == nil || !res.Container.State.Running || res.Container.State.Paused {
 		if res.Container.State != nil && res.Container.State.Paused {
 			if _, err := s.p.cli.ContainerUnpause(ctx, s.id, client.ContainerUnpauseOptions{}); err != nil {
-				return s.wrap("unpause", err)
+				return s.wrap(ctx, "unpause", err)
 			}
 		} else if _, err := s.p.cli.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
-			return s.wrap("start", err)
+			return s.wrap(ctx, "start", err)
 		}
 	}
 	return s.refreshURLs(ctx)
@@ -105,7 +119,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 func (s *Sandbox) refreshURLs(ctx context.Context) error {
 	res, err := s.p.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
 	if err != nil {
-		return s.wrap("inspect", err)
+		return s.wrap(ctx, "inspect", err)
 	}
 	urls := map[string]string{}
 	if ns := res.Container.NetworkSettings; ns != nil {
@@ -140,7 +154,7 @@ func (s *Sandbox) refreshURLs(ctx context.Context) error {
 func (s *Sandbox) Stop(ctx context.Context) error {
 	secs := int(s.p.opts.StopTimeout / time.Second)
 	if _, err := s.p.cli.ContainerStop(ctx, s.id, client.ContainerStopOptions{Timeout: &secs}); err != nil {
-		return s.wrap("stop", err)
+		return s.wrap(ctx, "stop", err)
 	}
 	return nil
 }
@@ -150,7 +164,7 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 func (s *Sandbox) Delete(ctx context.Context) error {
 	_, err := s.p.cli.ContainerRemove(ctx, s.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return s.wrap("delete", err)
+		return s.wrap(ctx, "delete", err)
 	}
 	return nil
 }
@@ -162,7 +176,7 @@ func (s *Sandbox) Refresh(ctx context.Context) (sandbox.Status, error) {
 		if cerrdefs.IsNotFound(err) {
 			return sandbox.StatusMissing, nil
 		}
-		return "", s.wrap("inspect", err)
+		return "", s.wrap(ctx, "inspect", err)
 	}
 	if st := res.Container.State; st != nil && st.Running && !st.Paused {
 		return sandbox.StatusRunning, nil
@@ -179,7 +193,7 @@ func (s *Sandbox) PortURL(ctx context.Context, port int) (string, error) {
 	u, ok := s.d.URLs[strconv.Itoa(port)]
 	s.mu.Unlock()
 	if !ok {
-		return "", fmt.Errorf("docker: port %d of container %s is not published (is it listed in the sandbox's ports, and is the container running?)", port, s.d.Name)
+		return "", fmt.Errorf("port %d of container %s is not published (is it listed in the sandbox's ports, and is the container running?)", port, s.d.Name)
 	}
 	return u, nil
 }
@@ -191,14 +205,14 @@ func (s *Sandbox) PortURL(ctx context.Context, port int) (string, error) {
 // but files written by commands do: see docs/docker-provider.md.
 func (s *Sandbox) Commit(ctx context.Context, ref string) (string, error) {
 	if !s.d.Commit {
-		return "", fmt.Errorf("docker: commit of %s: whole-container snapshots are off; set commit_snapshot = true in the sandbox block", s.d.Name)
+		return "", fmt.Errorf("commit of %s: whole-container snapshots are off; set commit_snapshot = true in the sandbox block", s.d.Name)
 	}
 	res, err := s.p.cli.ContainerCommit(ctx, s.id, client.ContainerCommitOptions{
 		Reference: ref,
 		Comment:   "agentctl snapshot of " + s.d.Name,
 	})
 	if err != nil {
-		return "", s.wrap("commit "+ref, err)
+		return "", s.wrap(ctx, "commit "+ref, err)
 	}
 	return res.ID, nil
 }
@@ -308,7 +322,7 @@ func (s *Sandbox) ensureRoot(ctx context.Context) error {
 		return nil
 	}
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return s.wrap("stat workspace root "+root, err)
+		return s.wrap(ctx, "stat workspace root "+root, err)
 	}
 	if err == nil && !st.Stat.Mode.IsDir() {
 		return fmt.Errorf("workspace root %s exists in the image and is not a directory; choose another manifest root", root)
@@ -325,10 +339,13 @@ func (s *Sandbox) ensureRoot(ctx context.Context) error {
 	if _, err := s.p.cli.CopyToContainer(ctx, s.id, client.CopyToContainerOptions{
 		DestinationPath: parent, Content: &buf,
 	}); err != nil {
-		if cerrdefs.IsNotFound(err) && !isNoSuchContainer(err) {
+		if cerrdefs.IsNotFound(err) {
+			if s.gone(ctx, err) {
+				return s.notFound("create workspace root " + root)
+			}
 			return fmt.Errorf("workspace root %s: parent directory %s does not exist in the container: %w", root, parent, err)
 		}
-		return s.wrap("create workspace root "+root, err)
+		return s.wrap(ctx, "create workspace root "+root, err)
 	}
 	return nil
 }

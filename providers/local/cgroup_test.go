@@ -116,8 +116,8 @@ func TestUnenforceableResources(t *testing.T) {
 		r         sandbox.Resources
 		want      string
 	}{
-		{local.IsolationNamespaces, sandbox.Resources{DiskGB: 1}, "not enforced by the local provider"},
-		{local.IsolationNamespaces, sandbox.Resources{GPUs: 1}, "not enforced by the local provider"},
+		{local.IsolationNamespaces, sandbox.Resources{DiskGB: 1}, "disk and gpus are not enforced"},
+		{local.IsolationNamespaces, sandbox.Resources{GPUs: 1}, "disk and gpus are not enforced"},
 		{local.IsolationNone, sandbox.Resources{MemoryMB: 64}, `memory is not enforced with isolation "none"`},
 		{local.IsolationNone, sandbox.Resources{CPUs: 1, PIDs: 10}, `cpus and pids are not enforced with isolation "none"`},
 	} {

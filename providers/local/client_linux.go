@@ -120,12 +120,12 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	}
 	exe, err := os.Open(exePath)
 	if err != nil {
-		return nil, fmt.Errorf("local provider: opening the agentctl binary %s: %w", exePath, err)
+		return nil, fmt.Errorf("opening the agentctl binary %s: %w", exePath, err)
 	}
 	defer exe.Close()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("local provider: %w", err)
+		return nil, fmt.Errorf("creating the init's control socket: %w", err)
 	}
 	parentSock := os.NewFile(uintptr(fds[0]), "sandbox-init-parent")
 	childSock := os.NewFile(uintptr(fds[1]), "sandbox-init-child")
@@ -163,7 +163,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	if l := limitsOf(s.spec.Resources); len(l.controllers()) > 0 {
 		cg, err := hostCgroups().create("agentctl-"+filepath.Base(s.dir), l)
 		if err != nil {
-			return nil, fmt.Errorf("local sandbox %s: enforcing resources: %w", s.spec.Address, err)
+			return nil, fmt.Errorf("enforcing resources: %w", err)
 		}
 		ip.cg = cg
 	}
@@ -203,12 +203,12 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	// joins the cgroup first, and every process of the sandbox with it.
 	if ip.cg != nil {
 		if err := ip.cg.add(cmd.Process.Pid); err != nil {
-			return fail(fmt.Errorf("local sandbox %s: enforcing resources: %w", s.spec.Address, err))
+			return fail(fmt.Errorf("enforcing resources: %w", err))
 		}
 	}
 	ip.ctl, err = fileConn(parentSock)
 	if err != nil {
-		return fail(fmt.Errorf("local provider: %w", err))
+		return fail(fmt.Errorf("the init's control socket: %w", err))
 	}
 	// Cancellation while the root is built kills the init.
 	defer context.AfterFunc(ctx, func() { cmd.Process.Kill() })()
@@ -254,7 +254,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
 	}
-	return nil, fmt.Errorf("local provider: %s did not act as the sandbox init (exit code %d): the program's main must call local.MaybeRunInit() before anything else", exePath, code)
+	return nil, fmt.Errorf("%s did not act as the sandbox init (exit code %d): the program's main must call local.MaybeRunInit() before anything else", exePath, code)
 }
 
 // sendConfig sends the init its configuration, with the idmapped
@@ -326,18 +326,18 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	failed := execStatus{Code: -1}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return failed, false, fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
+		return failed, false, fmt.Errorf("creating the command's socket: %w", err)
 	}
 	conn, err := fileConn(os.NewFile(uintptr(fds[0]), "sandbox-exec"))
 	if err != nil {
 		unix.Close(fds[1])
-		return failed, false, fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
+		return failed, false, fmt.Errorf("the command's socket: %w", err)
 	}
 	defer conn.Close()
 	_, _, err = ip.ctl.WriteMsgUnix([]byte{'C'}, unix.UnixRights(fds[1]), nil)
 	unix.Close(fds[1])
 	if err != nil {
-		return failed, false, fmt.Errorf("local sandbox %s: %w (%v)", s.spec.Address, errInitGone, err)
+		return failed, false, fmt.Errorf("%w (%v)", errInitGone, err)
 	}
 
 	// The command's descriptors: stdin (/dev/null or a pipe we feed),
@@ -375,7 +375,7 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	closeFiles(stdinR, outW, errW)
 	if err != nil {
 		closeFiles(stdinW, outR, errR)
-		return failed, false, fmt.Errorf("local sandbox %s: %w (%v)", s.spec.Address, errInitGone, err)
+		return failed, false, fmt.Errorf("%w (%v)", errInitGone, err)
 	}
 	if stdinW != nil {
 		go func() {
@@ -432,9 +432,9 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 			return failed, false, ctx.Err()
 		case !started:
 			// It never took the command: safe to run it again.
-			return failed, false, fmt.Errorf("local sandbox %s: %w before it started %s", s.spec.Address, errInitGone, run.argv[0])
+			return failed, false, fmt.Errorf("%w before it started %s", errInitGone, run.argv[0])
 		}
-		return failed, false, sandbox.MarkUnavailable(fmt.Errorf("local sandbox %s: the sandbox's init process died while running %s", s.spec.Address, run.argv[0]))
+		return failed, false, sandbox.MarkUnavailable(fmt.Errorf("the sandbox's init process died while running %s", run.argv[0]))
 	}
 	if st.Error != "" {
 		return failed, false, s.setupError(errors.New(st.Error))

@@ -49,7 +49,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	st := s.status
 	s.mu.Unlock()
 	if st == sandbox.StatusStopped {
-		return sandbox.ExecResult{}, sandbox.MarkUnavailable(fmt.Errorf("local sandbox %s is stopped: start it (agentctl apply) before running commands", s.spec.Address))
+		return sandbox.ExecResult{}, sandbox.MarkUnavailable(errors.New("the sandbox is stopped: start it (agentctl apply) before running commands"))
 	}
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{}, err
@@ -134,15 +134,11 @@ func (s *Sandbox) runNone(ctx context.Context, run *execRun) (sandbox.ExecResult
 	if err != nil {
 		return cannotRun(run.argv[0], err), nil
 	}
-	res, err := sandbox.RunProcess(ctx, sandbox.ProcessSpec{
+	return sandbox.RunProcess(ctx, sandbox.ProcessSpec{
 		Argv: run.argv, Path: prog, Dir: dir, Env: run.env, Stdin: run.stdin,
 		Timeout: run.timeout, OutputLimit: run.outputLimit,
 		SysProcAttr: groupSysProcAttr(), KillGroupOnExit: true,
 	})
-	if err != nil && ctx.Err() == nil {
-		err = fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
-	}
-	return res, err
 }
 
 // withTimeout derives the command's context; timedOut reports whether it

@@ -33,7 +33,7 @@ func TestUnenforcedResources(t *testing.T) {
 		_, err := local.New(local.Options{}).Create(context.Background(), sandbox.Spec{
 			Address: "sandbox.test", StateDir: t.TempDir(), Resources: r,
 		})
-		if err == nil || !strings.Contains(err.Error(), "not enforced by the local provider") {
+		if err == nil || !strings.Contains(err.Error(), "disk and gpus are not enforced") {
 			t.Errorf("resources %+v: %v", r, err)
 		}
 	}

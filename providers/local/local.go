@@ -108,10 +108,10 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	switch p.opts.Isolation {
 	case IsolationNamespaces, IsolationNone:
 	default:
-		return fmt.Errorf("local provider: unknown isolation %q: use %q (the default) or %q", p.opts.Isolation, IsolationNamespaces, IsolationNone)
+		return fmt.Errorf("unknown isolation %q: use %q (the default) or %q", p.opts.Isolation, IsolationNamespaces, IsolationNone)
 	}
 	if spec.StateDir == "" {
-		return errors.New("local provider: the sandbox spec has no state directory to keep the workspace in")
+		return errors.New("the sandbox spec has no state directory to keep the workspace in")
 	}
 	if spec.Root == "" {
 		spec.Root = "/workspace"
@@ -120,21 +120,21 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 		return err
 	}
 	if err := CheckResources(p.opts.Isolation, spec.Resources); err != nil {
-		return fmt.Errorf("local provider: %s: %w", spec.Address, err)
+		return err
 	}
 	switch spec.Network {
 	case "", "none", "host":
 	default:
-		return fmt.Errorf("local provider: network %q is not supported for %s: use \"none\" (the default) or \"host\"", spec.Network, spec.Address)
+		return fmt.Errorf("network %q is not supported: use \"none\" (the default) or \"host\"", spec.Network)
 	}
 	if p.opts.Isolation == IsolationNamespaces {
 		for _, ro := range p.opts.ReadOnlyPaths {
 			if !path.IsAbs(ro) || path.Clean(ro) != ro || ro == "/" {
-				return fmt.Errorf("local provider: read-only path %q must be a clean absolute path other than /", ro)
+				return fmt.Errorf("read-only path %q must be a clean absolute path other than /", ro)
 			}
 			for _, r := range []string{"/tmp", "/proc", "/dev"} {
 				if ro == r || strings.HasPrefix(ro, r+"/") {
-					return fmt.Errorf("local provider: read-only path %q cannot be shared: %s inside the sandbox is its own", ro, r)
+					return fmt.Errorf("read-only path %q cannot be shared: %s inside the sandbox is its own", ro, r)
 				}
 			}
 		}
@@ -150,7 +150,7 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 // cgroup of the sandbox's own (cgroup_linux.go); disk and gpus never.
 func CheckResources(isolation string, r sandbox.Resources) error {
 	if r.DiskGB > 0 || r.GPUs > 0 {
-		return errors.New("resources disk and gpus are not enforced by the local provider: remove them or use the docker provider")
+		return errors.New("resources disk and gpus are not enforced: remove them or use the docker provider")
 	}
 	if isolation == IsolationNone {
 		var set []string
@@ -183,11 +183,11 @@ var reservedRoots = []string{"/", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/l
 
 func checkRoot(root string) error {
 	if !path.IsAbs(root) || path.Clean(root) != root {
-		return fmt.Errorf("local provider: workspace root %q must be a clean absolute path such as /workspace", root)
+		return fmt.Errorf("workspace root %q must be a clean absolute path such as /workspace", root)
 	}
 	for _, r := range reservedRoots {
 		if root == r || (r != "/" && strings.HasPrefix(root, r+"/")) {
-			return fmt.Errorf("local provider: workspace root %q is a system directory inside the sandbox: choose another, such as /workspace", root)
+			return fmt.Errorf("workspace root %q is a system directory inside the sandbox: choose another, such as /workspace", root)
 		}
 	}
 	return nil
@@ -201,7 +201,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, err
 	}
 	if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("local provider: creating state directory: %w", err)
+		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
 	name := strings.Trim(unsafeName.ReplaceAllString(spec.Address, "-"), "-.")
 	if len(name) > 60 {
@@ -215,28 +215,28 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	dir, err := os.MkdirTemp(spec.StateDir, name+"-")
 	if err != nil {
-		return nil, fmt.Errorf("local provider: creating sandbox directory: %w", err)
+		return nil, fmt.Errorf("creating the sandbox directory: %w", err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("local provider: %w", err)
+		return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
 	}
 	cleanup := func() { os.RemoveAll(dir) }
 	mk, _ := json.Marshal(marker{Address: spec.Address, Lineage: spec.Lineage, Created: time.Now().UTC().Format(time.RFC3339)})
 	if err := os.WriteFile(filepath.Join(dir, markerName), mk, 0o600); err != nil {
 		cleanup()
-		return nil, fmt.Errorf("local provider: %w", err)
+		return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
 	}
 	for _, d := range []string{"workspace", "tmp"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			cleanup()
-			return nil, fmt.Errorf("local provider: %w", err)
+			return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
 		}
 	}
 	// The private /tmp is shared by the commands of one sandbox only.
 	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o777|os.ModeSticky); err != nil {
 		cleanup()
-		return nil, fmt.Errorf("local provider: %w", err)
+		return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
 	}
 	sb, err := p.newSandbox(spec, sessionData{Dir: dir, Isolation: p.opts.Isolation, Status: string(sandbox.StatusRunning)})
 	if err != nil {
@@ -258,11 +258,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 // Open reconnects to a sandbox from its session state.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.SessionState) (sandbox.Sandbox, error) {
 	if st.Provider != "" && st.Provider != p.Kind() {
-		return nil, fmt.Errorf("local provider: session state belongs to provider %q", st.Provider)
+		return nil, fmt.Errorf("session state belongs to provider %q", st.Provider)
 	}
 	var data sessionData
 	if err := json.Unmarshal(st.Data, &data); err != nil || data.Dir == "" {
-		return nil, fmt.Errorf("local provider: session state of %s is unreadable (%v): remove it with `agentctl state rm` and apply again", spec.Address, err)
+		return nil, fmt.Errorf("session state is unreadable (%v): remove it with `agentctl state rm` and apply again", err)
 	}
 	// Commands always run with the isolation the provider is configured
 	// with now; plan replaces a sandbox whose isolation changed.
@@ -272,9 +272,9 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 	}
 	if _, err := os.Stat(filepath.Join(data.Dir, markerName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("local sandbox %s (%s): %w", spec.Address, data.Dir, sandbox.ErrNotFound)
+			return nil, fmt.Errorf("sandbox directory %s: %w", data.Dir, sandbox.ErrNotFound)
 		}
-		return nil, fmt.Errorf("local sandbox %s: %w", spec.Address, err)
+		return nil, fmt.Errorf("checking the sandbox directory: %w", err)
 	}
 	if data.Status == "" {
 		data.Status = string(sandbox.StatusRunning)
@@ -304,7 +304,7 @@ func removeLeftovers(spec sandbox.Spec, name string) error {
 			continue
 		}
 		if err := removeTree(dir); err != nil {
-			return fmt.Errorf("local provider: removing %s, left by an interrupted create of %s: %w", dir, spec.Address, err)
+			return fmt.Errorf("removing %s, left by an interrupted create: %w", dir, err)
 		}
 	}
 	return nil

@@ -84,13 +84,13 @@ func (p *Provider) executable() (string, error) {
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("local provider: cannot find the agentctl binary to start the sandbox with: %w", err)
+		return "", fmt.Errorf("cannot find the agentctl binary to start the sandbox with: %w", err)
 	}
 	return exe, nil
 }
 
 func (s *Sandbox) setupError(err error) error {
-	return fmt.Errorf("local sandbox %s: building the isolated environment: %w; set isolation = \"none\" in the local provider block to run without isolation (unsafe: commands then see and can change everything the agentctl user can)", s.spec.Address, err)
+	return fmt.Errorf("building the isolated environment: %w; set isolation = \"none\" in the `provider \"local\"` block to run without isolation (unsafe: commands then see and can change everything the agentctl user can)", err)
 }
 
 // namespaceError explains a failure to start the namespaced init.
@@ -106,7 +106,7 @@ func namespaceError(err error, hostID int) error {
 	case errors.Is(err, syscall.EACCES):
 		hint = "The agentctl binary must be readable and executable by the sandbox user (by other users when agentctl runs as root). "
 	}
-	return fmt.Errorf("local provider: cannot start a command in isolated namespaces (%w). %sTo run without isolation, set isolation = \"none\" in the `provider \"local\"` block: that is unsafe, commands then run directly on this machine as the agentctl user", err, hint)
+	return fmt.Errorf("cannot start a command in isolated namespaces (%w). %sTo run without isolation, set isolation = \"none\" in the `provider \"local\"` block: that is unsafe, commands then run directly on this machine as the agentctl user", err, hint)
 }
 
 // idmappedMount returns a detached clone of dir's mount, idmapped through
@@ -131,19 +131,18 @@ func idmappedMount(pid int, dir string) (int, error) {
 }
 
 // MaybeRunInit runs the sandbox init when this process was started as
-// one, and never returns in that case. agentctl's main (and the TestMain
-// of packages that use namespaced sandboxes) must call it first:
+// one, and never returns in that case (the process exits with the init's
+// status); otherwise it returns at once. agentctl's main (and the
+// TestMain of packages that use namespaced sandboxes) must call it first:
 //
 //	func main() {
-//		if local.MaybeRunInit() {
-//			return
-//		}
+//		local.MaybeRunInit()
 //		...
 //	}
-func MaybeRunInit() bool {
+func MaybeRunInit() {
 	v, ok := os.LookupEnv(initEnv)
 	if !ok {
-		return false
+		return
 	}
 	os.Unsetenv(initEnv)
 	fd, err := strconv.Atoi(v)
@@ -152,7 +151,6 @@ func MaybeRunInit() bool {
 		os.Exit(setupFailedCode)
 	}
 	os.Exit(runInit(fd))
-	return true
 }
 
 func runInit(sock int) int {
@@ -183,13 +181,10 @@ func runInit(sock int) int {
 			capLast = n
 		}
 	}
-	// Where commands are forked from a copy of this process (not on
-	// amd64, see cloneInit), the fewer pages it has mapped the cheaper the
-	// fork: give back what package initialization and building the root
-	// left behind.
-	if childStack == 0 {
-		debug.FreeOSMemory()
-	}
+	// Commands are forked from a copy of this process: the fewer pages it
+	// has mapped the cheaper the fork, so give back what package
+	// initialization and building the root left behind.
+	debug.FreeOSMemory()
 	// Tell agentctl the sandbox is built: it distinguishes this from a
 	// binary that never acted as the init.
 	unix.Write(sock, []byte{readyByte})

@@ -9,9 +9,9 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// MaybeRunInit reports false: the namespaced sandbox init exists on Linux
-// only.
-func MaybeRunInit() bool { return false }
+// MaybeRunInit returns at once: the namespaced sandbox init exists on
+// Linux only.
+func MaybeRunInit() {}
 
 func (s *Sandbox) probe(ctx context.Context) error {
 	_, err := s.runNamespaced(ctx, nil)
@@ -19,7 +19,7 @@ func (s *Sandbox) probe(ctx context.Context) error {
 }
 
 func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
-	return sandbox.ExecResult{}, errors.New(`local provider: isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
+	return sandbox.ExecResult{}, errors.New(`isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
 }
 
 type initProc struct{}

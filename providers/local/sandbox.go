@@ -39,9 +39,9 @@ func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, er
 	wsd, err := sandbox.OpenRoot(ws)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("local sandbox %s: workspace %s: %w", spec.Address, ws, sandbox.ErrNotFound)
+			return nil, fmt.Errorf("workspace %s: %w", ws, sandbox.ErrNotFound)
 		}
-		return nil, fmt.Errorf("local sandbox %s: opening workspace: %w", spec.Address, err)
+		return nil, fmt.Errorf("opening the workspace: %w", err)
 	}
 	return &Sandbox{
 		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), wsd: wsd,
@@ -67,9 +67,9 @@ func (s *Sandbox) Session() sandbox.SessionState {
 func (s *Sandbox) exists() error {
 	if _, err := os.Stat(filepath.Join(s.dir, markerName)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("local sandbox %s (%s): %w", s.spec.Address, s.dir, sandbox.ErrNotFound)
+			return fmt.Errorf("sandbox directory %s: %w", s.dir, sandbox.ErrNotFound)
 		}
-		return fmt.Errorf("local sandbox %s: %w", s.spec.Address, err)
+		return fmt.Errorf("checking the sandbox directory: %w", err)
 	}
 	return nil
 }
@@ -96,7 +96,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 // refuses until Start.
 func (s *Sandbox) Stop(ctx context.Context) error {
 	if err := s.stopInit(); err != nil {
-		return fmt.Errorf("local sandbox %s: stopping: %w", s.spec.Address, err)
+		return fmt.Errorf("stopping: %w", err)
 	}
 	if err := s.exists(); err != nil {
 		return err
@@ -125,20 +125,20 @@ func (s *Sandbox) Refresh(ctx context.Context) (sandbox.Status, error) {
 // remove something else.
 func (s *Sandbox) Delete(ctx context.Context) error {
 	if err := s.stopInit(); err != nil {
-		return fmt.Errorf("local sandbox %s: deleting: %w", s.spec.Address, err)
+		return fmt.Errorf("deleting: %w", err)
 	}
 	if err := s.removeCgroup(); err != nil {
-		return fmt.Errorf("local sandbox %s: deleting: %w", s.spec.Address, err)
+		return fmt.Errorf("deleting: %w", err)
 	}
 	if _, err := os.Lstat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if fi, err := os.Lstat(filepath.Join(s.dir, markerName)); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("local sandbox %s: %s was not created by agentctl (no %s): refusing to delete it", s.spec.Address, s.dir, markerName)
+		return fmt.Errorf("%s was not created by agentctl (no %s): refusing to delete it", s.dir, markerName)
 	}
 	s.wsd.Close()
 	if err := removeTree(s.dir); err != nil {
-		return fmt.Errorf("local sandbox %s: deleting %s: %w", s.spec.Address, s.dir, err)
+		return fmt.Errorf("deleting %s: %w", s.dir, err)
 	}
 	return nil
 }
@@ -163,10 +163,10 @@ func (s *Sandbox) Close() error {
 // "host" share the host's loopback.
 func (s *Sandbox) PortURL(ctx context.Context, port int) (string, error) {
 	if port <= 0 || port > 65535 {
-		return "", fmt.Errorf("local sandbox %s: port %d is out of range 1-65535", s.spec.Address, port)
+		return "", fmt.Errorf("port %d is out of range 1-65535", port)
 	}
 	if s.p.opts.Isolation == IsolationNamespaces && s.spec.Network != "host" {
-		return "", fmt.Errorf("local sandbox %s has no network, so port %d is not reachable from the host: set network = \"host\" on the sandbox", s.spec.Address, port)
+		return "", fmt.Errorf("the sandbox has no network, so port %d is not reachable from the host: set network = \"host\" on the sandbox", port)
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
 }

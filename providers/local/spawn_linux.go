@@ -67,7 +67,6 @@ type spawnArgs struct {
 	cur                   [4]uintptr // scratch: a handler read back
 	status                int32      // scratch: wait4 status
 	report                [2]uint32  // scratch: failed step, errno
-	stack                 uintptr    // top of the child's own stack, if it has one
 
 	keep []any
 }
@@ -108,20 +107,7 @@ func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, npr
 	if err != nil {
 		return 0, nil, 0, 0, fmt.Errorf("command line or environment: %w", err)
 	}
-	var stack []byte
-	if childStack > 0 {
-		stack, err = unix.Mmap(-1, 0, childStack, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
-		if err != nil {
-			return 0, nil, 0, 0, fmt.Errorf("allocating a stack: %w", err)
-		}
-		a.stack = uintptr(unsafe.Pointer(&stack[len(stack)-64]))
-	}
-	release = func() {
-		runtime.KeepAlive(a)
-		if stack != nil {
-			unix.Munmap(stack)
-		}
-	}
+	release = func() { runtime.KeepAlive(a) }
 	for i, fd := range stdio {
 		a.stdio[i] = uintptr(fd)
 	}

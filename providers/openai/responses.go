@@ -322,7 +322,7 @@ func reasoningParam(raw json.RawMessage) (*responses.ResponseReasoningItemParam,
 		return nil, fmt.Errorf("decoding the stored item: %w", err)
 	}
 	if r.ID == "" {
-		return nil, fmt.Errorf("the stored item has no id")
+		return nil, errors.New("the stored item has no id")
 	}
 	p := &responses.ResponseReasoningItemParam{ID: r.ID, Summary: []responses.ResponseReasoningItemSummaryParam{}}
 	for _, s := range r.Summary {

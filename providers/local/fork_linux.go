@@ -1,5 +1,3 @@
-//go:build linux && !amd64
-
 package local
 
 import (
@@ -28,10 +26,6 @@ func forkProgram(a *spawnArgs) (uintptr, syscall.Errno) {
 	runProgram(a)
 	return 0, 0
 }
-
-// childStack is zero: the namespace's PID 1 is a copy of the init and
-// runs on its copy of the init's stack.
-const childStack = 0
 
 // cloneInit forks the PID 1 of a command's namespace (a copy of the
 // init's memory), which runs nsInit.
