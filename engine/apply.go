@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/graph"
+	"github.com/agentctl/agentctl/internal/vcs"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -33,6 +34,9 @@ type applier struct {
 	// (lockSandbox): runs sharing a sandbox must not restore it twice,
 	// and the snapshot digest recorded must be the file's on disk.
 	snapMu map[string]*sync.Mutex
+	// gitCommit is the commit of the configuration's git checkout, looked
+	// up once before the walk for every run's provenance.
+	gitCommit string
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -42,6 +46,9 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
 	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
+	if p.HasChanges() {
+		a.gitCommit = vcs.GitCommit(ctx, e.Config.Dir)
+	}
 	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
 	}
@@ -613,7 +620,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		r.Turns, r.Usage = agentloop.Replay(history)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
-			GitCommit:    state.GitCommit(e.Config.Dir),
+			GitCommit:    a.gitCommit,
 			Models:       sortedKeys(models),
 			StartedAt:    started,
 		}

@@ -155,7 +155,7 @@ type Run struct {
 type Provenance struct {
 	ConfigDigest string `json:"config_digest,omitempty"`
 	// GitCommit is the commit of the git checkout holding the
-	// configuration, if any (see GitCommit).
+	// configuration, if any (see internal/vcs.GitCommit).
 	GitCommit   string    `json:"git_commit,omitempty"`
 	Models      []string  `json:"models,omitempty"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
