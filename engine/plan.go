@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -17,70 +15,6 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
-
-// Sandbox statuses kept in state beyond the provider's running/stopped.
-const (
-	statusRunning = "running"
-	statusStopped = "stopped"
-	// statusDeleted is a sandbox deleted after apply by on_exit =
-	// "delete": its snapshot remains and a run that needs it restores it.
-	statusDeleted = "deleted"
-)
-
-// Run statuses.
-const (
-	RunPending     = "pending"
-	RunRunning     = "running"
-	RunInterrupted = "interrupted"
-	RunAwaiting    = "awaiting_approval"
-	RunCompleted   = "completed"
-	RunFailed      = "failed"
-)
-
-// Refresh asks each provider about the sandboxes in st and returns their
-// live status by address. A sandbox its provider no longer knows is
-// sandbox.StatusMissing.
-func (e *Engine) Refresh(ctx context.Context, st *state.State) (map[string]sandbox.Status, error) {
-	out := map[string]sandbox.Status{}
-	for _, addr := range sortedKeys(st.Sandboxes) {
-		ss := st.Sandboxes[addr]
-		if ss.Status == statusDeleted {
-			continue
-		}
-		sb, err := e.openSandbox(ctx, st, addr)
-		if errors.Is(err, sandbox.ErrNotFound) {
-			out[addr] = sandbox.StatusMissing
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("refreshing %s: %w", addr, err)
-		}
-		status, err := sb.Refresh(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("refreshing %s: %w", addr, err)
-		}
-		out[addr] = status
-		e.emit(Event{Type: EventRefresh, Address: addr, Message: string(status)})
-	}
-	return out, nil
-}
-
-// openSandbox reconnects to a sandbox recorded in state.
-func (e *Engine) openSandbox(ctx context.Context, st *state.State, addr string) (sandbox.Sandbox, error) {
-	ss := st.Sandboxes[addr]
-	if ss == nil {
-		return nil, fmt.Errorf("%s is not in the state: run agentctl apply first", addr)
-	}
-	prov, err := e.provs().sandboxProvider(ctx, e, ss.Provider)
-	if err != nil {
-		return nil, err
-	}
-	spec := sandbox.Spec{Address: addr, Lineage: st.Lineage, StateDir: e.State.Abs("sandboxes")}
-	if sb := e.Config.SandboxInstances[addr]; sb != nil {
-		spec = e.sandboxSpec(sb, st.Lineage)
-	}
-	return prov.Open(ctx, spec, ss.Session)
-}
 
 // Plan diffs the configuration against st. With opts.Refresh it first asks
 // the providers whether the sandboxes still exist.
@@ -559,67 +493,6 @@ func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 		}
 	}
 	p.Changes = out
-}
-
-// OpenWorkspace connects to a managed sandbox for exec and tool calls,
-// starting it if it is stopped. The returned stop func puts it back the
-// way it was.
-func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string) (*sandbox.Workspace, func(), error) {
-	ss := st.Sandboxes[addr]
-	if ss == nil {
-		return nil, nil, fmt.Errorf("%s is not in the state; run agentctl apply to create it (agentctl state list shows what exists)", addr)
-	}
-	if ss.RestorePending != nil {
-		return nil, nil, fmt.Errorf("%s: its last restore from %s did not finish, so its workspace is incomplete; run agentctl apply to restore it", addr, ss.Snapshot)
-	}
-	if ss.Status == statusDeleted {
-		return nil, nil, fmt.Errorf("%s was deleted after the last apply (on_exit = \"delete\"); a run that needs it restores it from its snapshot", addr)
-	}
-	sb, err := e.openSandbox(ctx, st, addr)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return nil, nil, fmt.Errorf("%s no longer exists at its provider; run agentctl apply to restore it from its snapshot", addr)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	status, err := sb.Refresh(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", addr, err)
-	}
-	restore := func() {}
-	switch status {
-	case sandbox.StatusMissing:
-		return nil, nil, fmt.Errorf("%s no longer exists at its provider; run agentctl apply to restore it from its snapshot", addr)
-	case sandbox.StatusStopped:
-		if err := sb.Start(ctx); err != nil {
-			return nil, nil, fmt.Errorf("%s: starting the stopped sandbox: %w", addr, err)
-		}
-		restore = func() { _ = sb.Stop(context.WithoutCancel(ctx)) }
-	}
-	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber(), URLs: maps.Clone(ss.URLs)}
-	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
-		m := sandboxManifest(e.Config, sbc)
-		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
-		// A start publishes Docker ports anew: ask the provider rather than
-		// trust the recorded URLs.
-		for _, port := range sbc.Ports {
-			if u, err := sb.PortURL(ctx, port); err == nil {
-				if ws.URLs == nil {
-					ws.URLs = map[string]string{}
-				}
-				ws.URLs[fmt.Sprint(port)] = u
-			}
-		}
-	}
-	return ws, restore, nil
-}
-
-// WorkspaceRoot is the workspace root of a configured sandbox.
-func (e *Engine) WorkspaceRoot(addr string) string {
-	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
-		return manifestRoot(e.Config, sbc)
-	}
-	return "/workspace"
 }
 
 // checkModels configures the model provider of every agent a planned run
