@@ -132,12 +132,13 @@ func (p *parser) address() (Address, error) {
 	}
 }
 
-// ident reads an identifier: a letter or underscore, then letters,
-// digits, underscores and dashes, as HCL names are.
+// ident reads an identifier as HCL names are: a letter or underscore,
+// then letters, digits, combining marks, connector punctuation and
+// dashes.
 func (p *parser) ident(what string) (string, error) {
 	n := 0
 	for i, r := range p.rest {
-		ok := unicode.IsLetter(r) || r == '_' || i > 0 && (unicode.IsDigit(r) || r == '-')
+		ok := unicode.IsLetter(r) || r == '_' || i > 0 && (r == '-' || unicode.In(r, unicode.Nd, unicode.Mn, unicode.Mc, unicode.Pc))
 		if !ok {
 			break
 		}

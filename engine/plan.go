@@ -11,6 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
@@ -219,7 +220,7 @@ func restorePendingReason(p *state.RestorePending) string {
 func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval *planEvaluators, addr string, replace bool) (*Change, error) {
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
-	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": "agent." + ri.Agent}}
+	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": agentAddr(ri.Agent)}}
 	prev := st.Runs[addr]
 	var pending []string // upstream runs that execute in this apply
 	standIn := ""
@@ -366,7 +367,7 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	}
 	inputs["input"] = digestString(input)
 	for _, name := range cfg.AgentClosure(ri.Agent) {
-		inputs["agent."+name] = agentDigest(cfg, name)
+		inputs[agentAddr(name)] = agentDigest(cfg, name)
 	}
 	for _, sb := range cfg.RunSandboxes(ri) {
 		if d, ok := sbDigest[sb]; ok {
@@ -480,8 +481,13 @@ func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 		}
 	}
 	for _, t := range targets {
+		ta, terr := addrs.ParseInstance(t)
 		for _, c := range p.Changes {
-			if c.Address == t || strings.HasPrefix(c.Address, t+"[") {
+			if c.Address == t {
+				add(c.Address)
+				continue
+			}
+			if ca, err := addrs.ParseInstance(c.Address); err == nil && terr == nil && ta.Selects(ca) {
 				add(c.Address)
 			}
 		}
