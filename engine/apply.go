@@ -300,6 +300,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 			Session:      sb.Session(),
 			Status:       statusRunning,
 			ConfigDigest: sandboxConfigDigest(cfg, sbc),
+			Attributes:   sandboxAttributes(cfg, sbc, a.e.scrubber()),
 			CreatedAt:    time.Now().UTC(),
 			UpdatedAt:    time.Now().UTC(),
 		}
@@ -388,6 +389,8 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 		ss := st.Sandboxes[addr]
 		ss.EntryDigests = res.Digests
 		ss.ManifestDigest = sandbox.ManifestDigest(m, res.Digests)
+		// The manifest's environment is recorded as it is materialized.
+		ss.Attributes = sandboxAttributes(cfg, cfg.SandboxInstances[addr], a.e.scrubber())
 		ss.RestorePending = nil // a restore in progress is complete
 		ss.UpdatedAt = time.Now().UTC()
 	})
@@ -528,13 +531,13 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
 	}
-	inputs, standIn, err := e.runInputs(a.st, ri, sbDigest, nil)
+	in, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
 	a.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	digest := runDigest(inputs)
+	digest := runDigest(in.digests)
 	forced := slices.Contains(a.p.Replace, addr)
 	var history []agentloop.Step
 	resume := false
@@ -576,7 +579,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 	}
 	a.mu.Lock()
-	input, err := e.runInputText(a.st, ri, standIn)
+	input, err := e.runInputText(a.st, ri, in.input)
 	for sbAddr, ws := range workspaces {
 		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
 			ws.URLs = maps.Clone(ss.URLs)
@@ -615,7 +618,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
-		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: inputs,
+		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: in.digests, Attributes: in.attrs,
 			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history)}
 		r.Turns, r.Usage = agentloop.Replay(history)
 		r.Provenance = state.Provenance{

@@ -157,7 +157,10 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Reasons = []string{"forced by -replace: a new sandbox is created from the manifest"}
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
-		c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+		c.Reasons = e.sandboxReasons(prev, sb, func(p string) bool { return !isEnvAttribute(p) })
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+		}
 	case prev.RestorePending != nil:
 		c.Action = ActionRestore
 		c.Reasons = []string{restorePendingReason(prev.RestorePending)}
@@ -186,7 +189,10 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		}
 		slices.Sort(c.Removed)
 		if len(c.Entries) == 0 && len(c.Removed) == 0 {
-			c.Reasons = []string{"manifest environment or root changed"}
+			c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
+			if len(c.Reasons) == 0 {
+				c.Reasons = []string{"manifest environment or root changed"}
+			}
 		} else {
 			c.Reasons = []string{"manifest entries changed"}
 		}
@@ -203,6 +209,17 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		}
 	}
 	return c, digest, nil
+}
+
+// sandboxReasons names the attributes keep selects that differ between
+// the recorded sandbox and its configuration ("image "a" → "b""); none
+// when the state has no attributes for it (written by an older agentctl).
+func (e *Engine) sandboxReasons(prev *state.Sandbox, sb *config.SandboxInstance, keep func(string) bool) []string {
+	if prev.Attributes == nil {
+		return nil
+	}
+	sc := e.scrubber()
+	return attributeReasons(sc, prev.Attributes, sandboxAttributes(e.Config, sb, sc), keep, func(p string) string { return p })
 }
 
 // restorePendingReason is the plan reason for a sandbox whose last
@@ -230,14 +247,14 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		}
 	}
 	if len(pending) == 0 {
-		inputs, input, err := e.runInputs(st, ri, sbDigest, eval.standIns)
+		in, err := e.runInputs(st, ri, sbDigest, eval.standIns)
 		if err != nil {
 			return nil, err
 		}
-		c.Digest = runDigest(inputs)
-		standIn = input
+		c.Digest = runDigest(in.digests)
+		standIn = in.input
 		if prev != nil && prev.Digest != c.Digest {
-			c.Reasons = diffInputs(prev.DigestInputs, inputs)
+			c.Reasons = inputReasons(e.scrubber(), prev, in.digests, in.attrs)
 		}
 	} else {
 		c.Attributes["input"] = "(known after " + strings.Join(pending, ", ") + ")"
@@ -330,30 +347,42 @@ func stateRuntimeValues(st *state.State) config.RuntimeValues {
 	return rv
 }
 
+// runInputs are what a run's digest covers: the named digest inputs
+// (DESIGN §3), the attribute values behind them, and the input text with
+// URL stand-ins.
+type runInputs struct {
+	digests map[string]string
+	attrs   map[string]state.Attribute
+	input   string
+}
+
 // runInputs evaluates a run's input against the upstream outputs in st,
 // with every sandbox URL as its stand-in (config.URLStandIn), and returns
-// the named digest inputs (DESIGN §3) and that input text. A URL is an
+// the named digest inputs (DESIGN §3), their attribute values and that
+// input text. A URL is an
 // address, not content: it is left out of the digest, so a run's digest
 // is known before its sandboxes exist and stays the same when their URLs
 // change (a stopped Docker sandbox starts on new host ports, a Daytona
 // preview URL is signed anew). eval, when not nil, evaluates the input
 // against values already built from st with URLStandIns (plan evaluates
 // every run against the same state).
-func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (map[string]string, string, error) {
+func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (*runInputs, error) {
 	cfg := e.Config
 	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, URLStandIns: true}
 	inputs := map[string]string{}
+	attrs := newAttributes(e.scrubber())
 	for _, up := range runUpstream(cfg, ri) {
 		prev := st.Runs[up]
 		if prev == nil || prev.Status != RunCompleted {
-			return nil, "", fmt.Errorf("%s: upstream %s has no output yet", ri.Addr, up)
+			return nil, fmt.Errorf("%s: upstream %s has no output yet", ri.Addr, up)
 		}
 		v, err := outputValue(prev.Output)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: output of %s: %w", ri.Addr, up, err)
+			return nil, fmt.Errorf("%s: output of %s: %w", ri.Addr, up, err)
 		}
 		rv.RunOutputs[up] = v
 		inputs[up+".output"] = digestString(string(prev.Output))
+		attrs.set(up+".output", prev.Output)
 	}
 	var input string
 	var diags hcl.Diagnostics
@@ -363,18 +392,20 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 		input, diags = cfg.EvalRunInput(ri, rv)
 	}
 	if diags.HasErrors() {
-		return nil, "", diags
+		return nil, diags
 	}
 	inputs["input"] = digestString(input)
+	attrs.set("input", input)
 	for _, name := range cfg.AgentClosure(ri.Agent) {
 		inputs[agentAddr(name)] = agentDigest(cfg, name)
+		agentAttributes(cfg, name, attrs)
 	}
 	for _, sb := range cfg.RunSandboxes(ri) {
 		if d, ok := sbDigest[sb]; ok {
 			inputs[sb] = d
 		}
 	}
-	return inputs, input, nil
+	return &runInputs{digests: inputs, attrs: attrs.m, input: input}, nil
 }
 
 // urlSandboxes lists the sandboxes with exposed ports a run's input

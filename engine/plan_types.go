@@ -171,23 +171,3 @@ func sortChanges(cs []*Change) {
 		return cs[i].Address < cs[j].Address
 	})
 }
-
-// diffInputs names the digest inputs that differ between two runs of the
-// same address, for the re-run reason.
-func diffInputs(old, cur map[string]string) []string {
-	var out []string
-	for k, v := range cur {
-		if ov, ok := old[k]; !ok {
-			out = append(out, k+" was added")
-		} else if ov != v {
-			out = append(out, k+" changed")
-		}
-	}
-	for k := range old {
-		if _, ok := cur[k]; !ok {
-			out = append(out, k+" was removed")
-		}
-	}
-	sort.Strings(out)
-	return out
-}
