@@ -207,3 +207,53 @@ func TestExcerpts(t *testing.T) {
 		}
 	}
 }
+
+// -target=run.NAME selects every instance of the block, run.NAME["KEY"]
+// only that one; quotes and escapes in keys are matched exactly.
+func TestPlanTargetInstances(t *testing.T) {
+	e, _ := newTestEngine(t, `
+provider "scripted" {
+  script "a" {
+    reply { text = "done" }
+  }
+}
+agent "a" {
+  provider     = provider.scripted
+  instructions = "x"
+}
+run "r" {
+  for_each = toset(["a", "say \"hi\""])
+  agent    = agent.a
+  input    = each.key
+}
+run "rr" {
+  agent = agent.a
+  input = "other"
+}
+`)
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target string
+		want   []string
+	}{
+		{`run.r`, []string{`run.r["a"]`, `run.r["say \"hi\""]`}},
+		{`run.r["say \"hi\""]`, []string{`run.r["say \"hi\""]`}},
+		{`run.rr`, []string{`run.rr`}},
+		{`run.r["b"]`, nil},
+	} {
+		p, err := e.Plan(context.Background(), st, PlanOptions{Targets: []string{c.target}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ch := range p.Changes {
+			got = append(got, ch.Address)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("-target=%s planned %q, want %q", c.target, got, c.want)
+		}
+	}
+}
