@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/graph"
 	"github.com/hashicorp/hcl/v2"
 )
@@ -73,6 +74,10 @@ type sandboxReach struct {
 func newSandboxReach(c *Config) *sandboxReach {
 	r := &sandboxReach{c: c, comp: map[string]int{}}
 	g := c.AgentGraph()
+	names := make(map[string]string, len(c.Agents)) // graph node -> agent name
+	for name := range c.Agents {
+		names[addrs.Agent{Name: name}.String()] = name
+	}
 	for _, cyc := range g.Cycles() {
 		if len(cyc) == 1 && !g.HasEdge(cyc[0], cyc[0]) {
 			continue
@@ -80,8 +85,9 @@ func newSandboxReach(c *Config) *sandboxReach {
 		id := len(r.mem)
 		r.mem = append(r.mem, nil)
 		for _, n := range cyc {
-			r.comp[n[len("agent."):]] = id
-			r.mem[id] = append(r.mem[id], n[len("agent."):])
+			name := names[n]
+			r.comp[name] = id
+			r.mem[id] = append(r.mem[id], name)
 		}
 	}
 	for _, name := range sortedKeys(c.Agents) {
@@ -231,13 +237,14 @@ func (c *Config) declRange(addr string) hcl.Range {
 // cyclic.
 func (c *Config) AgentGraph() *graph.Graph {
 	g := graph.New()
+	node := func(name string) string { return addrs.Agent{Name: name}.String() }
 	for name, a := range c.Agents {
-		g.AddNode("agent." + name)
+		g.AddNode(node(name))
 		for _, h := range a.Handoffs {
-			g.AddLabeledEdge("agent."+name, "agent."+h, "handoff")
+			g.AddLabeledEdge(node(name), node(h), "handoff")
 		}
 		for _, t := range a.Tools {
-			g.AddLabeledEdge("agent."+name, "agent."+t.Agent, "tool "+t.Name)
+			g.AddLabeledEdge(node(name), node(t.Agent), "tool "+t.Name)
 		}
 	}
 	return g

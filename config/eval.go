@@ -12,6 +12,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/agentctl/agentctl/addrs"
 )
 
 // valueMark is the type of cty marks the language uses.
@@ -405,10 +407,11 @@ func (l *loader) namedRef(expr hcl.Expression, root, kind string) (string, bool)
 
 // instanceAddr formats an instance address.
 func instanceAddr(kind, name, key string, hasForEach bool) string {
-	if !hasForEach {
-		return kind + "." + name
+	a := addrs.Instance{Type: addrs.Kind(kind), Name: name}
+	if hasForEach {
+		a.Key = addrs.StringKey(key)
 	}
-	return fmt.Sprintf("%s.%s[%q]", kind, name, key)
+	return a.String()
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -80,7 +82,7 @@ func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
 	runs := map[string]cty.Value{}
 	for name, r := range c.Runs {
 		if r.ForEach == nil {
-			runs[name] = runVal("run." + name)
+			runs[name] = runVal(addrs.Run(name, nil).String())
 			continue
 		}
 		keys := map[string]cty.Value{}
@@ -94,7 +96,7 @@ func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
 	sbs := map[string]cty.Value{}
 	for name, s := range c.Sandboxes {
 		if s.ForEach == nil {
-			sbs[name] = sbVal("sandbox." + name)
+			sbs[name] = sbVal(addrs.Sandbox(name, nil).String())
 			continue
 		}
 		keys := map[string]cty.Value{}
@@ -298,8 +300,9 @@ func (c *Config) ModelProvider(a *Agent) string {
 	if a.Provider != "" {
 		return a.Provider
 	}
+	openai := addrs.Provider{Type: "openai"}.String()
 	if _, ok := c.Providers["openai"]; ok {
-		return "provider.openai"
+		return openai
 	}
 	var only string
 	n := 0
@@ -312,7 +315,7 @@ func (c *Config) ModelProvider(a *Agent) string {
 	if n == 1 {
 		return only
 	}
-	return "provider.openai"
+	return openai
 }
 
 // checkCompaction refuses a compaction capability on an agent whose model
@@ -321,12 +324,16 @@ func (c *Config) ModelProvider(a *Agent) string {
 func (l *loader) checkCompaction() {
 	for _, name := range sortedKeys(l.cfg.Agents) {
 		ag := l.cfg.Agents[name]
-		p := l.cfg.Providers[strings.TrimPrefix(l.cfg.ModelProvider(ag), "provider.")]
+		pa, err := addrs.ParseProvider(l.cfg.ModelProvider(ag))
+		if err != nil {
+			continue // the loader made the address: it always parses
+		}
+		p := l.cfg.Providers[pa.Name()]
 		if p == nil || p.OpenAI == nil || p.OpenAI.API != "chat_completions" {
 			continue
 		}
 		for _, c := range ag.Capabilities {
-			if !strings.HasPrefix(c, "capability.compaction.") {
+			if ca, err := addrs.ParseCapability(c); err != nil || ca.Type != "compaction" {
 				continue
 			}
 			l.errorf(l.capRefs[name+" "+c], "Compaction not supported by this provider",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/graph"
+	"github.com/agentctl/agentctl/internal/vcs"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -33,6 +34,9 @@ type applier struct {
 	// (lockSandbox): runs sharing a sandbox must not restore it twice,
 	// and the snapshot digest recorded must be the file's on disk.
 	snapMu map[string]*sync.Mutex
+	// gitCommit is the commit of the configuration's git checkout, looked
+	// up once before the walk for every run's provenance.
+	gitCommit string
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -42,6 +46,9 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
 	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
+	if p.HasChanges() {
+		a.gitCommit = vcs.GitCommit(ctx, e.Config.Dir)
+	}
 	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
 	}
@@ -294,6 +301,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 			Session:      sb.Session(),
 			Status:       statusRunning,
 			ConfigDigest: sandboxConfigDigest(cfg, sbc),
+			Attributes:   sandboxAttributes(cfg, sbc, a.e.scrubber()),
 			CreatedAt:    time.Now().UTC(),
 			UpdatedAt:    time.Now().UTC(),
 		}
@@ -382,6 +390,8 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 		ss := st.Sandboxes[addr]
 		ss.EntryDigests = res.Digests
 		ss.ManifestDigest = sandbox.ManifestDigest(m, res.Digests)
+		// The manifest's environment is recorded as it is materialized.
+		ss.Attributes = sandboxAttributes(cfg, cfg.SandboxInstances[addr], a.e.scrubber())
 		ss.RestorePending = nil // a restore in progress is complete
 		ss.UpdatedAt = time.Now().UTC()
 	})
@@ -522,13 +532,13 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
 	}
-	inputs, standIn, err := e.runInputs(a.st, ri, sbDigest, nil)
+	in, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
 	a.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	digest := runDigest(inputs)
+	digest := runDigest(in.digests)
 	forced := slices.Contains(a.p.Replace, addr)
 	var history []agentloop.Step
 	resume := false
@@ -570,7 +580,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 	}
 	a.mu.Lock()
-	input, err := e.runInputText(a.st, ri, standIn)
+	input, err := e.runInputText(a.st, ri, in.input)
 	for sbAddr, ws := range workspaces {
 		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
 			ws.URLs = maps.Clone(ss.URLs)
@@ -609,12 +619,12 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
-		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: inputs,
+		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: in.digests, Attributes: in.attrs,
 			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history)}
 		r.Turns, r.Usage = agentloop.Replay(history)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
-			GitCommit:    state.GitCommit(e.Config.Dir),
+			GitCommit:    a.gitCommit,
 			Models:       sortedKeys(models),
 			StartedAt:    started,
 		}

@@ -78,13 +78,13 @@ func completedState(ctx context.Context, tb testing.TB, e *Engine) *state.State 
 		tb.Fatal(err)
 	}
 	for _, addr := range order {
-		inputs, _, err := e.runInputs(st, cfg.RunInstances[addr], sbDigest, nil)
+		in, err := e.runInputs(st, cfg.RunInstances[addr], sbDigest, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		st.Runs[addr] = &state.Run{
 			Address: addr, Agent: cfg.RunInstances[addr].Agent, Status: RunCompleted,
-			Digest: runDigest(inputs), DigestInputs: inputs, Output: json.RawMessage(`"done"`), Turns: 1,
+			Digest: runDigest(in.digests), DigestInputs: in.digests, Output: json.RawMessage(`"done"`), Turns: 1,
 			Journal: state.JournalName(addr),
 		}
 	}

@@ -5,7 +5,6 @@
 package engine
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -101,12 +100,6 @@ type PlanOptions struct {
 	Targets []string
 	Replace []string
 }
-
-// capKey turns capability.TYPE.NAME into the Capabilities map key.
-func capKey(addr string) string { return strings.TrimPrefix(addr, "capability.") }
-
-// providerKey turns provider.TYPE[.ALIAS] into the Providers map key.
-func providerKey(addr string) string { return strings.TrimPrefix(addr, "provider.") }
 
 // manifestRoot is the workspace root of a sandbox instance: the
 // manifest's root, or the provider's default (/workspace; daytona:

@@ -1,193 +1,560 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/agentctl/agentctl/addrs"
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/state"
 )
 
-// Action is what plan decided for one managed object.
-type Action string
-
-const (
-	ActionNoop Action = "no-op"
-	// Sandbox actions.
-	ActionCreate  Action = "create"
-	ActionUpdate  Action = "update"
-	ActionReplace Action = "replace"
-	ActionRestore Action = "restore"
-	ActionDelete  Action = "delete"
-	// Run actions.
-	ActionExecute Action = "execute"
-	ActionRerun   Action = "re-run"
-	ActionResume  Action = "resume"
-	ActionForget  Action = "forget"
-)
-
-// Kind of a managed object.
-const (
-	KindSandbox = "sandbox"
-	KindRun     = "run"
-)
-
-// Change is the planned action for one sandbox or run, with the reasons
-// a reviewer needs.
-type Change struct {
-	Address string   `json:"address"`
-	Kind    string   `json:"kind"`
-	Action  Action   `json:"action"`
-	Reasons []string `json:"reasons,omitempty"`
-	// Attributes shown in the plan (provider, image, agent, input, ...).
-	Attributes map[string]string `json:"attributes,omitempty"`
-	// Entries are the manifest entries an update materializes; Removed
-	// the entries that are no longer declared (left in the workspace).
-	Entries []string `json:"entries,omitempty"`
-	Removed []string `json:"removed,omitempty"`
-	// Digest is a run's planned digest ("" when it depends on runs that
-	// execute first and is known only during apply).
-	Digest string `json:"digest,omitempty"`
+// Plan diffs the configuration against st. With opts.Refresh it first asks
+// the providers whether the sandboxes still exist.
+func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
+	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
+	live := map[string]sandbox.Status{}
+	if opts.Refresh {
+		var err error
+		if live, err = e.Refresh(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Destroy {
+		for _, addr := range sortedKeys(st.Sandboxes) {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"destroy"}})
+		}
+		for _, addr := range sortedKeys(st.Runs) {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
+		}
+		p.filterTargets(e.Config, opts.Targets)
+		sortChanges(p.Changes)
+		return p, nil
+	}
+	cfg := e.Config
+	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
+	mcache := map[string]*manifestDigests{}
+	for _, addr := range sortedKeys(cfg.SandboxInstances) {
+		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr))
+		if err != nil {
+			return nil, err
+		}
+		sbDigest[addr] = digest
+		p.Changes = append(p.Changes, c)
+	}
+	for _, addr := range sortedKeys(st.Sandboxes) {
+		if _, ok := cfg.SandboxInstances[addr]; !ok {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"no longer in the configuration"}})
+		}
+	}
+	order, err := e.runOrder()
+	if err != nil {
+		return nil, err
+	}
+	eval := newPlanEvaluators(cfg, st)
+	for _, addr := range order {
+		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
+		if err != nil {
+			return nil, err
+		}
+		p.Changes = append(p.Changes, c)
+	}
+	for _, addr := range sortedKeys(st.Runs) {
+		if _, ok := cfg.RunInstances[addr]; !ok {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"no longer in the configuration: its record is removed from the state"}})
+		}
+	}
+	for _, r := range opts.Replace {
+		if p.Change(r) == nil {
+			return nil, fmt.Errorf("-replace=%s: no such run or sandbox in the configuration", r)
+		}
+	}
+	p.filterTargets(cfg, opts.Targets)
+	sortChanges(p.Changes)
+	if err := e.resumeReasons(st, p); err != nil {
+		return nil, err
+	}
+	if err := e.checkModels(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-// Plan is the set of changes apply would make.
-type Plan struct {
-	Destroy bool      `json:"destroy,omitempty"`
-	Targets []string  `json:"targets,omitempty"`
-	Replace []string  `json:"replace,omitempty"`
-	Changes []*Change `json:"changes"`
-	// Lineage and Serial of the state the plan was made against.
-	Lineage string `json:"lineage"`
-	Serial  uint64 `json:"serial"`
+// runOrder lists run instance addresses dependencies first.
+func (e *Engine) runOrder() ([]string, error) {
+	g, diags := e.Config.DependencyGraph()
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	topo, err := g.TopoOrder()
+	if err != nil {
+		return nil, err
+	}
+	var runs []string
+	for _, id := range topo {
+		if _, ok := e.Config.RunInstances[id]; ok {
+			runs = append(runs, id)
+		}
+	}
+	return runs, nil
 }
 
-// Change returns the change for addr, or nil.
-func (p *Plan) Change(addr string) *Change {
+// planSandbox decides one sandbox's action.
+// manifestDigests are a manifest's entry digests and overall digest,
+// computed once per manifest and root in a plan: sandboxes share
+// manifests, and digesting local_dir and git_repo entries reads them.
+type manifestDigests struct {
+	entries map[string]string
+	digest  string
+}
+
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace bool) (*Change, string, error) {
+	sb := e.Config.SandboxInstances[addr]
+	m := sandboxManifest(e.Config, sb)
+	key := sb.Manifest + "\x00" + m.Root
+	md := mcache[key]
+	if md == nil {
+		entries, err := sandbox.EntryDigests(ctx, m)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
+		}
+		md = &manifestDigests{entries: entries, digest: sandbox.ManifestDigest(m, entries)}
+		mcache[key] = md
+	}
+	entries, mdigest := md.entries, md.digest
+	cdigest := sandboxConfigDigest(e.Config, sb)
+	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
+		"provider": sb.Provider,
+	}}
+	if sb.Image != "" {
+		c.Attributes["image"] = sb.Image
+	}
+	if sb.Manifest != "" {
+		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d entries)", sb.Manifest, len(m.Entries))
+	}
+	digest := digestJSON([]string{cdigest, mdigest})
+	prev := st.Sandboxes[addr]
+	drift := "" // only asked when refreshing: live holds refreshed sandboxes
+	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
+		var err error
+		if drift, err = e.sandboxDrift(ctx, st, addr); err != nil {
+			return nil, "", err
+		}
+	}
+	switch {
+	case prev == nil:
+		c.Action = ActionCreate
+	case replace:
+		c.Action = ActionReplace
+		c.Reasons = []string{"forced by -replace: a new sandbox is created from the manifest"}
+	case prev.ConfigDigest != cdigest:
+		c.Action = ActionReplace
+		c.Reasons = e.sandboxReasons(prev, sb, func(p string) bool { return !isEnvAttribute(p) })
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+		}
+	case prev.RestorePending != nil:
+		c.Action = ActionRestore
+		c.Reasons = []string{restorePendingReason(prev.RestorePending)}
+	case drift != "":
+		c.Action = ActionReplace
+		c.Reasons = []string{drift}
+	case live[addr] == sandbox.StatusMissing:
+		if prev.Snapshot != "" {
+			c.Action = ActionRestore
+			c.Reasons = []string{"sandbox no longer exists: it is recreated from its latest snapshot"}
+		} else {
+			c.Action = ActionCreate
+			c.Reasons = []string{"sandbox no longer exists and has no snapshot: it is recreated from the manifest"}
+		}
+	case prev.ManifestDigest != mdigest:
+		c.Action = ActionUpdate
+		for _, e := range m.Entries {
+			if prev.EntryDigests[e.Path] != entries[e.Path] {
+				c.Entries = append(c.Entries, e.Path)
+			}
+		}
+		for p := range prev.EntryDigests {
+			if _, ok := entries[p]; !ok {
+				c.Removed = append(c.Removed, p)
+			}
+		}
+		slices.Sort(c.Removed)
+		if len(c.Entries) == 0 && len(c.Removed) == 0 {
+			c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
+			if len(c.Reasons) == 0 {
+				c.Reasons = []string{"manifest environment or root changed"}
+			}
+		} else {
+			c.Reasons = []string{"manifest entries changed"}
+		}
+		if len(c.Removed) > 0 {
+			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
+		}
+	}
+	// A restore needs its snapshot file: say now that it is gone, also for
+	// a sandbox deleted by on_exit that a run would restore.
+	if prev != nil && (c.Action == ActionRestore || prev.Status == statusDeleted && c.Action != ActionReplace) {
+		if err := e.snapshotFileError(addr, prev); err != nil {
+			c.Action = ActionRestore
+			c.Reasons = append(c.Reasons, "apply will fail: "+err.Error())
+		}
+	}
+	return c, digest, nil
+}
+
+// sandboxReasons names the attributes keep selects that differ between
+// the recorded sandbox and its configuration ("image "a" → "b""); none
+// when the state has no attributes for it (written by an older agentctl).
+func (e *Engine) sandboxReasons(prev *state.Sandbox, sb *config.SandboxInstance, keep func(string) bool) []string {
+	if prev.Attributes == nil {
+		return nil
+	}
+	sc := e.scrubber()
+	return attributeReasons(sc, prev.Attributes, sandboxAttributes(e.Config, sb, sc), keep, func(p string) string { return p })
+}
+
+// restorePendingReason is the plan reason for a sandbox whose last
+// restore did not finish.
+func restorePendingReason(p *state.RestorePending) string {
+	why := "agentctl stopped during it"
+	if p.Error != "" {
+		why = p.Error
+	}
+	return "a previous restore did not finish: " + why + "; the sandbox is recreated from its latest snapshot"
+}
+
+// planRun decides one run's action, in dependency order so upstream
+// actions are known.
+func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval *planEvaluators, addr string, replace bool) (*Change, error) {
+	cfg := e.Config
+	ri := cfg.RunInstances[addr]
+	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": agentAddr(ri.Agent)}}
+	prev := st.Runs[addr]
+	var pending []string // upstream runs that execute in this apply
+	standIn := ""
+	for _, up := range runUpstream(cfg, ri) {
+		if uc := p.Change(up); uc != nil && uc.Action != ActionNoop {
+			pending = append(pending, up)
+		}
+	}
+	if len(pending) == 0 {
+		in, err := e.runInputs(st, ri, sbDigest, eval.standIns)
+		if err != nil {
+			return nil, err
+		}
+		c.Digest = runDigest(in.digests)
+		standIn = in.input
+		if prev != nil && prev.Digest != c.Digest {
+			c.Reasons = inputReasons(e.scrubber(), prev, in.digests, in.attrs)
+		}
+	} else {
+		c.Attributes["input"] = "(known after " + strings.Join(pending, ", ") + ")"
+	}
+	switch {
+	case prev == nil:
+		c.Action = ActionExecute
+	case replace:
+		c.Action = ActionRerun
+		c.Reasons = []string{"forced by -replace"}
+	case len(pending) > 0:
+		c.Action = ActionRerun
+		c.Reasons = []string{"upstream " + strings.Join(pending, ", ") + " executes first; this run is skipped during apply if its inputs turn out unchanged"}
+	case prev.Digest != c.Digest:
+		c.Action = ActionRerun
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"its digest changed"}
+		}
+	case prev.Status == RunCompleted:
+		c.Action = ActionNoop
+	case prev.Status == RunPending:
+		c.Action = ActionExecute
+	default:
+		// Its reason (the turn it stopped at) comes from its journal,
+		// read once the plan is targeted (resumeReasons).
+		c.Action = ActionResume
+	}
+	if len(pending) == 0 {
+		c.Attributes["input"] = e.planInputText(st, p, ri, standIn, c.Action == ActionNoop, eval.urls)
+	}
+	return c, nil
+}
+
+// runUpstream lists the run instances a run depends on directly.
+func runUpstream(cfg *config.Config, ri *config.RunInstance) []string {
+	var ups []string
+	for _, d := range ri.DependsOn {
+		if _, ok := cfg.RunInstances[d]; ok && !slices.Contains(ups, d) {
+			ups = append(ups, d)
+		}
+	}
+	slices.Sort(ups)
+	return ups
+}
+
+// inputEvaluator evaluates a run's input (config.RunInputEvaluator).
+type inputEvaluator func(ri *config.RunInstance) (string, hcl.Diagnostics)
+
+// planEvaluators evaluate run inputs against the state: with URL
+// stand-ins (for digests), and with the recorded URLs (for the input
+// plan shows), built only when a run needs it.
+type planEvaluators struct {
+	standIns inputEvaluator
+	urls     func() inputEvaluator
+}
+
+func newPlanEvaluators(cfg *config.Config, st *state.State) *planEvaluators {
+	rv := stateRuntimeValues(st)
+	standIns := rv
+	standIns.SandboxURLs, standIns.URLStandIns = nil, true
+	var urls inputEvaluator
+	return &planEvaluators{
+		standIns: cfg.RunInputEvaluator(standIns),
+		urls: func() inputEvaluator {
+			if urls == nil {
+				urls = cfg.RunInputEvaluator(rv)
+			}
+			return urls
+		},
+	}
+}
+
+// stateRuntimeValues are the outputs of every completed run in st and the
+// sandbox URLs, for evaluating many run inputs at once.
+func stateRuntimeValues(st *state.State) config.RuntimeValues {
+	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
+	for addr, r := range st.Runs {
+		if r.Status != RunCompleted {
+			continue
+		}
+		if v, err := outputValue(r.Output); err == nil {
+			rv.RunOutputs[addr] = v
+		}
+	}
+	for addr, ss := range st.Sandboxes {
+		if len(ss.URLs) > 0 {
+			rv.SandboxURLs[addr] = ss.URLs
+		}
+	}
+	return rv
+}
+
+// runInputs are what a run's digest covers: the named digest inputs
+// (DESIGN §3), the attribute values behind them, and the input text with
+// URL stand-ins.
+type runInputs struct {
+	digests map[string]string
+	attrs   map[string]state.Attribute
+	input   string
+}
+
+// runInputs evaluates a run's input against the upstream outputs in st,
+// with every sandbox URL as its stand-in (config.URLStandIn), and returns
+// the named digest inputs (DESIGN §3), their attribute values and that
+// input text. A URL is an
+// address, not content: it is left out of the digest, so a run's digest
+// is known before its sandboxes exist and stays the same when their URLs
+// change (a stopped Docker sandbox starts on new host ports, a Daytona
+// preview URL is signed anew). eval, when not nil, evaluates the input
+// against values already built from st with URLStandIns (plan evaluates
+// every run against the same state).
+func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (*runInputs, error) {
+	cfg := e.Config
+	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, URLStandIns: true}
+	inputs := map[string]string{}
+	attrs := newAttributes(e.scrubber())
+	for _, up := range runUpstream(cfg, ri) {
+		prev := st.Runs[up]
+		if prev == nil || prev.Status != RunCompleted {
+			return nil, fmt.Errorf("%s: upstream %s has no output yet", ri.Addr, up)
+		}
+		v, err := outputValue(prev.Output)
+		if err != nil {
+			return nil, fmt.Errorf("%s: output of %s: %w", ri.Addr, up, err)
+		}
+		rv.RunOutputs[up] = v
+		inputs[up+".output"] = digestString(string(prev.Output))
+		attrs.set(up+".output", prev.Output)
+	}
+	var input string
+	var diags hcl.Diagnostics
+	if eval != nil {
+		input, diags = eval(ri)
+	} else {
+		input, diags = cfg.EvalRunInput(ri, rv)
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	inputs["input"] = digestString(input)
+	attrs.set("input", input)
+	for _, name := range cfg.AgentClosure(ri.Agent) {
+		inputs[agentAddr(name)] = agentDigest(cfg, name)
+		agentAttributes(cfg, name, attrs)
+	}
+	for _, sb := range cfg.RunSandboxes(ri) {
+		if d, ok := sbDigest[sb]; ok {
+			inputs[sb] = d
+		}
+	}
+	return &runInputs{digests: inputs, attrs: attrs.m, input: input}, nil
+}
+
+// urlSandboxes lists the sandboxes with exposed ports a run's input
+// refers to (for their URLs).
+func urlSandboxes(cfg *config.Config, ri *config.RunInstance) []string {
+	var out []string
+	for _, sb := range ri.InputSandboxes {
+		if si := cfg.SandboxInstances[sb]; si != nil && len(si.Ports) > 0 {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+// runInputText is a run's input as the run receives it: standIn (from
+// runInputs) evaluated again with the sandbox URLs recorded in st when it
+// references any.
+func (e *Engine) runInputText(st *state.State, ri *config.RunInstance, standIn string) (string, error) {
+	if len(urlSandboxes(e.Config, ri)) == 0 {
+		return standIn, nil
+	}
+	text, diags := e.Config.EvalRunInput(ri, stateRuntimeValues(st))
+	if diags.HasErrors() {
+		return "", diags
+	}
+	return text, nil
+}
+
+// planInputText is the input plan shows for a run: standIn with the
+// sandbox URLs recorded in st, or, when the run executes and one of the
+// sandboxes it takes a URL from is created by this apply (or started:
+// Docker publishes its ports on new host ports), "(known after sandbox.X
+// is created)". A run that stays as it is (noop) shows the recorded URLs.
+func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance, standIn string, noop bool, eval func() inputEvaluator) string {
+	sbs := urlSandboxes(e.Config, ri)
+	if len(sbs) == 0 {
+		return standIn
+	}
+	var after []string
+	for _, sb := range sbs {
+		ss := st.Sandboxes[sb]
+		c := p.Change(sb)
+		switch {
+		case ss == nil || len(ss.URLs) == 0 || ss.Status == statusDeleted ||
+			c != nil && (c.Action == ActionCreate || c.Action == ActionReplace || c.Action == ActionRestore):
+			after = append(after, sb+" is created")
+		case ss.Status == statusStopped && !noop:
+			after = append(after, sb+" is started")
+		}
+	}
+	if len(after) == 0 {
+		if text, diags := eval()(ri); !diags.HasErrors() {
+			return text
+		}
+		for _, sb := range sbs {
+			after = append(after, sb+" is created")
+		}
+	}
+	return "(known after " + strings.Join(after, ", ") + ")"
+}
+
+// outputValue turns a stored run output (JSON) into a cty value for
+// expressions: a string stays a string, an object becomes an object.
+func outputValue(raw json.RawMessage) (cty.Value, error) {
+	if len(raw) == 0 {
+		return cty.StringVal(""), nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return cty.StringVal(s), nil
+	}
+	t, err := ctyjson.ImpliedType(raw)
+	if err != nil {
+		return cty.NilVal, err
+	}
+	return ctyjson.Unmarshal(raw, t)
+}
+
+// filterTargets keeps only the targeted objects and what they depend on,
+// as Terraform's -target does; for a destroy, the targeted objects and
+// what depends on them (destroying a sandbox forgets the runs that used
+// it, never the other way round).
+func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
+	if len(targets) == 0 {
+		return
+	}
+	keep := map[string]bool{}
+	g, _ := cfg.DependencyGraph()
+	var add func(string)
+	add = func(a string) {
+		if keep[a] {
+			return
+		}
+		keep[a] = true
+		if g == nil {
+			return
+		}
+		next := g.DependenciesOf(a)
+		if p.Destroy {
+			next = g.DependentsOf(a)
+		}
+		for _, d := range next {
+			add(d)
+		}
+	}
+	for _, t := range targets {
+		ta, terr := addrs.ParseInstance(t)
+		for _, c := range p.Changes {
+			if c.Address == t {
+				add(c.Address)
+				continue
+			}
+			if ca, err := addrs.ParseInstance(c.Address); err == nil && terr == nil && ta.Selects(ca) {
+				add(c.Address)
+			}
+		}
+	}
+	out := p.Changes[:0]
 	for _, c := range p.Changes {
-		if c.Address == addr {
-			return c
+		if keep[c.Address] {
+			out = append(out, c)
+		}
+	}
+	p.Changes = out
+}
+
+// checkModels configures the model provider of every agent a planned run
+// uses, as terraform plan configures its providers, so a missing API key
+// is reported by plan rather than in the middle of apply.
+func (e *Engine) checkModels(p *Plan) error {
+	checked := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.Kind != KindRun || (c.Action != ActionExecute && c.Action != ActionRerun && c.Action != ActionResume) {
+			continue
+		}
+		ri := e.Config.RunInstances[c.Address]
+		if ri == nil {
+			continue
+		}
+		for _, name := range e.Config.AgentClosure(ri.Agent) {
+			a := e.Config.Agents[name]
+			if a == nil || checked[name] {
+				continue
+			}
+			checked[name] = true
+			if _, _, err := e.provs().model(e, a); err != nil {
+				return fmt.Errorf("%s: %w", c.Address, err)
+			}
 		}
 	}
 	return nil
-}
-
-// Summary counts actions the way a plan's or an apply's last line reports
-// them. Resources are sandboxes; runs are counted apart, and forgetting a
-// run's record (Forget) destroys no resource.
-type Summary struct {
-	Create, Change, Destroy int
-	Execute, Resume, Forget int
-}
-
-// Summary counts the plan's actions.
-func (p *Plan) Summary() Summary {
-	var s Summary
-	for _, c := range p.Changes {
-		s.Add(c.Action)
-	}
-	return s
-}
-
-// Add counts one action: a replace counts as one create and one destroy,
-// a restore as a create, a re-run as an execution.
-func (s *Summary) Add(a Action) {
-	switch a {
-	case ActionCreate, ActionRestore:
-		s.Create++
-	case ActionUpdate:
-		s.Change++
-	case ActionReplace:
-		s.Create++
-		s.Destroy++
-	case ActionDelete:
-		s.Destroy++
-	case ActionExecute, ActionRerun:
-		s.Execute++
-	case ActionResume:
-		s.Resume++
-	case ActionForget:
-		s.Forget++
-	}
-}
-
-// Count adds what an apply event reports done: an EventApplyComplete
-// counts its action (a run found unchanged once its upstream runs had
-// finished completes as ActionNoop and counts nothing).
-func (s *Summary) Count(ev Event) {
-	if ev.Type == EventApplyComplete {
-		s.Add(ev.Action)
-	}
-}
-
-// HasChanges reports whether applying the plan would do anything.
-func (p *Plan) HasChanges() bool {
-	for _, c := range p.Changes {
-		if c.Action != ActionNoop {
-			return true
-		}
-	}
-	return false
-}
-
-// String is the plan's summary line.
-func (s Summary) String() string {
-	return fmt.Sprintf("Plan: %d to create, %d to change, %d to destroy; %d %s to execute, %d to resume%s.",
-		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("to forget"))
-}
-
-// ApplyMessage is the last line of a successful apply, or of a destroy.
-func (s Summary) ApplyMessage(destroy bool) string {
-	if destroy {
-		return fmt.Sprintf("Destroy complete! Resources: %d destroyed%s.", s.Destroy, s.forgets("forgotten"))
-	}
-	return fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed%s.",
-		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"))
-}
-
-// Counts is the summary as -json's change_summary and apply_summary
-// events report it.
-func (s Summary) Counts() map[string]int {
-	return map[string]int{"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume, "forget": s.Forget}
-}
-
-// forgets is "; N run record(s) WHAT", or "" when no record goes.
-func (s Summary) forgets(what string) string {
-	if s.Forget == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; %d %s %s", s.Forget, plural(s.Forget, "run record", "run records"), what)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// sortChanges orders sandboxes before runs, then by address.
-func sortChanges(cs []*Change) {
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].Kind != cs[j].Kind {
-			return cs[i].Kind == KindSandbox
-		}
-		return cs[i].Address < cs[j].Address
-	})
-}
-
-// diffInputs names the digest inputs that differ between two runs of the
-// same address, for the re-run reason.
-func diffInputs(old, cur map[string]string) []string {
-	var out []string
-	for k, v := range cur {
-		if ov, ok := old[k]; !ok {
-			out = append(out, k+" was added")
-		} else if ov != v {
-			out = append(out, k+" changed")
-		}
-	}
-	for k := range old {
-		if _, ok := cur[k]; !ok {
-			out = append(out, k+" was removed")
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -91,6 +91,11 @@ type Sandbox struct {
 	// (image, provider, isolation, network, ports, ...).
 	ConfigDigest string            `json:"config_digest,omitempty"`
 	URLs         map[string]string `json:"urls,omitempty"`
+	// Attributes are the values ConfigDigest and the manifest's
+	// environment cover, by attribute path (image, settings.user,
+	// env.LANG, ...), so plan can say what changed from what. Absent in
+	// states written before it was recorded.
+	Attributes map[string]Attribute `json:"attributes,omitempty"`
 	// Snapshot is the path of the latest snapshot, relative to the state
 	// directory (see Dir.Abs).
 	Snapshot       string `json:"snapshot,omitempty"`
@@ -133,7 +138,14 @@ type Run struct {
 	// DigestInputs are the named component digests the Digest is made
 	// of, so plan can say which inputs changed.
 	DigestInputs map[string]string `json:"digest_inputs,omitempty"`
-	Sandboxes    []string          `json:"sandboxes,omitempty"`
+	// Attributes are the values DigestInputs cover, by attribute path:
+	// "input", "run.NAME.output", "agent.NAME.model",
+	// "agent.NAME.settings.temperature", ... (a path is a digest input's
+	// name, or that name, a dot and the attribute within it), so plan
+	// can say what changed from what. Absent in states written before it
+	// was recorded.
+	Attributes map[string]Attribute `json:"attributes,omitempty"`
+	Sandboxes  []string             `json:"sandboxes,omitempty"`
 	// Output is the run's final output: a JSON string or object.
 	Output     json.RawMessage `json:"output,omitempty"`
 	Error      string          `json:"error,omitempty"`
@@ -151,11 +163,28 @@ type Run struct {
 	Steps int `json:"steps"`
 }
 
+// Attribute is the value of one attribute a digest covers. A sensitive
+// value, and one whose JSON is longer than MaxAttributeBytes, is kept
+// only as its digest.
+type Attribute struct {
+	// Value is the value as JSON; absent when only Digest is kept.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Digest is the hex SHA-256 of the value's JSON, kept instead of
+	// Value.
+	Digest string `json:"digest,omitempty"`
+	// Sensitive marks a value holding a sensitive value: it is never
+	// written to the state nor shown.
+	Sensitive bool `json:"sensitive,omitempty"`
+}
+
+// MaxAttributeBytes bounds the JSON of an Attribute's Value.
+const MaxAttributeBytes = 4096
+
 // Provenance records where a run's result came from.
 type Provenance struct {
 	ConfigDigest string `json:"config_digest,omitempty"`
 	// GitCommit is the commit of the git checkout holding the
-	// configuration, if any (see GitCommit).
+	// configuration, if any (see internal/vcs.GitCommit).
 	GitCommit   string    `json:"git_commit,omitempty"`
 	Models      []string  `json:"models,omitempty"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
@@ -541,12 +570,18 @@ func compactRaw(s *State) error {
 		if err := fix(fmt.Sprintf("sandboxes[%q].session.data", addr), &sb.Session.Data); err != nil {
 			return err
 		}
+		if err := fixAttributes(fmt.Sprintf("sandboxes[%q]", addr), sb.Attributes, fix); err != nil {
+			return err
+		}
 	}
 	for addr, r := range s.Runs {
 		if r == nil {
 			continue
 		}
 		if err := fix(fmt.Sprintf("runs[%q].output", addr), &r.Output); err != nil {
+			return err
+		}
+		if err := fixAttributes(fmt.Sprintf("runs[%q]", addr), r.Attributes, fix); err != nil {
 			return err
 		}
 	}
@@ -557,6 +592,17 @@ func compactRaw(s *State) error {
 		if err := fix(fmt.Sprintf("outputs[%q].value", name), &o.Value); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// fixAttributes compacts the values of attrs with fix.
+func fixAttributes(where string, attrs map[string]Attribute, fix func(string, *json.RawMessage) error) error {
+	for path, a := range attrs {
+		if err := fix(fmt.Sprintf("%s.attributes[%q].value", where, path), &a.Value); err != nil {
+			return err
+		}
+		attrs[path] = a
 	}
 	return nil
 }

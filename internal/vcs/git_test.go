@@ -1,4 +1,4 @@
-package state
+package vcs
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 func TestGitCommit(t *testing.T) {
 	outside := t.TempDir()
-	if got := GitCommit(outside); got != "" {
+	if got := GitCommit(t.Context(), outside); got != "" {
 		t.Fatalf("GitCommit outside a repository = %q", got)
 	}
 	if _, err := exec.LookPath("git"); err != nil {
@@ -33,14 +33,14 @@ func TestGitCommit(t *testing.T) {
 	git("init", "-q", "-b", "main")
 	sub := filepath.Join(repo, "pipelines", "review")
 	os.MkdirAll(sub, 0o755)
-	if got := GitCommit(sub); got != "" {
+	if got := GitCommit(t.Context(), sub); got != "" {
 		t.Fatalf("GitCommit in a repository without commits = %q", got)
 	}
 	os.WriteFile(filepath.Join(sub, "main.hcl"), []byte("x"), 0o644)
 	git("add", ".")
 	git("commit", "-q", "-m", "one")
 	want := git("rev-parse", "HEAD")
-	if got := GitCommit(sub); got != want {
+	if got := GitCommit(t.Context(), sub); got != want {
 		t.Fatalf("GitCommit = %q, want %q", got, want)
 	}
 	// Without git, the repository files give the same answer: loose ref,

@@ -1,4 +1,6 @@
-package state
+// Package vcs finds which version-control revision a configuration was
+// read from, for the provenance of the results it produced.
+package vcs
 
 import (
 	"bytes"
@@ -13,20 +15,21 @@ import (
 // GitCommit returns the commit checked out in the git repository that
 // contains dir, or "" when dir is not in a git checkout, the repository
 // has no commits, or neither git nor the repository files can be read. It
-// never fails: provenance is best effort.
-func GitCommit(dir string) string {
-	if c := gitRevParse(dir); c != "" {
+// never fails: provenance is best effort. The git command it runs is
+// bounded by ctx and a few seconds.
+func GitCommit(ctx context.Context, dir string) string {
+	if c := gitRevParse(ctx, dir); c != "" {
 		return c
 	}
 	return readGitHead(dir)
 }
 
-func gitRevParse(dir string) string {
+func gitRevParse(ctx context.Context, dir string) string {
 	git, err := exec.LookPath("git")
 	if err != nil {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Action is what plan decided for one managed object.
+type Action string
+
+const (
+	ActionNoop Action = "no-op"
+	// Sandbox actions.
+	ActionCreate  Action = "create"
+	ActionUpdate  Action = "update"
+	ActionReplace Action = "replace"
+	ActionRestore Action = "restore"
+	ActionDelete  Action = "delete"
+	// Run actions.
+	ActionExecute Action = "execute"
+	ActionRerun   Action = "re-run"
+	ActionResume  Action = "resume"
+	ActionForget  Action = "forget"
+)
+
+// Kind of a managed object.
+const (
+	KindSandbox = "sandbox"
+	KindRun     = "run"
+)
+
+// Change is the planned action for one sandbox or run, with the reasons
+// a reviewer needs.
+type Change struct {
+	Address string   `json:"address"`
+	Kind    string   `json:"kind"`
+	Action  Action   `json:"action"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Attributes shown in the plan (provider, image, agent, input, ...).
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// Entries are the manifest entries an update materializes; Removed
+	// the entries that are no longer declared (left in the workspace).
+	Entries []string `json:"entries,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	// Digest is a run's planned digest ("" when it depends on runs that
+	// execute first and is known only during apply).
+	Digest string `json:"digest,omitempty"`
+}
+
+// Plan is the set of changes apply would make.
+type Plan struct {
+	Destroy bool      `json:"destroy,omitempty"`
+	Targets []string  `json:"targets,omitempty"`
+	Replace []string  `json:"replace,omitempty"`
+	Changes []*Change `json:"changes"`
+	// Lineage and Serial of the state the plan was made against.
+	Lineage string `json:"lineage"`
+	Serial  uint64 `json:"serial"`
+}
+
+// Change returns the change for addr, or nil.
+func (p *Plan) Change(addr string) *Change {
+	for _, c := range p.Changes {
+		if c.Address == addr {
+			return c
+		}
+	}
+	return nil
+}
+
+// Summary counts actions the way a plan's or an apply's last line reports
+// them. Resources are sandboxes; runs are counted apart, and forgetting a
+// run's record (Forget) destroys no resource.
+type Summary struct {
+	Create, Change, Destroy int
+	Execute, Resume, Forget int
+}
+
+// Summary counts the plan's actions.
+func (p *Plan) Summary() Summary {
+	var s Summary
+	for _, c := range p.Changes {
+		s.Add(c.Action)
+	}
+	return s
+}
+
+// Add counts one action: a replace counts as one create and one destroy,
+// a restore as a create, a re-run as an execution.
+func (s *Summary) Add(a Action) {
+	switch a {
+	case ActionCreate, ActionRestore:
+		s.Create++
+	case ActionUpdate:
+		s.Change++
+	case ActionReplace:
+		s.Create++
+		s.Destroy++
+	case ActionDelete:
+		s.Destroy++
+	case ActionExecute, ActionRerun:
+		s.Execute++
+	case ActionResume:
+		s.Resume++
+	case ActionForget:
+		s.Forget++
+	}
+}
+
+// Count adds what an apply event reports done: an EventApplyComplete
+// counts its action (a run found unchanged once its upstream runs had
+// finished completes as ActionNoop and counts nothing).
+func (s *Summary) Count(ev Event) {
+	if ev.Type == EventApplyComplete {
+		s.Add(ev.Action)
+	}
+}
+
+// HasChanges reports whether applying the plan would do anything.
+func (p *Plan) HasChanges() bool {
+	for _, c := range p.Changes {
+		if c.Action != ActionNoop {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the plan's summary line.
+func (s Summary) String() string {
+	return fmt.Sprintf("Plan: %d to create, %d to change, %d to destroy; %d %s to execute, %d to resume%s.",
+		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("to forget"))
+}
+
+// ApplyMessage is the last line of a successful apply, or of a destroy.
+func (s Summary) ApplyMessage(destroy bool) string {
+	if destroy {
+		return fmt.Sprintf("Destroy complete! Resources: %d destroyed%s.", s.Destroy, s.forgets("forgotten"))
+	}
+	return fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed%s.",
+		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"))
+}
+
+// Counts is the summary as -json's change_summary and apply_summary
+// events report it.
+func (s Summary) Counts() map[string]int {
+	return map[string]int{"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume, "forget": s.Forget}
+}
+
+// forgets is "; N run record(s) WHAT", or "" when no record goes.
+func (s Summary) forgets(what string) string {
+	if s.Forget == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d %s %s", s.Forget, plural(s.Forget, "run record", "run records"), what)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// sortChanges orders sandboxes before runs, then by address.
+func sortChanges(cs []*Change) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Kind != cs[j].Kind {
+			return cs[i].Kind == KindSandbox
+		}
+		return cs[i].Address < cs[j].Address
+	})
+}

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/state"
+)
+
+// OpenWorkspace connects to a managed sandbox for exec and tool calls,
+// starting it if it is stopped. The returned stop func puts it back the
+// way it was.
+func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string) (*sandbox.Workspace, func(), error) {
+	ss := st.Sandboxes[addr]
+	if ss == nil {
+		return nil, nil, fmt.Errorf("%s is not in the state; run agentctl apply to create it (agentctl state list shows what exists)", addr)
+	}
+	if ss.RestorePending != nil {
+		return nil, nil, fmt.Errorf("%s: its last restore from %s did not finish, so its workspace is incomplete; run agentctl apply to restore it", addr, ss.Snapshot)
+	}
+	if ss.Status == statusDeleted {
+		return nil, nil, fmt.Errorf("%s was deleted after the last apply (on_exit = \"delete\"); a run that needs it restores it from its snapshot", addr)
+	}
+	sb, err := e.openSandbox(ctx, st, addr)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, nil, fmt.Errorf("%s no longer exists at its provider; run agentctl apply to restore it from its snapshot", addr)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	status, err := sb.Refresh(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	restore := func() {}
+	switch status {
+	case sandbox.StatusMissing:
+		return nil, nil, fmt.Errorf("%s no longer exists at its provider; run agentctl apply to restore it from its snapshot", addr)
+	case sandbox.StatusStopped:
+		if err := sb.Start(ctx); err != nil {
+			return nil, nil, fmt.Errorf("%s: starting the stopped sandbox: %w", addr, err)
+		}
+		restore = func() { _ = sb.Stop(context.WithoutCancel(ctx)) }
+	}
+	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber(), URLs: maps.Clone(ss.URLs)}
+	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
+		m := sandboxManifest(e.Config, sbc)
+		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
+		// A start publishes Docker ports anew: ask the provider rather than
+		// trust the recorded URLs.
+		for _, port := range sbc.Ports {
+			if u, err := sb.PortURL(ctx, port); err == nil {
+				if ws.URLs == nil {
+					ws.URLs = map[string]string{}
+				}
+				ws.URLs[fmt.Sprint(port)] = u
+			}
+		}
+	}
+	return ws, restore, nil
+}
+
+// WorkspaceRoot is the workspace root of a configured sandbox.
+func (e *Engine) WorkspaceRoot(addr string) string {
+	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
+		return manifestRoot(e.Config, sbc)
+	}
+	return "/workspace"
+}
