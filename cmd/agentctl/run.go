@@ -88,35 +88,20 @@ func commands() []*command {
 	}
 }
 
-// newFlagSet returns a flag set that reports its errors to the caller
-// instead of printing them.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
-}
-
 // run is the whole program: it parses args, runs one command and returns
 // the exit status. main calls it; tests call it in-process.
 func run(args []string, stdout, stderr io.Writer, environ []string) int {
 	m := &meta{Stdout: stdout, Stderr: stderr, Environ: environ, log: newLogger(environ, stderr)}
-	rootFS := newFlagSet("agentctl")
-	global := arguments.NewGlobal(rootFS)
-	m.global = global
 	root := &command{
 		Name:        "agentctl",
 		ShortUsage:  "agentctl [-chdir=DIR] [-no-color] <command> [args]",
 		ShortHelp:   "Terraform for sandboxed AI agents.",
 		Subcommands: commands(),
 	}
-	if err := rootFS.Parse(args); err != nil {
-		fmt.Fprintln(stderr, usage(root, rootFS))
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		m.view().Error(err)
-		return exitError
+	global, rest, diags := arguments.ParseGlobal(args)
+	m.global = global
+	if diags.HasErrors() {
+		return m.exit(root, &argumentError{diags})
 	}
 	if global.Chdir != "" {
 		if err := os.Chdir(global.Chdir); err != nil {
@@ -125,13 +110,14 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 		}
 	}
 	ctx := context.Background()
-	rest := rootFS.Args()
 	if global.Version {
 		c := root.sub("version")
 		return m.exit(c, c.Run(ctx, m, nil))
 	}
 	if len(rest) == 0 {
-		fmt.Fprint(stderr, usage(root, rootFS))
+		fs := flag.NewFlagSet(root.Name, flag.ContinueOnError)
+		arguments.NewGlobal(fs)
+		fmt.Fprint(stderr, usage(root, fs))
 		return exitOK
 	}
 	c := root.sub(rest[0])
@@ -153,14 +139,10 @@ func (m *meta) dispatch(ctx context.Context, c *command, args []string) (*comman
 	if len(c.Subcommands) == 0 {
 		return c, c.Run(ctx, m, args)
 	}
-	// A command with subcommands has no flags of its own, but -h asks for
-	// its help.
-	fs := newFlagSet(c.Name)
-	if err := fs.Parse(args); err != nil {
-		u := &arguments.Usage{Flags: fs, Help: errors.Is(err, flag.ErrHelp)}
-		return c, &argumentError{hcl.Diagnostics{{Severity: hcl.DiagError, Summary: capitalizeWord(err.Error()), Extra: u}}}
+	rest, diags := arguments.ParseGroup(c.Name, args)
+	if diags.HasErrors() {
+		return c, &argumentError{diags}
 	}
-	rest := fs.Args()
 	if len(rest) > 0 {
 		if s := c.sub(rest[0]); s != nil {
 			return m.dispatch(ctx, s, rest[1:])

@@ -102,21 +102,32 @@ func newFlagSet(name string) *flag.FlagSet {
 // A rejected flag or a help request is a diagnostic carrying a Usage.
 func parse(fs *flag.FlagSet, args []string) ([]string, hcl.Diagnostics) {
 	pos, err := positional(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return nil, hcl.Diagnostics{{
+	if err != nil {
+		return nil, flagDiags(fs, err)
+	}
+	return pos, nil
+}
+
+// flagDiags turns an error of fs.Parse into a diagnostic that says which
+// command rejected what, and where to find its options.
+func flagDiags(fs *flag.FlagSet, err error) hcl.Diagnostics {
+	if errors.Is(err, flag.ErrHelp) {
+		return hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Help requested",
 			Extra:    &Usage{Flags: fs, Help: true},
 		}}
-	case err != nil:
-		return nil, hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  capitalize(err.Error()),
-			Extra:    &Usage{Flags: fs},
-		}}
 	}
-	return pos, nil
+	cmd := "agentctl"
+	if fs.Name() != cmd {
+		cmd += " " + fs.Name()
+	}
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid option for " + cmd,
+		Detail:   fmt.Sprintf("%s. Run %s -help for the options.", err, cmd),
+		Extra:    &Usage{Flags: fs},
+	}}
 }
 
 func positional(fs *flag.FlagSet, rest []string) ([]string, error) {
@@ -152,13 +163,6 @@ func errorf(format string, a ...any) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: fmt.Sprintf(format, a...)}
 }
 
-func capitalize(s string) string {
-	if s != "" && s[0] >= 'a' && s[0] <= 'z' {
-		return string(s[0]-'a'+'A') + s[1:]
-	}
-	return s
-}
-
 // onePath is the configuration PATH of the commands that take at most
 // one, "." when none is given.
 func onePath(pos []string) (string, hcl.Diagnostics) {
@@ -176,6 +180,28 @@ type Global struct {
 	Chdir   string
 	NoColor bool
 	Version bool
+}
+
+// ParseGlobal parses the global flags, which come before the command,
+// and returns them and the arguments from the command's name on.
+func ParseGlobal(args []string) (*Global, []string, hcl.Diagnostics) {
+	fs := newFlagSet("agentctl")
+	g := NewGlobal(fs)
+	if err := fs.Parse(args); err != nil {
+		return g, nil, flagDiags(fs, err)
+	}
+	return g, fs.Args(), nil
+}
+
+// ParseGroup parses the arguments of a command that only groups
+// subcommands (state, tool): it has no flags but -h, and the first
+// argument names the subcommand, whose arguments follow.
+func ParseGroup(name string, args []string) ([]string, hcl.Diagnostics) {
+	fs := newFlagSet(name)
+	if err := fs.Parse(args); err != nil {
+		return nil, flagDiags(fs, err)
+	}
+	return fs.Args(), nil
 }
 
 // NewGlobal registers the global flags on fs.

@@ -14,7 +14,8 @@ type parseCase[A any] struct {
 	args []string
 	// want is the parsed arguments, checked when there are no errors.
 	want *A
-	// diags are the summaries of the expected diagnostics, in order.
+	// diags are the expected diagnostics, in order: each one's summary
+	// and, on the next line, its detail if it has one.
 	diags []string
 	// usage is whether the diagnostics carry the command's usage (a
 	// rejected flag or -h).
@@ -29,7 +30,7 @@ func runParseCases[A any](t *testing.T, parse func([]string) (*A, hcl.Diagnostic
 			if got == nil {
 				t.Fatal("parse returned nil arguments")
 			}
-			if d := cmp.Diff(tc.diags, summaries(diags)); d != "" {
+			if d := cmp.Diff(tc.diags, describe(diags)); d != "" {
 				t.Errorf("diagnostics (-want +got):\n%s", d)
 			}
 			for _, d := range diags {
@@ -52,12 +53,22 @@ func runParseCases[A any](t *testing.T, parse func([]string) (*A, hcl.Diagnostic
 	}
 }
 
-func summaries(diags hcl.Diagnostics) []string {
+func describe(diags hcl.Diagnostics) []string {
 	var out []string
 	for _, d := range diags {
-		out = append(out, d.Summary)
+		s := d.Summary
+		if d.Detail != "" {
+			s += "\n" + d.Detail
+		}
+		out = append(out, s)
 	}
 	return out
+}
+
+// flagErr is the diagnostic of a flag that the flag package rejected with
+// message msg.
+func flagErr(command, msg string) string {
+	return "Invalid option for agentctl " + command + "\n" + msg + ". Run agentctl " + command + " -help for the options."
 }
 
 // stateDefaults are the -state, -lock and -lock-timeout defaults.
@@ -91,9 +102,9 @@ func TestParseValidate(t *testing.T) {
 		},
 		{name: "flags after PATH, double dash", args: []string{"conf", "--json"}, want: &Validate{Path: "conf", ViewType: ViewJSON}},
 		{name: "a PATH after --", args: []string{"--", "-odd"}, want: &Validate{Path: "-odd", ViewType: ViewHuman}},
-		{name: "unknown flag", args: []string{"-bogus"}, diags: []string{"Flag provided but not defined: -bogus"}, usage: true},
-		{name: "unknown flag after PATH", args: []string{"conf", "-bogus"}, diags: []string{"Flag provided but not defined: -bogus"}, usage: true},
-		{name: "flag without its value", args: []string{"-var"}, diags: []string{"Flag needs an argument: -var"}, usage: true},
+		{name: "unknown flag", args: []string{"-bogus"}, diags: []string{flagErr("validate", "flag provided but not defined: -bogus")}, usage: true},
+		{name: "unknown flag after PATH", args: []string{"conf", "-bogus"}, diags: []string{flagErr("validate", "flag provided but not defined: -bogus")}, usage: true},
+		{name: "flag without its value", args: []string{"-var"}, diags: []string{flagErr("validate", "flag needs an argument: -var")}, usage: true},
 		{name: "two PATHs", args: []string{"a", "b"}, diags: []string{"Too many arguments: expected at most one configuration PATH, got a b"}},
 		{name: "help", args: []string{"-help"}, diags: []string{"Help requested"}, usage: true},
 	})
@@ -110,8 +121,8 @@ func TestParseFmt(t *testing.T) {
 		},
 		// -check only reports, even when -write is given too.
 		{name: "check turns write off", args: []string{"-check", "-write=true"}, want: &Fmt{Paths: []string{"."}, Check: true, List: true}},
-		{name: "unknown flag", args: []string{"-json"}, diags: []string{"Flag provided but not defined: -json"}, usage: true},
-		{name: "bad boolean", args: []string{"-write=maybe"}, diags: []string{`Invalid boolean value "maybe" for -write: parse error`}, usage: true},
+		{name: "unknown flag", args: []string{"-json"}, diags: []string{flagErr("fmt", "flag provided but not defined: -json")}, usage: true},
+		{name: "bad boolean", args: []string{"-write=maybe"}, diags: []string{flagErr("fmt", `invalid boolean value "maybe" for -write: parse error`)}, usage: true},
 	})
 }
 
@@ -125,7 +136,7 @@ func TestParseGraph(t *testing.T) {
 			`Invalid -format "svg": use -format=dot or -format=mermaid`,
 		}},
 		{name: "two PATHs", args: []string{"a", "b", "-type=agents"}, diags: []string{"Too many arguments: expected at most one configuration PATH, got a b"}},
-		{name: "unknown flag", args: []string{"-json"}, diags: []string{"Flag provided but not defined: -json"}, usage: true},
+		{name: "unknown flag", args: []string{"-json"}, diags: []string{flagErr("graph", "flag provided but not defined: -json")}, usage: true},
 	})
 }
 
@@ -134,7 +145,7 @@ func TestParseVersion(t *testing.T) {
 		{name: "human", want: &Version{ViewType: ViewHuman}},
 		{name: "json", args: []string{"-json"}, want: &Version{ViewType: ViewJSON}},
 		{name: "an argument", args: []string{"now"}, diags: []string{"Version takes no arguments"}},
-		{name: "unknown flag", args: []string{"-short"}, diags: []string{"Flag provided but not defined: -short"}, usage: true},
+		{name: "unknown flag", args: []string{"-short"}, diags: []string{flagErr("version", "flag provided but not defined: -short")}, usage: true},
 	})
 }
 
@@ -164,12 +175,12 @@ func TestParsePlan(t *testing.T) {
 			}),
 		},
 		{name: "negative parallelism", args: []string{"-parallelism=-1"}, diags: []string{"-parallelism must be at least 1, got -1"}},
-		{name: "parallelism not a number", args: []string{"-parallelism=many"}, diags: []string{`Invalid value "many" for flag -parallelism: parse error`}, usage: true},
+		{name: "parallelism not a number", args: []string{"-parallelism=many"}, diags: []string{flagErr("plan", `invalid value "many" for flag -parallelism: parse error`)}, usage: true},
 		{name: "replace not an address", args: []string{"-replace=foo", "-replace=run.ok", "-replace=agent.a"}, diags: []string{
 			"-replace=foo: expected a run or sandbox address such as run.NAME",
 			"-replace=agent.a: expected a run or sandbox address such as run.NAME",
 		}},
-		{name: "apply's flag", args: []string{"-auto-approve"}, diags: []string{"Flag provided but not defined: -auto-approve"}, usage: true},
+		{name: "apply's flag", args: []string{"-auto-approve"}, diags: []string{flagErr("plan", "flag provided but not defined: -auto-approve")}, usage: true},
 		{name: "two PATHs", args: []string{"a", "b"}, diags: []string{"Too many arguments: expected at most one configuration PATH, got a b"}},
 	})
 }
@@ -182,9 +193,9 @@ func TestParseApply(t *testing.T) {
 			Operation:   Operation{Path: "p.plan", State: stateDefaults, Refresh: true, ViewType: ViewJSON},
 			AutoApprove: true,
 		}},
-		{name: "plan's flag", args: []string{"-out=p.plan"}, diags: []string{"Flag provided but not defined: -out"}, usage: true},
-		{name: "destroy is its own command", args: []string{"-destroy"}, diags: []string{"Flag provided but not defined: -destroy"}, usage: true},
-		{name: "bad duration", args: []string{"-lock-timeout=soon"}, diags: []string{`Invalid value "soon" for flag -lock-timeout: parse error`}, usage: true},
+		{name: "plan's flag", args: []string{"-out=p.plan"}, diags: []string{flagErr("apply", "flag provided but not defined: -out")}, usage: true},
+		{name: "destroy is its own command", args: []string{"-destroy"}, diags: []string{flagErr("apply", "flag provided but not defined: -destroy")}, usage: true},
+		{name: "bad duration", args: []string{"-lock-timeout=soon"}, diags: []string{flagErr("apply", `invalid value "soon" for flag -lock-timeout: parse error`)}, usage: true},
 		{name: "two PATHs", args: []string{"a", "b"}, diags: []string{"Too many arguments: expected at most one configuration PATH, got a b"}},
 	})
 }
@@ -198,7 +209,7 @@ func TestParseDestroy(t *testing.T) {
 			AutoApprove: true,
 			Destroy:     true,
 		}},
-		{name: "plan's flag", args: []string{"-detailed-exitcode"}, diags: []string{"Flag provided but not defined: -detailed-exitcode"}, usage: true},
+		{name: "plan's flag", args: []string{"-detailed-exitcode"}, diags: []string{flagErr("destroy", "flag provided but not defined: -detailed-exitcode")}, usage: true},
 		{name: "replace not an address", args: []string{"-replace=x"}, diags: []string{"-replace=x: expected a run or sandbox address such as run.NAME"}},
 	})
 }

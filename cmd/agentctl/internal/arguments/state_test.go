@@ -18,7 +18,7 @@ func TestParseShow(t *testing.T) {
 			Backend: Backend{Config: ".", State: stateDefaults, Vars: Vars{Vars: []string{"a=1"}}}, Target: "p.plan", ViewType: ViewHuman, NoColor: true,
 		}},
 		{name: "two arguments", args: []string{"run.a", "run.b"}, diags: []string{"Show takes at most one argument: an address such as run.NAME, or a saved plan file"}},
-		{name: "output's flag", args: []string{"-raw"}, diags: []string{"Flag provided but not defined: -raw"}, usage: true},
+		{name: "output's flag", args: []string{"-raw"}, diags: []string{flagErr("show", "flag provided but not defined: -raw")}, usage: true},
 	})
 }
 
@@ -33,7 +33,7 @@ func TestParseOutput(t *testing.T) {
 			"-json and -raw cannot be used together: use -json for JSON, or -raw for a string output's exact value",
 		}},
 		{name: "two names", args: []string{"a", "b"}, diags: []string{"Output takes at most one NAME"}},
-		{name: "unknown flag", args: []string{"-all"}, diags: []string{"Flag provided but not defined: -all"}, usage: true},
+		{name: "unknown flag", args: []string{"-all"}, diags: []string{flagErr("output", "flag provided but not defined: -all")}, usage: true},
 	})
 }
 
@@ -44,7 +44,7 @@ func TestParseStateList(t *testing.T) {
 			Backend: Backend{Config: ".", State: State{StatePath: "other.json"}}, ViewType: ViewJSON,
 		}},
 		{name: "an address", args: []string{"run.a"}, diags: []string{"State list takes no arguments; agentctl state show ADDR shows one object"}},
-		{name: "unknown flag", args: []string{"-raw"}, diags: []string{"Flag provided but not defined: -raw"}, usage: true},
+		{name: "unknown flag", args: []string{"-raw"}, diags: []string{flagErr("state list", "flag provided but not defined: -raw")}, usage: true},
 	})
 }
 
@@ -63,7 +63,7 @@ func TestParseStateRm(t *testing.T) {
 			Backend: Backend{Config: ".", State: State{Lock: true, LockTimeout: time.Second}}, Addresses: []string{"run.a", "sandbox.b"},
 		}},
 		{name: "no address", args: []string{"-config=c"}, diags: []string{"State rm needs at least one address"}},
-		{name: "unknown flag", args: []string{"-force", "run.a"}, diags: []string{"Flag provided but not defined: -force"}, usage: true},
+		{name: "unknown flag", args: []string{"-force", "run.a"}, diags: []string{flagErr("state rm", "flag provided but not defined: -force")}, usage: true},
 	})
 }
 
@@ -72,7 +72,7 @@ func TestParseForceUnlock(t *testing.T) {
 		{name: "a lock ID", args: []string{"1234-abcd"}, want: &ForceUnlock{Backend: backendDefaults, LockID: "1234-abcd"}},
 		{name: "no lock ID", diags: []string{"Force-unlock needs the lock ID printed in the lock error"}},
 		{name: "two lock IDs", args: []string{"a", "b"}, diags: []string{"Force-unlock needs the lock ID printed in the lock error"}},
-		{name: "unknown flag", args: []string{"-force", "a"}, diags: []string{"Flag provided but not defined: -force"}, usage: true},
+		{name: "unknown flag", args: []string{"-force", "a"}, diags: []string{flagErr("force-unlock", "flag provided but not defined: -force")}, usage: true},
 	})
 }
 
@@ -86,7 +86,7 @@ func TestParseExec(t *testing.T) {
 		}},
 		{name: "no command", args: []string{"sandbox.a"}, diags: []string{"Exec needs a sandbox address and a command: agentctl exec sandbox.NAME -- CMD [ARG...]"}},
 		{name: "nothing", diags: []string{"Exec needs a sandbox address and a command: agentctl exec sandbox.NAME -- CMD [ARG...]"}},
-		{name: "the command's flag before --", args: []string{"sandbox.a", "ls", "-la"}, diags: []string{"Flag provided but not defined: -la"}, usage: true},
+		{name: "the command's flag before --", args: []string{"sandbox.a", "ls", "-la"}, diags: []string{flagErr("exec", "flag provided but not defined: -la")}, usage: true},
 	})
 }
 
@@ -104,6 +104,6 @@ func TestParseToolCall(t *testing.T) {
 		}},
 		{name: "no name", args: []string{"-dir=."}, diags: []string{"Tool call needs exactly one tool NAME, such as apply_patch"}},
 		{name: "two names", args: []string{"-dir=.", "a", "b"}, diags: []string{"Tool call needs exactly one tool NAME, such as apply_patch"}},
-		{name: "unknown flag", args: []string{"-json", "x"}, diags: []string{"Flag provided but not defined: -json"}, usage: true},
+		{name: "unknown flag", args: []string{"-json", "x"}, diags: []string{flagErr("tool call", "flag provided but not defined: -json")}, usage: true},
 	})
 }
