@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
-	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/state"
@@ -198,18 +197,13 @@ func (m *meta) printErr(err error, cfg *config.Config) {
 	m.view().Error(err)
 }
 
-// colors is the palette for human views.
-func (m *meta) colors(noColor bool) views.Colors {
-	return views.NewColors(views.Colorize(m.Stdout, noColor || (m.global != nil && m.global.NoColor), m.Environ))
-}
-
 // lockedState opens the backend of a command that uses a sandbox (exec,
 // tool call -sandbox), takes the state lock for operation (unless
 // -lock=false, waiting up to -lock-timeout) and reads the state. Holding
 // the lock for the whole command is what keeps it from starting, stopping
 // or using a sandbox while an apply, a destroy or another exec does. The
 // caller must call b.unlock when done with the sandbox.
-func (m *meta) lockedState(ctx context.Context, args *arguments.Inspect, operation string) (*backend, *state.State, error) {
+func (m *meta) lockedState(ctx context.Context, args arguments.Backend, operation string) (*backend, *state.State, error) {
 	b, err := m.openBackend(args.Config, args.Vars, args.State)
 	if err != nil {
 		return nil, nil, err
@@ -228,7 +222,7 @@ func (m *meta) lockedState(ctx context.Context, args *arguments.Inspect, operati
 // readState opens the backend of an inspecting command with open
 // (openBackend, or openStateBackend for commands that need only the
 // state) and reads its state.
-func readState(open func(string, arguments.Vars, arguments.State) (*backend, error), args *arguments.Inspect) (*backend, *state.State, error) {
+func readState(open func(string, arguments.Vars, arguments.State) (*backend, error), args arguments.Backend) (*backend, *state.State, error) {
 	b, err := open(args.Config, args.Vars, args.State)
 	if err != nil {
 		return nil, nil, err

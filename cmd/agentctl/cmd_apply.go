@@ -7,56 +7,35 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 
-	"github.com/peterbourgon/ff/v3/ffcli"
-
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
-	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
-func applyCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewOperation("apply", m.Stderr)
-	return &ffcli.Command{
+func applyCommand() *command {
+	return &command{
 		Name:       "apply",
 		ShortUsage: "agentctl apply [options] [PATH | PLANFILE]",
 		ShortHelp:  "Create sandboxes and execute the runs that are new, changed or interrupted.",
 		LongHelp: "  Plans, asks for approval (unless -auto-approve), then creates and\n" +
 			"  updates sandboxes and executes runs, checkpointing every step. Given a\n" +
 			"  saved plan file, applies exactly that plan without asking.",
-		FlagSet: fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			m.noColor = args.NoColor
-			return m.apply(ctx, args, false)
-		},
+		Run: leaf(arguments.ParseApply, (*meta).apply),
 	}
 }
 
-func destroyCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewOperation("destroy", m.Stderr)
-	return &ffcli.Command{
+func destroyCommand() *command {
+	return &command{
 		Name:       "destroy",
 		ShortUsage: "agentctl destroy [options] [PATH]",
 		ShortHelp:  "Delete every sandbox, snapshot and run record of the configuration.",
-		FlagSet:    fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			m.noColor = args.NoColor
-			args.Destroy = true
-			return m.apply(ctx, args, true)
-		},
+		Run:        leaf(arguments.ParseDestroy, (*meta).apply),
 	}
 }
 
@@ -74,17 +53,21 @@ func isPlanFile(path string) (*state.PlanFile, bool) {
 	return pf, true
 }
 
-func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy bool) error {
+// apply runs agentctl apply, or agentctl destroy when args.Destroy.
+func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
+	m.noColor = args.NoColor
+	destroy := args.Destroy
+	path, vars, autoApprove := args.Path, args.Vars, args.AutoApprove
 	var saved *state.PlanFile
 	if !destroy {
-		if pf, ok := isPlanFile(args.Path); ok {
+		if pf, ok := isPlanFile(path); ok {
 			saved = pf
-			args.Path = pf.ConfigDir
-			args.Vars.Vars = append(planVars(pf), args.Vars.Vars...)
-			args.AutoApprove = true
+			path = pf.ConfigDir
+			vars.Vars = append(planVars(pf), vars.Vars...)
+			autoApprove = true
 		}
 	}
-	b, err := m.openBackend(args.Path, args.Vars, args.State)
+	b, err := m.openBackend(path, vars, args.State)
 	if err != nil {
 		return err
 	}
@@ -104,26 +87,16 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 		return err
 	}
 
-	var jv *views.JSON
-	var hv *views.Apply
-	var events func(engine.Event)
-	if args.JSON {
-		jv = views.NewJSON(m.Stdout, config.Version)
-		events = jv.Event
-	} else {
-		hv = views.NewApply(m.Stdout, m.colors(args.NoColor))
-		events = hv.Event
-	}
+	view := views.NewApply(args.ViewType, m.view())
 	// The summary counts what was done (events), not what was planned: a
 	// run found unchanged once its upstream runs finished is not counted.
 	var doneMu sync.Mutex
 	var done engine.Summary
-	view := events
-	events = func(ev engine.Event) {
+	events := func(ev engine.Event) {
 		doneMu.Lock()
 		done.Count(ev)
 		doneMu.Unlock()
-		view(ev)
+		view.Event(ev)
 	}
 	ctx, interrupt, stop := interrupts(ctx, func() {
 		fmt.Fprintln(m.Stderr, "\nInterrupt received: stopping model calls in flight (they are made again on resume), letting tool calls in flight finish, and checkpointing. Press Ctrl-C again to stop at once.")
@@ -149,59 +122,37 @@ func (m *meta) apply(ctx context.Context, args *arguments.Operation, destroy boo
 			m.printErr(err, b.cfg)
 			return errDiagnostics
 		}
-		if jv != nil {
-			jv.PlanJSON(p)
-		} else {
-			views.Plan(m.Stdout, p, m.colors(args.NoColor))
-		}
+		view.Plan(p)
 		if !p.HasChanges() {
 			if !destroy && e.RefreshOutputs(st) {
 				if err := b.dir.Write(st); err != nil {
 					return err
 				}
 			}
-			if jv == nil {
-				m.printOutputs(st)
-			}
+			view.Unchanged(st.Outputs)
 			return nil
 		}
-		if !args.AutoApprove {
-			if !m.confirm(destroy) {
-				fmt.Fprintf(m.Stderr, "\n%s cancelled.\n", capitalizeWord(op))
-				return exitCode(exitError)
-			}
+		if !autoApprove && !m.confirm(destroy) {
+			fmt.Fprintf(m.Stderr, "\n%s cancelled.\n", capitalizeWord(op))
+			return exitCode(exitError)
 		}
 	}
-	if jv == nil {
-		fmt.Fprintln(m.Stdout)
-	}
+	view.Applying()
 	applyErr := e.Apply(ctx, st, p)
-	if (destroy || p.Destroy) && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
+	destroyed := destroy || p.Destroy
+	if destroyed && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
 		// Only a destroy that left nothing (not one limited by -target)
 		// removes the leftovers of every object.
 		applyErr = cleanStateDir(b.dir)
 	}
-	doneMu.Lock()
-	msg := done.ApplyMessage(destroy || p.Destroy)
-	doneMu.Unlock()
-	if jv != nil {
-		if applyErr != nil {
-			jv.Emit(map[string]any{"type": "diagnostic", "severity": "error", "summary": applyErr.Error()})
-		} else {
-			jv.Emit(map[string]any{"type": "apply_summary", "message": msg, "changes": done.Counts()})
-			jv.Emit(map[string]any{"type": "outputs", "outputs": st.Outputs})
-		}
-	}
 	if applyErr != nil {
+		view.Failed(applyErr)
 		m.printErr(applyErr, b.cfg)
 		return errDiagnostics
 	}
-	if jv == nil {
-		fmt.Fprintf(m.Stdout, "\n%s\n", msg)
-		if !destroy && !p.Destroy {
-			m.printOutputs(st)
-		}
-	}
+	doneMu.Lock()
+	defer doneMu.Unlock()
+	view.Applied(done, destroyed, st.Outputs)
 	return nil
 }
 
@@ -225,53 +176,6 @@ func (m *meta) confirm(destroy bool) bool {
 		return false
 	}
 	return strings.TrimSpace(line) == "yes"
-}
-
-// printOutputs prints the root outputs after an apply.
-func (m *meta) printOutputs(st *state.State) {
-	if len(st.Outputs) == 0 {
-		return
-	}
-	fmt.Fprintln(m.Stdout, "\nOutputs:")
-	names := make([]string, 0, len(st.Outputs))
-	for n := range st.Outputs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fmt.Fprintln(m.Stdout)
-	for _, n := range names {
-		o := st.Outputs[n]
-		if o.Sensitive {
-			fmt.Fprintf(m.Stdout, "%s = <sensitive>\n", n)
-			continue
-		}
-		fmt.Fprintf(m.Stdout, "%s = %s\n", n, renderJSONValue(o.Value))
-	}
-}
-
-// renderJSONValue renders a value for a person: a string as an HCL-style
-// string (heredoc when it has several lines), anything else as indented
-// JSON, with control and format characters shown escaped (the value may
-// hold model or tool output). Programs read -raw and -json instead.
-func renderJSONValue(raw json.RawMessage) string {
-	return termtext.Printable(jsonValueText(raw))
-}
-
-func jsonValueText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if strings.Contains(strings.TrimRight(s, "\n"), "\n") {
-			return "<<EOT\n" + strings.TrimRight(s, "\n") + "\nEOT"
-		}
-		b, _ := json.Marshal(s)
-		return string(b)
-	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return string(raw)
-	}
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }
 
 // removeSnapshotTemps removes the temporary files of snapshots that a

@@ -2,28 +2,23 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/peterbourgon/ff/v3/ffcli"
-
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
-	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine/tools"
-	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
 // execOutputLimit is how much of each stream agentctl exec keeps.
 const execOutputLimit = 64 << 20
 
-func execCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewInspect("exec", m.Stderr)
-	return &ffcli.Command{
+func execCommand() *command {
+	return &command{
 		Name:       "exec",
 		ShortUsage: "agentctl exec [options] ADDR -- CMD [ARG...]",
 		ShortHelp:  "Run a command in a managed sandbox, like docker exec.",
@@ -35,41 +30,36 @@ func execCommand(m *meta) *ffcli.Command {
 			"  standard output and error are passed through byte for byte, escape\n" +
 			"  sequences included: pipe them to a file or through cat -v to inspect\n" +
 			"  output you do not trust.",
-		FlagSet: fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			if len(args.Args) < 2 {
-				return fmt.Errorf("exec needs a sandbox address and a command: agentctl exec sandbox.NAME -- CMD [ARG...]")
-			}
-			addr, argv := args.Args[0], args.Args[1:]
-			b, st, err := m.lockedState(ctx, args, "exec")
-			if err != nil {
-				return err
-			}
-			defer b.unlock()
-			e := b.engine(0, nil, nil)
-			ws, restore, err := e.OpenWorkspace(ctx, st, addr)
-			if err != nil {
-				return err
-			}
-			defer restore()
-			res, err := ws.Exec(ctx, sandbox.ExecRequest{Argv: argv, Stdin: stdinIfPiped(), OutputLimit: execOutputLimit})
-			if err != nil {
-				return fmt.Errorf("%s: %w", addr, err)
-			}
-			m.Stdout.Write(res.Stdout)
-			m.Stderr.Write(res.Stderr)
-			if res.TimedOut {
-				return exitCode(124)
-			}
-			if res.ExitCode != 0 {
-				return exitCode(res.ExitCode)
-			}
-			return nil
-		},
+		Run: leaf(arguments.ParseExec, (*meta).exec),
 	}
+}
+
+func (m *meta) exec(ctx context.Context, args *arguments.Exec) error {
+	m.noColor = args.NoColor
+	view := views.NewExec(m.view())
+	b, st, err := m.lockedState(ctx, args.Backend, "exec")
+	if err != nil {
+		return err
+	}
+	defer b.unlock()
+	e := b.engine(0, nil, nil)
+	ws, restore, err := e.OpenWorkspace(ctx, st, args.Address)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	res, err := ws.Exec(ctx, sandbox.ExecRequest{Argv: args.Argv, Stdin: stdinIfPiped(), OutputLimit: execOutputLimit})
+	if err != nil {
+		return fmt.Errorf("%s: %w", args.Address, err)
+	}
+	view.Output(res.Stdout, res.Stderr)
+	if res.TimedOut {
+		return exitCode(124)
+	}
+	if res.ExitCode != 0 {
+		return exitCode(res.ExitCode)
+	}
+	return nil
 }
 
 // stdinIfPiped returns standard input unless it is a terminal.
@@ -81,9 +71,8 @@ func stdinIfPiped() io.Reader {
 	return os.Stdin
 }
 
-func toolCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewInspect("tool call", m.Stderr)
-	call := &ffcli.Command{
+func toolCommand() *command {
+	call := &command{
 		Name:       "call",
 		ShortUsage: "agentctl tool call [options] NAME (-dir DIR | -sandbox ADDR)",
 		ShortHelp:  "Run one capability tool by hand, for debugging tools and patches.",
@@ -94,34 +83,23 @@ func toolCommand(m *meta) *ffcli.Command {
 			"  runs in a managed sandbox from the state, holding the state lock as\n" +
 			"  exec does. The tool's output is shown as the model would read it, with\n" +
 			"  control characters escaped (\\x1b) so it cannot drive the terminal.",
-		FlagSet: fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			if len(args.Args) != 1 {
-				return fmt.Errorf("tool call needs exactly one tool NAME, such as apply_patch")
-			}
-			return m.toolCall(ctx, args, args.Args[0])
-		},
+		Run: leaf(arguments.ParseToolCall, (*meta).toolCall),
 	}
-	return &ffcli.Command{
+	return &command{
 		Name:        "tool",
 		ShortUsage:  "agentctl tool call [options] NAME",
 		ShortHelp:   "Run agent tools by hand.",
-		FlagSet:     newEmptyFlagSet("tool"),
-		Subcommands: []*ffcli.Command{call},
-		Exec: func(ctx context.Context, _ []string) error {
+		Subcommands: []*command{call},
+		Run: func(context.Context, *meta, []string) error {
 			return fmt.Errorf("tool needs a subcommand: call")
 		},
 	}
 }
 
-func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name string) error {
-	if (args.Dir == "") == (args.Sandbox == "") {
-		return fmt.Errorf("tool call needs exactly one of -dir DIR (a host directory, no isolation) or -sandbox ADDR (a managed sandbox)")
-	}
-	input := args.ToolArgs
+func (m *meta) toolCall(ctx context.Context, args *arguments.ToolCall) error {
+	m.noColor = args.NoColor
+	view := views.NewToolCall(m.view())
+	input := args.Input
 	if input == "" {
 		b, err := io.ReadAll(os.Stdin)
 		if err != nil {
@@ -131,7 +109,6 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 	}
 	var ws *sandbox.Workspace
 	var root string
-	var e *engine.Engine
 	if args.Dir != "" {
 		abs, err := filepath.Abs(args.Dir)
 		if err != nil {
@@ -143,12 +120,12 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 		}
 		ws, root = &sandbox.Workspace{Sandbox: hd}, abs
 	} else {
-		b, st, err := m.lockedState(ctx, args, "tool call")
+		b, st, err := m.lockedState(ctx, args.Backend, "tool call")
 		if err != nil {
 			return err
 		}
 		defer b.unlock()
-		e = b.engine(0, nil, nil)
+		e := b.engine(0, nil, nil)
 		w, restore, err := e.OpenWorkspace(ctx, st, args.Sandbox)
 		if err != nil {
 			return err
@@ -156,33 +133,27 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 		defer restore()
 		ws, root = w, e.WorkspaceRoot(args.Sandbox)
 	}
-	t, err := m.findTool(ws, root, name, args)
+	t, err := m.findTool(ws, root, args.Name, args.Backend)
 	if err != nil {
 		return err
 	}
-	if name == "apply_patch" && strings.HasPrefix(strings.TrimSpace(input), "*** Begin Patch") {
+	if args.Name == "apply_patch" && strings.HasPrefix(strings.TrimSpace(input), "*** Begin Patch") {
 		// The raw patch text is accepted as is.
 	} else if strings.TrimSpace(input) == "" {
 		input = "{}"
 	}
 	out, err := t.Call(ctx, input)
 	if err != nil {
-		fmt.Fprintln(m.Stderr, termtext.Printable(err.Error()))
+		view.Failed(err)
 		return exitCode(exitError)
 	}
-	fmt.Fprint(m.Stdout, termtext.Printable(out.Text))
-	if out.Text != "" && !strings.HasSuffix(out.Text, "\n") {
-		fmt.Fprintln(m.Stdout)
-	}
-	for _, img := range out.Images {
-		fmt.Fprintf(m.Stdout, "[image %s, %d bytes]\n", termtext.Line(img.MediaType), len(img.Data))
-	}
+	view.Result(out)
 	return nil
 }
 
 // findTool builds the named tool over ws: a built-in capability tool, or
 // a command capability of the configuration.
-func (m *meta) findTool(ws *sandbox.Workspace, root, name string, args *arguments.Inspect) (tools.Tool, error) {
+func (m *meta) findTool(ws *sandbox.Workspace, root, name string, args arguments.Backend) (tools.Tool, error) {
 	fo := tools.FilesystemOptions{Root: root}
 	switch name {
 	case "exec_command":
@@ -203,8 +174,4 @@ func (m *meta) findTool(ws *sandbox.Workspace, root, name string, args *argument
 		}
 	}
 	return nil, fmt.Errorf("unknown tool %q: the built-in tools are exec_command, apply_patch and view_image; command capabilities of the configuration are called by their name", name)
-}
-
-func newEmptyFlagSet(name string) *flag.FlagSet {
-	return flag.NewFlagSet(name, flag.ContinueOnError)
 }

@@ -11,16 +11,15 @@ import (
 	"strings"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclwrite"
-	"github.com/peterbourgon/ff/v3/ffcli"
 	"github.com/rogpeppe/go-internal/diff"
 )
 
-func fmtCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewFmt(m.Stderr)
-	return &ffcli.Command{
+func fmtCommand() *command {
+	return &command{
 		Name:       "fmt",
 		ShortUsage: "agentctl fmt [options] [PATH...]",
 		ShortHelp:  "Rewrite configuration files in the canonical format.",
@@ -28,19 +27,13 @@ func fmtCommand(m *meta) *ffcli.Command {
 			"  input) with hclwrite, keeping comments. Lists the files it changed.\n" +
 			"  With -check nothing is written and the exit status is 3 when any file\n" +
 			"  needs formatting, 0 otherwise.",
-		FlagSet: fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			m.noColor = args.NoColor
-			return runFmt(m, args)
-		},
+		Run: leaf(arguments.ParseFmt, (*meta).format),
 	}
 }
 
-func runFmt(m *meta, args *arguments.Fmt) error {
-	v := m.view()
+func (m *meta) format(_ context.Context, args *arguments.Fmt) error {
+	m.noColor = args.NoColor
+	v := views.NewFmt(m.view())
 	var diags hcl.Diagnostics
 	files := map[string]*hcl.File{}
 	changed := false
@@ -63,9 +56,9 @@ func runFmt(m *meta, args *arguments.Fmt) error {
 			}
 			switch {
 			case args.Diff:
-				v.FmtDiff(diff.Diff("<stdin>", src, "<stdin>", out))
+				v.Diff(diff.Diff("<stdin>", src, "<stdin>", out))
 			case !args.Check:
-				_, _ = m.Stdout.Write(out)
+				v.Formatted(out)
 			}
 			continue
 		}
@@ -85,10 +78,10 @@ func runFmt(m *meta, args *arguments.Fmt) error {
 			}
 			changed = true
 			if args.List {
-				v.FmtFile(name)
+				v.File(name)
 			}
 			if args.Diff {
-				v.FmtDiff(diff.Diff("old/"+filepath.ToSlash(name), src, "new/"+filepath.ToSlash(name), out))
+				v.Diff(diff.Diff("old/"+filepath.ToSlash(name), src, "new/"+filepath.ToSlash(name), out))
 			}
 			if args.Write {
 				info, err := os.Stat(name)

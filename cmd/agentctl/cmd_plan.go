@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"sort"
 
-	"github.com/peterbourgon/ff/v3/ffcli"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
@@ -20,27 +18,20 @@ import (
 // exitChanges is -detailed-exitcode's "there are changes".
 const exitChanges = 2
 
-func planCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewOperation("plan", m.Stderr)
-	return &ffcli.Command{
+func planCommand() *command {
+	return &command{
 		Name:       "plan",
 		ShortUsage: "agentctl plan [options] [PATH]",
 		ShortHelp:  "Show what apply would change: sandboxes to create, runs to execute.",
 		LongHelp: "  Compares the configuration in PATH with the state, after asking the\n" +
 			"  providers whether the sandboxes still exist, and shows what apply would\n" +
 			"  do and why. Nothing is changed.",
-		FlagSet: fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			m.noColor = args.NoColor
-			return m.plan(ctx, args)
-		},
+		Run: leaf(arguments.ParsePlan, (*meta).plan),
 	}
 }
 
-func (m *meta) plan(ctx context.Context, args *arguments.Operation) error {
+func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
+	m.noColor = args.NoColor
 	b, err := m.openBackend(args.Path, args.Vars, args.State)
 	if err != nil {
 		return err
@@ -53,28 +44,19 @@ func (m *meta) plan(ctx context.Context, args *arguments.Operation) error {
 	if err != nil {
 		return err
 	}
-	var jv *views.JSON
-	if args.JSON {
-		jv = views.NewJSON(m.Stdout, config.Version)
-	}
+	view := views.NewPlan(args.ViewType, m.view())
 	e := b.engine(args.Parallelism, nil, nil)
 	p, err := e.Plan(ctx, st, engine.PlanOptions{Destroy: args.Destroy, Refresh: args.Refresh, Targets: args.Targets, Replace: args.Replace})
 	if err != nil {
 		m.printErr(err, b.cfg)
 		return errDiagnostics
 	}
-	if jv != nil {
-		jv.PlanJSON(p)
-	} else {
-		views.Plan(m.Stdout, p, m.colors(args.NoColor))
-	}
+	view.Plan(p)
 	if args.Out != "" {
 		if err := writePlanFile(args.Out, args.Path, b.cfg, e, p); err != nil {
 			return err
 		}
-		if jv == nil {
-			fmt.Fprintf(m.Stdout, "\nSaved the plan to: %s\n\nTo perform exactly these actions, run the following command to apply:\n    agentctl apply %q\n", args.Out, args.Out)
-		}
+		view.Saved(args.Out)
 	}
 	if args.DetailedExitcode && p.HasChanges() {
 		return exitCode(exitChanges)

@@ -4,12 +4,11 @@ import (
 	"context"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
-	"github.com/peterbourgon/ff/v3/ffcli"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 )
 
-func validateCommand(m *meta) *ffcli.Command {
-	args, fs := arguments.NewValidate(m.Stderr)
-	return &ffcli.Command{
+func validateCommand() *command {
+	return &command{
 		Name:       "validate",
 		ShortUsage: "agentctl validate [options] [PATH]",
 		ShortHelp:  "Check whether the configuration is valid.",
@@ -17,18 +16,17 @@ func validateCommand(m *meta) *ffcli.Command {
 			"  default: the current directory) without contacting any provider:\n" +
 			"  syntax, types, references, variables, the dependency graph and the\n" +
 			"  sensitive-value rules.",
-		FlagSet: fs,
-		Exec: func(ctx context.Context, rest []string) error {
-			if err := args.Finish(fs, rest); err != nil {
-				return err
-			}
-			m.noColor = args.NoColor
-			cfg, diags := m.loadConfig(args.Path, args.Vars)
-			m.view().ValidateResult(diags, files(cfg), args.JSON)
-			if diags.HasErrors() {
-				return exitCode(exitError)
-			}
-			return nil
-		},
+		Run: leaf(arguments.ParseValidate, (*meta).validate),
 	}
+}
+
+func (m *meta) validate(_ context.Context, args *arguments.Validate) error {
+	m.noColor = args.NoColor
+	view := views.NewValidate(args.ViewType, m.view())
+	cfg, diags := m.loadConfig(args.Path, args.Vars)
+	view.Results(diags, files(cfg))
+	if diags.HasErrors() {
+		return exitCode(exitError)
+	}
+	return nil
 }

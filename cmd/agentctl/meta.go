@@ -23,13 +23,16 @@ type meta struct {
 	log *slog.Logger
 }
 
-// view returns the view for the command's output.
+// view returns the streams and colors that the command's view (chosen
+// from its arguments, as views.NewApply) writes with. Commands set
+// m.noColor from their -no-color flag first.
 func (m *meta) view() *views.View {
 	noColor := m.noColor || (m.global != nil && m.global.NoColor)
 	return &views.View{
 		Stdout: m.Stdout,
 		Stderr: m.Stderr,
 		Color:  views.Colorize(m.Stderr, noColor, m.Environ),
+		Colors: views.NewColors(views.Colorize(m.Stdout, noColor, m.Environ)),
 	}
 }
 

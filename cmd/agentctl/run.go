@@ -9,8 +9,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
-	"github.com/peterbourgon/ff/v3/ffcli"
 )
 
 // Exit codes, as Terraform's.
@@ -21,76 +22,86 @@ const (
 	exitFmtCheck = 3
 )
 
-// exitCode carries a command's exit status through ffcli.
+// exitCode carries a command's exit status.
 type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// command is what every subcommand file provides: a constructor that
-// builds its ffcli command from the shared meta.
-type command func(m *meta) *ffcli.Command
+// argumentError carries what a command's arguments.ParseX found wrong.
+type argumentError struct{ diags hcl.Diagnostics }
+
+func (e *argumentError) Error() string { return e.diags.Error() }
+
+// command is one agentctl command: its help text, and either what it runs
+// or its subcommands.
+type command struct {
+	Name       string
+	ShortUsage string
+	ShortHelp  string
+	LongHelp   string
+	// Subcommands are the commands under this one (state list, ...).
+	Subcommands []*command
+	// Run parses args, those after the command's name, and runs the
+	// command. A command with subcommands runs it when none is named.
+	Run func(ctx context.Context, m *meta, args []string) error
+}
+
+// leaf makes a command's Run from its argument parser and its body: the
+// arguments are parsed into their typed value, and any problem is
+// reported before the body runs.
+func leaf[A any](parse func([]string) (*A, hcl.Diagnostics), body func(*meta, context.Context, *A) error) func(context.Context, *meta, []string) error {
+	return func(ctx context.Context, m *meta, args []string) error {
+		a, diags := parse(args)
+		if diags.HasErrors() {
+			return &argumentError{diags}
+		}
+		return body(m, ctx, a)
+	}
+}
+
+// sub returns the subcommand called name (in any case), or nil.
+func (c *command) sub(name string) *command {
+	for _, s := range c.Subcommands {
+		if strings.EqualFold(name, s.Name) {
+			return s
+		}
+	}
+	return nil
+}
 
 // commands lists the subcommands; add new ones here.
-var commands = []command{
-	validateCommand,
-	fmtCommand,
-	graphCommand,
-	planCommand,
-	applyCommand,
-	destroyCommand,
-	showCommand,
-	outputCommand,
-	stateCommand,
-	forceUnlockCommand,
-	execCommand,
-	toolCommand,
-	versionCommand,
+func commands() []*command {
+	return []*command{
+		validateCommand(),
+		fmtCommand(),
+		graphCommand(),
+		planCommand(),
+		applyCommand(),
+		destroyCommand(),
+		showCommand(),
+		outputCommand(),
+		stateCommand(),
+		forceUnlockCommand(),
+		execCommand(),
+		toolCommand(),
+		versionCommand(),
+	}
 }
 
 // run is the whole program: it parses args, runs one command and returns
 // the exit status. main calls it; tests call it in-process.
 func run(args []string, stdout, stderr io.Writer, environ []string) int {
 	m := &meta{Stdout: stdout, Stderr: stderr, Environ: environ, log: newLogger(environ, stderr)}
-	rootFS := flag.NewFlagSet("agentctl", flag.ContinueOnError)
-	rootFS.SetOutput(stderr)
-	global := arguments.NewGlobal(rootFS)
-	m.global = global
-
-	var subs []*ffcli.Command
-	for _, c := range commands {
-		subs = append(subs, c(m))
-	}
-	root := &ffcli.Command{
+	root := &command{
 		Name:        "agentctl",
 		ShortUsage:  "agentctl [-chdir=DIR] [-no-color] <command> [args]",
 		ShortHelp:   "Terraform for sandboxed AI agents.",
-		FlagSet:     rootFS,
-		Subcommands: subs,
-		Exec: func(ctx context.Context, args []string) error {
-			if global.Version {
-				return versionCommand(m).Exec(ctx, nil)
-			}
-			if len(args) > 0 {
-				var names []string
-				for _, s := range subs {
-					names = append(names, s.Name)
-				}
-				return fmt.Errorf("unknown command %q: the commands are %s", args[0], strings.Join(names, ", "))
-			}
-			return flag.ErrHelp
-		},
+		Subcommands: commands(),
 	}
-	root.UsageFunc = usage
-	for _, s := range subs {
-		s.UsageFunc = usage
-	}
-
-	if err := root.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		m.view().Error(err)
-		return exitError
+	global, rest, diags := arguments.ParseGlobal(args)
+	m.global = global
+	if diags.HasErrors() {
+		return m.exit(root, &argumentError{diags})
 	}
 	if global.Chdir != "" {
 		if err := os.Chdir(global.Chdir); err != nil {
@@ -98,24 +109,75 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 			return exitError
 		}
 	}
-	err := root.Run(context.Background())
+	ctx := context.Background()
+	if global.Version {
+		c := root.sub("version")
+		return m.exit(c, c.Run(ctx, m, nil))
+	}
+	if len(rest) == 0 {
+		fs := flag.NewFlagSet(root.Name, flag.ContinueOnError)
+		arguments.NewGlobal(fs)
+		fmt.Fprint(stderr, usage(root, fs))
+		return exitOK
+	}
+	c := root.sub(rest[0])
+	if c == nil {
+		names := make([]string, len(root.Subcommands))
+		for i, s := range root.Subcommands {
+			names[i] = s.Name
+		}
+		m.view().Error(fmt.Errorf("unknown command %q: the commands are %s", rest[0], strings.Join(names, ", ")))
+		return exitError
+	}
+	c, err := m.dispatch(ctx, c, rest[1:])
+	return m.exit(c, err)
+}
+
+// dispatch runs c with args, or the subcommand args name. It returns the
+// command that ran, whose usage goes with its argument errors.
+func (m *meta) dispatch(ctx context.Context, c *command, args []string) (*command, error) {
+	if len(c.Subcommands) == 0 {
+		return c, c.Run(ctx, m, args)
+	}
+	rest, diags := arguments.ParseGroup(c.Name, args)
+	if diags.HasErrors() {
+		return c, &argumentError{diags}
+	}
+	if len(rest) > 0 {
+		if s := c.sub(rest[0]); s != nil {
+			return m.dispatch(ctx, s, rest[1:])
+		}
+	}
+	return c, c.Run(ctx, m, rest)
+}
+
+// exit reports the outcome of command c and returns the exit status.
+func (m *meta) exit(c *command, err error) int {
 	var code exitCode
+	var argErr *argumentError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &code):
 		return int(code)
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stderr, usage(root))
-		return exitOK
+	case errors.As(err, &argErr):
+		if u, ok := arguments.UsageOf(argErr.diags); ok {
+			fmt.Fprintln(m.Stderr, usage(c, u.Flags))
+			if u.Help {
+				return exitOK
+			}
+		}
+		m.view().Diagnostics(argErr.diags, nil)
+		return exitError
 	default:
 		m.view().Error(err)
 		return exitError
 	}
 }
 
-// usage renders a command's help in the style of Terraform.
-func usage(c *ffcli.Command) string {
+// usage renders a command's help in the style of Terraform; fs are its
+// flags.
+func usage(c *command, fs *flag.FlagSet) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: %s\n", c.ShortUsage)
 	if c.LongHelp != "" {
@@ -129,9 +191,9 @@ func usage(c *ffcli.Command) string {
 			fmt.Fprintf(&b, "  %-10s %s\n", s.Name, s.ShortHelp)
 		}
 	}
-	if c.FlagSet != nil {
+	if fs != nil {
 		first := true
-		c.FlagSet.VisitAll(func(f *flag.Flag) {
+		fs.VisitAll(func(f *flag.Flag) {
 			if first {
 				b.WriteString("\nOptions:\n")
 				first = false

@@ -9,14 +9,80 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/state"
 )
 
-// Apply renders engine events for a person as they happen: progress lines
-// like Terraform's and the runs' streamed model output.
-type Apply struct {
+// Apply shows agentctl apply and agentctl destroy: the plan, the engine's
+// events as they happen, and the outcome.
+type Apply interface {
+	// Plan shows the plan made before asking for approval.
+	Plan(p *engine.Plan)
+	// Event shows one engine event. It is safe for concurrent use.
+	Event(ev engine.Event)
+	// Unchanged ends an apply that had nothing to do.
+	Unchanged(outputs map[string]*state.Output)
+	// Applying starts the application of an approved plan.
+	Applying()
+	// Failed reports that the apply failed with err. The command prints
+	// err itself, as diagnostics on standard error.
+	Failed(err error)
+	// Applied ends a successful apply: what was done and the outputs.
+	Applied(done engine.Summary, destroy bool, outputs map[string]*state.Output)
+}
+
+// NewApply returns the apply view of viewType. The JSON view starts with
+// the version event.
+func NewApply(viewType arguments.ViewType, view *View) Apply {
+	if viewType == arguments.ViewJSON {
+		return &applyJSON{newJSONEvents(view.Stdout)}
+	}
+	return &applyHuman{View: view, events: &humanEvents{w: view.Stdout, c: view.Colors}}
+}
+
+type applyHuman struct {
+	*View
+	events *humanEvents
+}
+
+func (v *applyHuman) Plan(p *engine.Plan)   { renderPlan(v.Stdout, p, v.Colors) }
+func (v *applyHuman) Event(ev engine.Event) { v.events.Event(ev) }
+func (v *applyHuman) Applying()             { fmt.Fprintln(v.Stdout) }
+func (v *applyHuman) Failed(error)          {}
+
+func (v *applyHuman) Unchanged(outputs map[string]*state.Output) {
+	writeOutputs(v.Stdout, outputs)
+}
+
+func (v *applyHuman) Applied(done engine.Summary, destroy bool, outputs map[string]*state.Output) {
+	fmt.Fprintf(v.Stdout, "\n%s\n", done.ApplyMessage(destroy))
+	if !destroy {
+		writeOutputs(v.Stdout, outputs)
+	}
+}
+
+type applyJSON struct{ *jsonEvents }
+
+func (v *applyJSON) Plan(p *engine.Plan)                { v.plan(p) }
+func (v *applyJSON) Unchanged(map[string]*state.Output) {}
+func (v *applyJSON) Applying()                          {}
+
+func (v *applyJSON) Failed(err error) {
+	v.emit(map[string]any{"type": "diagnostic", "severity": "error", "summary": err.Error()})
+}
+
+func (v *applyJSON) Applied(done engine.Summary, destroy bool, outputs map[string]*state.Output) {
+	v.emit(map[string]any{"type": "apply_summary", "message": done.ApplyMessage(destroy), "changes": done.Counts()})
+	v.emit(map[string]any{"type": "outputs", "outputs": outputs})
+}
+
+// humanEvents renders engine events for a person as they happen:
+// progress lines like Terraform's and the runs' streamed model output.
+type humanEvents struct {
 	mu sync.Mutex
 	w  io.Writer
 	c  Colors
@@ -24,9 +90,6 @@ type Apply struct {
 	// model text, per run.
 	inText string
 }
-
-// NewApply returns a human apply view.
-func NewApply(w io.Writer, c Colors) *Apply { return &Apply{w: w, c: c} }
 
 func ing(a engine.Action) string {
 	switch a {
@@ -70,7 +133,7 @@ func done(a engine.Action) string {
 	return "Run complete"
 }
 
-func (v *Apply) endText() {
+func (v *humanEvents) endText() {
 	if v.inText != "" {
 		fmt.Fprintln(v.w)
 		v.inText = ""
@@ -78,7 +141,7 @@ func (v *Apply) endText() {
 }
 
 // Event renders one engine event.
-func (v *Apply) Event(ev engine.Event) {
+func (v *humanEvents) Event(ev engine.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	c := v.c
@@ -111,7 +174,7 @@ func (v *Apply) Event(ev engine.Event) {
 	}
 }
 
-func (v *Apply) runtime(addr string, e *agentloop.Event) {
+func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 	c := v.c
 	who := termtext.Printable(addr + " " + e.Agent)
 	if e.Path != "" {
@@ -162,23 +225,22 @@ func oneLine(s string, n int) string {
 	return termtext.Printable(s)
 }
 
-// JSON writes newline-delimited JSON events, each with a type, the way
-// Terraform's -json output does; the first is the version event.
-type JSON struct {
+// jsonEvents writes newline-delimited JSON events, each with a type, the
+// way Terraform's -json output does; the first is the version event.
+type jsonEvents struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
-// NewJSON writes the version event and returns the view.
-func NewJSON(w io.Writer, version string) *JSON {
-	j := &JSON{w: w}
-	j.Emit(map[string]any{"type": "version", "agentctl": version, "ui": "1.0"})
+func newJSONEvents(w io.Writer) *jsonEvents {
+	j := &jsonEvents{w: w}
+	j.emit(map[string]any{"type": "version", "agentctl": config.Version, "ui": "1.0"})
 	return j
 }
 
-// Emit writes one event. Text keeps its exact value; characters that
+// emit writes one event. Text keeps its exact value; characters that
 // could drive a terminal are JSON-escaped (termtext.JSON).
-func (j *JSON) Emit(v any) {
+func (j *jsonEvents) emit(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return
@@ -189,7 +251,7 @@ func (j *JSON) Emit(v any) {
 }
 
 // Event writes an engine event.
-func (j *JSON) Event(ev engine.Event) {
+func (j *jsonEvents) Event(ev engine.Event) {
 	m := map[string]any{"type": string(ev.Type), "address": ev.Address}
 	if ev.Action != "" {
 		m["action"] = ev.Action
@@ -204,17 +266,17 @@ func (j *JSON) Event(ev engine.Event) {
 		m["type"] = string(ev.Runtime.Type)
 		m["run_event"] = ev.Runtime
 	}
-	j.Emit(m)
+	j.emit(m)
 }
 
-// PlanJSON writes each planned change and the summary as events.
-func (j *JSON) PlanJSON(p *engine.Plan) {
+// plan writes each planned change and the summary as events.
+func (j *jsonEvents) plan(p *engine.Plan) {
 	for _, c := range p.Changes {
 		if c.Action == engine.ActionNoop {
 			continue
 		}
-		j.Emit(map[string]any{"type": "planned_change", "change": c})
+		j.emit(map[string]any{"type": "planned_change", "change": c})
 	}
 	s := p.Summary()
-	j.Emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})
+	j.emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/termtext"
 )
@@ -70,9 +71,41 @@ func verb(a engine.Action) string {
 	return string(a)
 }
 
-// Plan prints a plan the way terraform plan does: a legend, one block per
-// object that changes, and the summary line.
-func Plan(w io.Writer, p *engine.Plan, c Colors) {
+// Plan shows agentctl plan.
+type Plan interface {
+	// Plan shows the plan.
+	Plan(p *engine.Plan)
+	// Saved reports that the plan was saved to path (-out).
+	Saved(path string)
+}
+
+// NewPlan returns the plan view of viewType. The JSON view starts with
+// the version event.
+func NewPlan(viewType arguments.ViewType, view *View) Plan {
+	if viewType == arguments.ViewJSON {
+		return planJSON{newJSONEvents(view.Stdout)}
+	}
+	return planHuman{view}
+}
+
+type planHuman struct{ *View }
+
+func (v planHuman) Plan(p *engine.Plan) { renderPlan(v.Stdout, p, v.Colors) }
+
+func (v planHuman) Saved(path string) {
+	fmt.Fprintf(v.Stdout, "\nSaved the plan to: %s\n\nTo perform exactly these actions, run the following command to apply:\n    agentctl apply %q\n", path, path)
+}
+
+type planJSON struct{ *jsonEvents }
+
+func (v planJSON) Plan(p *engine.Plan) { v.plan(p) }
+
+// Saved prints nothing: the JSON stream holds only events.
+func (v planJSON) Saved(string) {}
+
+// renderPlan prints a plan the way terraform plan does: a legend, one
+// block per object that changes, and the summary line.
+func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 	if !p.HasChanges() {
 		fmt.Fprintf(w, "\n%sNo changes.%s Your sandboxes and runs match the configuration.\n\n", c.Green+c.Bold, c.Reset)
 		fmt.Fprintln(w, "agentctl compared your configuration with the state and found no differences, so no changes are needed.")

@@ -15,11 +15,17 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// View writes to the command's output streams.
+// View is what every command's view writes with: the output streams and
+// whether to color them. A command's view (NewValidate, NewApply, ...)
+// wraps it; the command chooses that view once, from its arguments.
 type View struct {
 	Stdout io.Writer
 	Stderr io.Writer
-	Color  bool
+	// Color is whether diagnostics on Stderr are colored.
+	Color bool
+	// Colors is the palette of what is printed on Stdout, empty when it
+	// is not a terminal or color is off.
+	Colors Colors
 }
 
 // Colorize reports whether output to w should be colored: not when
@@ -58,6 +64,19 @@ func (v *View) Error(err error) {
 	v.Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: capitalize(err.Error())}}, nil)
 }
 
+// writeJSON prints v as indented JSON for programs: exact values, with
+// the characters that could drive a terminal JSON-escaped.
+func writeJSON(w io.Writer, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termtext.JSON(b.Bytes()))
+	return err
+}
+
 // capitalize upper-cases the first letter of a message, unless it starts
 // with an address (run.x, sandbox.y, ...), which must stay pasteable.
 func capitalize(s string) string {
@@ -71,55 +90,4 @@ func capitalize(s string) string {
 		return string(s[0]-'a'+'A') + s[1:]
 	}
 	return s
-}
-
-// ValidateResult shows the outcome of validate.
-func (v *View) ValidateResult(diags hcl.Diagnostics, files map[string]*hcl.File, asJSON bool) {
-	if asJSON {
-		var b bytes.Buffer
-		_ = diagfmt.WriteJSON(&b, diags, files)
-		_, _ = v.Stdout.Write(termtext.JSON(b.Bytes()))
-		return
-	}
-	v.Diagnostics(diags, files)
-	if !diags.HasErrors() {
-		if v.Color {
-			fmt.Fprintf(v.Stdout, "\x1b[32m\x1b[1mSuccess!\x1b[0m The configuration is valid.\n")
-		} else {
-			fmt.Fprintf(v.Stdout, "Success! The configuration is valid.\n")
-		}
-	}
-}
-
-// VersionInfo is the document of version -json.
-type VersionInfo struct {
-	Version  string `json:"agentctl_version"`
-	Platform string `json:"platform"`
-}
-
-// Version shows the version.
-func (v *View) Version(info VersionInfo, asJSON bool) {
-	if asJSON {
-		enc := json.NewEncoder(v.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(info)
-		return
-	}
-	fmt.Fprintf(v.Stdout, "agentctl v%s\non %s\n", info.Version, info.Platform)
-}
-
-// FmtFile reports a file whose formatting changed (or would change).
-func (v *View) FmtFile(name string) {
-	fmt.Fprintln(v.Stdout, termtext.Line(name))
-}
-
-// FmtDiff prints a unified diff, control characters of the files shown
-// escaped.
-func (v *View) FmtDiff(diff []byte) {
-	fmt.Fprint(v.Stdout, termtext.Printable(string(diff)))
-}
-
-// Graph prints a rendered graph.
-func (v *View) Graph(rendered string) {
-	fmt.Fprint(v.Stdout, rendered)
 }

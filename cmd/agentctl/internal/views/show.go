@@ -1,0 +1,216 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/state"
+)
+
+// Show shows agentctl show: the state, one run, one sandbox, or a saved
+// plan.
+type Show interface {
+	// SavedPlan shows a saved plan file.
+	SavedPlan(pf *state.PlanFile) error
+	// State shows a summary of the whole state.
+	State(st *state.State) error
+	// Run shows a run and its transcript.
+	Run(r *state.Run, steps []agentloop.Step) error
+	// Sandbox shows a sandbox.
+	Sandbox(s *state.Sandbox) error
+}
+
+// NewShow returns the show view of viewType.
+func NewShow(viewType arguments.ViewType, view *View) Show {
+	if viewType == arguments.ViewJSON {
+		return showJSON{view}
+	}
+	return showHuman{view}
+}
+
+// showJSON prints the objects as stored, for programs.
+type showJSON struct{ *View }
+
+func (v showJSON) SavedPlan(pf *state.PlanFile) error {
+	_, err := v.Stdout.Write(append(termtext.JSON(pf.Plan), '\n'))
+	return err
+}
+
+func (v showJSON) State(st *state.State) error { return writeJSON(v.Stdout, st) }
+
+func (v showJSON) Run(r *state.Run, steps []agentloop.Step) error {
+	return writeJSON(v.Stdout, map[string]any{"run": r, "steps": steps})
+}
+
+func (v showJSON) Sandbox(s *state.Sandbox) error { return writeJSON(v.Stdout, s) }
+
+type showHuman struct{ *View }
+
+func (v showHuman) SavedPlan(pf *state.PlanFile) error {
+	p := &engine.Plan{}
+	if err := json.Unmarshal(pf.Plan, p); err != nil {
+		return fmt.Errorf("reading the saved plan: %w", err)
+	}
+	fmt.Fprintf(v.Stdout, "Saved plan for %s (state lineage %s, serial %d)\n", pf.ConfigDir, pf.Lineage, pf.Serial)
+	renderPlan(v.Stdout, p, v.Colors)
+	return nil
+}
+
+func (v showHuman) State(st *state.State) error {
+	w := v.Stdout
+	if len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
+		fmt.Fprintln(w, "The state is empty: nothing has been applied yet.")
+		return nil
+	}
+	for _, addr := range st.SandboxAddresses() {
+		s := st.Sandboxes[addr]
+		fmt.Fprintf(w, "# %s (%s, %s)\n", addr, s.Kind, s.Status)
+		fmt.Fprintf(w, "    id       = %s\n", termtext.Line(s.Session.ID))
+		for port, u := range s.URLs {
+			fmt.Fprintf(w, "    url %s = %s\n", termtext.Line(port), termtext.Line(u))
+		}
+		if s.Snapshot != "" {
+			fmt.Fprintf(w, "    snapshot = %s\n", termtext.Line(s.Snapshot))
+		}
+	}
+	for _, addr := range st.RunAddresses() {
+		r := st.Runs[addr]
+		fmt.Fprintf(w, "# %s (%s, %d turns, %d input + %d output tokens)\n", addr, r.Status, r.Turns, r.Usage.InputTokens, r.Usage.OutputTokens)
+		if r.Error != "" {
+			fmt.Fprintf(w, "    error  = %s\n", termtext.Printable(r.Error))
+		}
+		if len(r.Output) > 0 {
+			fmt.Fprintf(w, "    output = %s\n", firstLines(renderValue(r.Output), 3))
+		}
+	}
+	writeOutputs(w, st.Outputs)
+	return nil
+}
+
+func (v showHuman) Run(r *state.Run, steps []agentloop.Step) error {
+	showRun(v.Stdout, r, steps)
+	return nil
+}
+
+func (v showHuman) Sandbox(s *state.Sandbox) error {
+	showSandbox(v.Stdout, s)
+	return nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, "\n             ")
+}
+
+func showSandbox(w io.Writer, s *state.Sandbox) {
+	fmt.Fprintf(w, "# %s\n", s.Address)
+	fmt.Fprintf(w, "provider        = %s (%s)\n", s.Provider, s.Kind)
+	fmt.Fprintf(w, "id              = %s\n", termtext.Line(s.Session.ID))
+	fmt.Fprintf(w, "status          = %s\n", s.Status)
+	fmt.Fprintf(w, "manifest_digest = %s\n", s.ManifestDigest)
+	for _, p := range sortedKeys(s.EntryDigests) {
+		fmt.Fprintf(w, "entry %-10q  = %s\n", p, termtext.Line(s.EntryDigests[p]))
+	}
+	for _, p := range sortedKeys(s.URLs) {
+		fmt.Fprintf(w, "url %-12s = %s\n", termtext.Line(p), termtext.Line(s.URLs[p]))
+	}
+	if s.Snapshot != "" {
+		fmt.Fprintf(w, "snapshot        = %s (sha256 %s)\n", termtext.Line(s.Snapshot), termtext.Line(s.SnapshotDigest))
+	}
+	if p := s.RestorePending; p != nil {
+		why := "agentctl stopped during it"
+		if p.Error != "" {
+			why = termtext.Printable(p.Error)
+		}
+		fmt.Fprintf(w, "restore_pending = the last restore did not finish (%s); apply restores it again\n", why)
+	}
+}
+
+// showRun prints a run's transcript: the input, each model turn's text and
+// tool calls, each tool result, handoffs, and the provenance.
+func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
+	fmt.Fprintf(w, "# %s: %s, agent.%s, %d turns\n", r.Address, r.Status, r.Agent, r.Turns)
+	turn := 0
+	for _, s := range steps {
+		indent := strings.Repeat("    ", strings.Count(s.Path, "/")+boolInt(s.Path != ""))
+		switch s.Kind {
+		case agentloop.StepInput:
+			if s.Path == "" {
+				fmt.Fprintf(w, "\n%s[input → %s]\n%s%s\n", indent, s.Agent, indent, indented(s.Input, indent))
+			} else {
+				fmt.Fprintf(w, "%s[agent tool run of %s] input: %s\n", indent, s.Agent, indented(s.Input, indent+"  "))
+			}
+		case agentloop.StepModel:
+			if s.Path == "" {
+				turn++
+			}
+			fmt.Fprintf(w, "\n%s[turn %d, %s]\n", indent, turn, s.Agent)
+			for _, it := range s.Response.Output {
+				switch it.Type {
+				case "message":
+					fmt.Fprintf(w, "%s%s\n", indent, indented(it.Text, indent))
+				case "function_call":
+					fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
+				}
+			}
+		case agentloop.StepTool:
+			out := s.Result.Output
+			if len(s.Result.Images) > 0 {
+				out += fmt.Sprintf(" [%d image(s)]", len(s.Result.Images))
+			}
+			fmt.Fprintf(w, "%s← %s\n", indent, indented(strings.TrimRight(out, "\n"), indent+"  "))
+			if s.Handoff != "" {
+				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
+			}
+		}
+	}
+	if len(r.Output) > 0 {
+		fmt.Fprintf(w, "\nOutput: %s\n", renderValue(r.Output))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "\nError: %s\n", termtext.Printable(r.Error))
+	}
+	p := r.Provenance
+	fmt.Fprintf(w, "\nProvenance: config %s", short(p.ConfigDigest))
+	if p.GitCommit != "" {
+		fmt.Fprintf(w, ", git commit %s", short(p.GitCommit))
+	}
+	if len(p.Models) > 0 {
+		fmt.Fprintf(w, ", models %s", termtext.Line(strings.Join(p.Models, ", ")))
+	}
+	fmt.Fprintf(w, ", usage %d input / %d output tokens\n", r.Usage.InputTokens, r.Usage.OutputTokens)
+}
+
+// indented shows text from a model, a tool or a file for the terminal,
+// its continuation lines indented by indent: control and format
+// characters are shown escaped, newlines and tabs are kept.
+func indented(s, indent string) string {
+	s = termtext.Printable(s)
+	if indent == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, "\n", "\n"+indent)
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
