@@ -67,6 +67,14 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			autoApprove = true
 		}
 	}
+	if args.ViewType == arguments.ViewJSON && !autoApprove {
+		// The approval prompt would land in the JSON stream, and its
+		// answer could not be given: refuse, as Terraform does.
+		if destroy {
+			return errors.New("destroy -json cannot ask for approval: add -auto-approve")
+		}
+		return errors.New("apply -json cannot ask for approval: add -auto-approve, or apply a saved plan (agentctl plan -out=FILE, then agentctl apply FILE)")
+	}
 	b, err := m.openBackend(path, vars, args.State)
 	if err != nil {
 		return err

@@ -12,9 +12,16 @@ type Backend struct {
 	State  State
 }
 
-func (b *Backend) register(fs *flag.FlagSet) {
+// register adds the flags; -lock and -lock-timeout only for the commands
+// that take the state lock (locking), so that no command accepts a flag
+// it would ignore.
+func (b *Backend) register(fs *flag.FlagSet, locking bool) {
 	b.Vars.register(fs)
-	b.State.register(fs)
+	if locking {
+		b.State.register(fs)
+	} else {
+		b.State.registerPath(fs)
+	}
 	fs.StringVar(&b.Config, "config", ".", "The configuration file or directory whose state to use.")
 }
 

@@ -1,6 +1,11 @@
 package arguments
 
-import "github.com/hashicorp/hcl/v2"
+import (
+	"flag"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
 
 // Exec are the arguments of agentctl exec.
 type Exec struct {
@@ -17,7 +22,7 @@ type Exec struct {
 func ParseExec(args []string) (*Exec, hcl.Diagnostics) {
 	a := &Exec{}
 	fs := newFlagSet("exec")
-	a.Backend.register(fs)
+	a.Backend.register(fs, true)
 	registerNoColor(fs, &a.NoColor)
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {
@@ -50,7 +55,7 @@ type ToolCall struct {
 func ParseToolCall(args []string) (*ToolCall, hcl.Diagnostics) {
 	a := &ToolCall{}
 	fs := newFlagSet("tool call")
-	a.Backend.register(fs)
+	a.Backend.register(fs, true)
 	registerNoColor(fs, &a.NoColor)
 	fs.StringVar(&a.Dir, "dir", "", "Run the tool against this host directory (no isolation).")
 	fs.StringVar(&a.Sandbox, "sandbox", "", "Run the tool in this managed sandbox (e.g. sandbox.analysis).")
@@ -65,6 +70,20 @@ func ParseToolCall(args []string) (*ToolCall, hcl.Diagnostics) {
 	a.Name = pos[0]
 	if (a.Dir == "") == (a.Sandbox == "") {
 		return a, hcl.Diagnostics{errorf("Tool call needs exactly one of -dir DIR (a host directory, no isolation) or -sandbox ADDR (a managed sandbox)")}
+	}
+	if a.Dir != "" {
+		// A host directory has no state or lock (the configuration still
+		// supplies command tools): those flags would be ignored.
+		var ignored []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "state", "lock", "lock-timeout":
+				ignored = append(ignored, "-"+f.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			return a, hcl.Diagnostics{errorf("Tool call -dir uses no state, so %s would be ignored: remove it, or use -sandbox ADDR", strings.Join(ignored, ", "))}
+		}
 	}
 	return a, nil
 }

@@ -17,9 +17,15 @@ type State struct {
 }
 
 func (s *State) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.StatePath, "state", "", "Path of the state file (default: .agentctl/state.json beside the configuration).")
+	s.registerPath(fs)
 	fs.DurationVar(&s.LockTimeout, "lock-timeout", 0, "Wait this long for the state lock (e.g. 30s).")
 	fs.BoolVar(&s.Lock, "lock", true, "Lock the state while the command runs. -lock=false is dangerous when others may apply at the same time.")
+}
+
+// registerPath adds -state alone, for the commands that only read the
+// state (they never lock it: state writes are atomic renames).
+func (s *State) registerPath(fs *flag.FlagSet) {
+	fs.StringVar(&s.StatePath, "state", "", "Path of the state file (default: .agentctl/state.json beside the configuration).")
 }
 
 // Operation are the arguments that plan, apply and destroy share.

@@ -18,7 +18,7 @@ func ParseOutput(args []string) (*Output, hcl.Diagnostics) {
 	a := &Output{ViewType: ViewHuman}
 	var jsonOut, raw bool
 	fs := newFlagSet("output")
-	a.Backend.register(fs)
+	a.Backend.register(fs, false)
 	registerNoColor(fs, &a.NoColor)
 	fs.BoolVar(&jsonOut, "json", false, "Print JSON.")
 	fs.BoolVar(&raw, "raw", false, "Print a string output's value with no quoting, for shell scripts.")

@@ -18,7 +18,7 @@ func ParseShow(args []string) (*Show, hcl.Diagnostics) {
 	a := &Show{ViewType: ViewHuman}
 	var jsonOut bool
 	fs := newFlagSet("show")
-	a.Backend.register(fs)
+	a.Backend.register(fs, false)
 	registerNoColor(fs, &a.NoColor)
 	fs.BoolVar(&jsonOut, "json", false, "Print JSON.")
 	pos, diags := parse(fs, args)

@@ -14,7 +14,7 @@ func ParseStateList(args []string) (*StateList, hcl.Diagnostics) {
 	a := &StateList{ViewType: ViewHuman}
 	var jsonOut bool
 	fs := newFlagSet("state list")
-	a.Backend.register(fs)
+	a.Backend.register(fs, false)
 	registerNoColor(fs, &a.NoColor)
 	fs.BoolVar(&jsonOut, "json", false, "Print JSON.")
 	pos, diags := parse(fs, args)
@@ -42,7 +42,7 @@ func ParseStateShow(args []string) (*StateShow, hcl.Diagnostics) {
 	a := &StateShow{}
 	var jsonOut bool
 	fs := newFlagSet("state show")
-	a.Backend.register(fs)
+	a.Backend.register(fs, false)
 	registerNoColor(fs, &a.NoColor)
 	fs.BoolVar(&jsonOut, "json", false, "Print JSON (state show always does; accepted as for state list).")
 	pos, diags := parse(fs, args)
@@ -67,7 +67,7 @@ type StateRm struct {
 func ParseStateRm(args []string) (*StateRm, hcl.Diagnostics) {
 	a := &StateRm{}
 	fs := newFlagSet("state rm")
-	a.Backend.register(fs)
+	a.Backend.register(fs, true)
 	registerNoColor(fs, &a.NoColor)
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {
@@ -92,7 +92,7 @@ type ForceUnlock struct {
 func ParseForceUnlock(args []string) (*ForceUnlock, hcl.Diagnostics) {
 	a := &ForceUnlock{}
 	fs := newFlagSet("force-unlock")
-	a.Backend.register(fs)
+	a.Backend.register(fs, false)
 	registerNoColor(fs, &a.NoColor)
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {

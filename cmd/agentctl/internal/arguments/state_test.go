@@ -5,29 +5,35 @@ import (
 	"time"
 )
 
-// backendDefaults are the -config, -state and -lock defaults.
+// backendDefaults are the -config, -state and -lock defaults of the
+// commands that lock the state (exec, tool call, state rm).
 var backendDefaults = Backend{Config: ".", State: stateDefaults}
+
+// readDefaults are the -config and -state defaults of the commands that
+// only read the state: they have no -lock or -lock-timeout to ignore.
+var readDefaults = Backend{Config: "."}
 
 func TestParseShow(t *testing.T) {
 	runParseCases(t, ParseShow, []parseCase[Show]{
-		{name: "the whole state", want: &Show{Backend: backendDefaults, ViewType: ViewHuman}},
+		{name: "the whole state", want: &Show{Backend: readDefaults, ViewType: ViewHuman}},
 		{name: "a run as JSON", args: []string{"run.a", "-json", "-config=conf"}, want: &Show{
-			Backend: Backend{Config: "conf", State: stateDefaults}, Target: "run.a", ViewType: ViewJSON,
+			Backend: Backend{Config: "conf", State: State{}}, Target: "run.a", ViewType: ViewJSON,
 		}},
 		{name: "a plan file, variables", args: []string{"-var=a=1", "-no-color", "p.plan"}, want: &Show{
-			Backend: Backend{Config: ".", State: stateDefaults, Vars: Vars{Vars: []string{"a=1"}}}, Target: "p.plan", ViewType: ViewHuman, NoColor: true,
+			Backend: Backend{Config: ".", State: State{}, Vars: Vars{Vars: []string{"a=1"}}}, Target: "p.plan", ViewType: ViewHuman, NoColor: true,
 		}},
 		{name: "two arguments", args: []string{"run.a", "run.b"}, diags: []string{"Show takes at most one argument: an address such as run.NAME, or a saved plan file"}},
+		{name: "-lock, which show would ignore", args: []string{"-lock=false"}, diags: []string{flagErr("show", "flag provided but not defined: -lock")}, usage: true},
 		{name: "output's flag", args: []string{"-raw"}, diags: []string{flagErr("show", "flag provided but not defined: -raw")}, usage: true},
 	})
 }
 
 func TestParseOutput(t *testing.T) {
 	runParseCases(t, ParseOutput, []parseCase[Output]{
-		{name: "every output", want: &Output{Backend: backendDefaults, ViewType: ViewHuman}},
-		{name: "one as JSON", args: []string{"answer", "-json"}, want: &Output{Backend: backendDefaults, Name: "answer", ViewType: ViewJSON}},
+		{name: "every output", want: &Output{Backend: readDefaults, ViewType: ViewHuman}},
+		{name: "one as JSON", args: []string{"answer", "-json"}, want: &Output{Backend: readDefaults, Name: "answer", ViewType: ViewJSON}},
 		{name: "one raw", args: []string{"-raw", "-config", "c.hcl", "answer"}, want: &Output{
-			Backend: Backend{Config: "c.hcl", State: stateDefaults}, Name: "answer", ViewType: ViewRaw,
+			Backend: Backend{Config: "c.hcl", State: State{}}, Name: "answer", ViewType: ViewRaw,
 		}},
 		{name: "-json and -raw", args: []string{"-json", "-raw", "answer"}, diags: []string{
 			"-json and -raw cannot be used together: use -json for JSON, or -raw for a string output's exact value",
@@ -39,8 +45,8 @@ func TestParseOutput(t *testing.T) {
 
 func TestParseStateList(t *testing.T) {
 	runParseCases(t, ParseStateList, []parseCase[StateList]{
-		{name: "human", want: &StateList{Backend: backendDefaults, ViewType: ViewHuman}},
-		{name: "json, another state file", args: []string{"-json", "-state=other.json", "-lock=false"}, want: &StateList{
+		{name: "human", want: &StateList{Backend: readDefaults, ViewType: ViewHuman}},
+		{name: "json, another state file", args: []string{"-json", "-state=other.json"}, want: &StateList{
 			Backend: Backend{Config: ".", State: State{StatePath: "other.json"}}, ViewType: ViewJSON,
 		}},
 		{name: "an address", args: []string{"run.a"}, diags: []string{"State list takes no arguments; agentctl state show ADDR shows one object"}},
@@ -50,8 +56,8 @@ func TestParseStateList(t *testing.T) {
 
 func TestParseStateShow(t *testing.T) {
 	runParseCases(t, ParseStateShow, []parseCase[StateShow]{
-		{name: "one address", args: []string{"sandbox.a"}, want: &StateShow{Backend: backendDefaults, Address: "sandbox.a"}},
-		{name: "-json is accepted", args: []string{"-json", "run.a"}, want: &StateShow{Backend: backendDefaults, Address: "run.a"}},
+		{name: "one address", args: []string{"sandbox.a"}, want: &StateShow{Backend: readDefaults, Address: "sandbox.a"}},
+		{name: "-json is accepted", args: []string{"-json", "run.a"}, want: &StateShow{Backend: readDefaults, Address: "run.a"}},
 		{name: "no address", diags: []string{"State show needs exactly one address, such as run.NAME or sandbox.NAME"}},
 		{name: "two addresses", args: []string{"run.a", "run.b"}, diags: []string{"State show needs exactly one address, such as run.NAME or sandbox.NAME"}},
 	})
@@ -69,9 +75,10 @@ func TestParseStateRm(t *testing.T) {
 
 func TestParseForceUnlock(t *testing.T) {
 	runParseCases(t, ParseForceUnlock, []parseCase[ForceUnlock]{
-		{name: "a lock ID", args: []string{"1234-abcd"}, want: &ForceUnlock{Backend: backendDefaults, LockID: "1234-abcd"}},
+		{name: "a lock ID", args: []string{"1234-abcd"}, want: &ForceUnlock{Backend: readDefaults, LockID: "1234-abcd"}},
 		{name: "no lock ID", diags: []string{"Force-unlock needs the lock ID printed in the lock error"}},
 		{name: "two lock IDs", args: []string{"a", "b"}, diags: []string{"Force-unlock needs the lock ID printed in the lock error"}},
+		{name: "-lock-timeout, which it would ignore", args: []string{"-lock-timeout=1s", "a"}, diags: []string{flagErr("force-unlock", "flag provided but not defined: -lock-timeout")}, usage: true},
 		{name: "unknown flag", args: []string{"-force", "a"}, diags: []string{flagErr("force-unlock", "flag provided but not defined: -force")}, usage: true},
 	})
 }
@@ -101,6 +108,9 @@ func TestParseToolCall(t *testing.T) {
 		}},
 		{name: "neither -dir nor -sandbox", args: []string{"x"}, diags: []string{
 			"Tool call needs exactly one of -dir DIR (a host directory, no isolation) or -sandbox ADDR (a managed sandbox)",
+		}},
+		{name: "-dir with state flags", args: []string{"-dir=.", "-config=c", "-lock=false", "-state=s.json", "x"}, diags: []string{
+			"Tool call -dir uses no state, so -lock, -state would be ignored: remove it, or use -sandbox ADDR",
 		}},
 		{name: "no name", args: []string{"-dir=."}, diags: []string{"Tool call needs exactly one tool NAME, such as apply_patch"}},
 		{name: "two names", args: []string{"-dir=.", "a", "b"}, diags: []string{"Tool call needs exactly one tool NAME, such as apply_patch"}},
