@@ -2,7 +2,7 @@ package arguments
 
 import (
 	"flag"
-	"strings"
+	"github.com/agentctl/agentctl/addrs"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -67,7 +67,7 @@ func (o *Operation) finish(pos []string, jsonOut bool) hcl.Diagnostics {
 		diags = append(diags, errorf("-parallelism must be at least 1, got %d", o.Parallelism))
 	}
 	for _, r := range o.Replace {
-		if !strings.HasPrefix(r, "run.") && !strings.HasPrefix(r, "sandbox.") {
+		if _, err := addrs.ParseInstance(r); err != nil {
 			diags = append(diags, errorf("-replace=%s: expected a run or sandbox address such as run.NAME", r))
 		}
 	}
