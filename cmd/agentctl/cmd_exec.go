@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // execOutputLimit is how much of each stream agentctl exec keeps.
@@ -137,7 +138,7 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.Inspect, name strin
 		if err != nil {
 			return err
 		}
-		hd, err := sandbox.NewHostDir(abs)
+		hd, err := hostfs.NewHostDir(abs)
 		if err != nil {
 			return fmt.Errorf("-dir %s: %w", args.Dir, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // Limits for CopyIn archives.
@@ -311,7 +312,7 @@ func parseMode(perm string, dir bool) fs.FileMode {
 }
 
 // CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
-// here by sandbox.SanitizeTar with the common safe-extraction rules (no
+// here by hostfs.SanitizeTar with the common safe-extraction rules (no
 // absolute or ".." names, no hardlinks, devices, FIFOs or sparse files,
 // symlinks kept with their target but nothing beneath a symlink of the
 // same archive, modes reduced to permission bits, parents sent as
@@ -325,8 +326,8 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		return err
 	}
 	var clean bytes.Buffer
-	err = sandbox.SanitizeTar(ctx, w.relOf(r.abs), rd, &clean, sandbox.SanitizeOptions{
-		Limits:          sandbox.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
+	err = hostfs.SanitizeTar(ctx, w.relOf(r.abs), rd, &clean, hostfs.SanitizeOptions{
+		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
 		KeepPermissions: true,
 	})
 	if err != nil {

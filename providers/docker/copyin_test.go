@@ -11,7 +11,7 @@ import (
 )
 
 // These run without Docker. The archive checks CopyIn applies are
-// sandbox.SanitizeTar's, tested (and fuzzed) in sandbox.
+// hostfs.SanitizeTar's, tested (and fuzzed) in sandbox/hostfs.
 
 func TestRebase(t *testing.T) {
 	var buf bytes.Buffer

@@ -11,7 +11,7 @@
 //     component at a time with the archive stat call, which reports the
 //     fully evaluated target of a symlink; a link that leaves the workspace
 //     root is refused with sandbox.ErrPathEscape.
-//   - Tar streams given to CopyIn go through sandbox.SanitizeTar before
+//   - Tar streams given to CopyIn go through hostfs.SanitizeTar before
 //     they are sent (no absolute names, no "..", no hardlinks, devices,
 //     FIFOs or sparse files, nothing beneath a symlink, modes sanitized;
 //     symlinks keep their target) and every parent directory is sent as an explicit

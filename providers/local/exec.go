@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // DefaultPath is the PATH commands start with.
@@ -134,7 +135,7 @@ func (s *Sandbox) runNone(ctx context.Context, run *execRun) (sandbox.ExecResult
 	if err != nil {
 		return cannotRun(run.argv[0], err), nil
 	}
-	res, err := sandbox.RunProcess(ctx, sandbox.ProcessSpec{
+	res, err := hostfs.RunProcess(ctx, hostfs.ProcessSpec{
 		Argv: run.argv, Path: prog, Dir: dir, Env: run.env, Stdin: run.stdin,
 		Timeout: run.timeout, OutputLimit: run.outputLimit,
 		SysProcAttr: groupSysProcAttr(), KillGroupOnExit: true,
