@@ -23,21 +23,18 @@ const (
 	maxTarBytes   = 8 << 30
 )
 
-// abs maps a workspace-relative path to an absolute sandbox path,
-// refusing lexical escapes.
+// abs maps a workspace path to an absolute sandbox path with the
+// workspace path policy (sandbox.CleanPath), refusing lexical escapes.
 func (w *Workspace) abs(rel string) (string, error) {
-	if strings.ContainsAny(rel, "\x00\n") {
-		return "", fmt.Errorf("daytona: %s: path %q contains a NUL or newline: %w", w.spec.Address, rel, sandbox.ErrPathEscape)
+	// The resolver script reads one path per line.
+	if strings.ContainsRune(rel, '\n') {
+		return "", fmt.Errorf("daytona: %s: path %q contains a newline: %w", w.spec.Address, rel, sandbox.ErrPathEscape)
 	}
-	p := rel
-	if !path.IsAbs(p) {
-		p = path.Join(w.root, p)
+	c, err := sandbox.CleanPath(w.root, rel)
+	if err != nil {
+		return "", fmt.Errorf("daytona: %s: %w", w.spec.Address, err)
 	}
-	p = path.Clean(p)
-	if p != w.root && !strings.HasPrefix(p, w.root+"/") {
-		return "", fmt.Errorf("daytona: %s: path %q leaves the workspace %s: %w", w.spec.Address, rel, w.root, sandbox.ErrPathEscape)
-	}
-	return p, nil
+	return path.Join(w.root, c), nil
 }
 
 func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
@@ -366,7 +363,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, err
 	}
 	cleanup := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
 		_ = w.s.FileSystem.DeleteFile(cctx, tmp, false)
 	}

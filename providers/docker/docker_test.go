@@ -67,7 +67,7 @@ func TestCreateLabelsAndSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := res.Container
-	want := map[string]string{LabelManaged: "true", LabelLineage: spec.Lineage, LabelAddress: spec.Address}
+	want := map[string]string{sandbox.LabelManaged: "true", sandbox.LabelLineage: spec.Lineage, sandbox.LabelAddress: spec.Address}
 	for k, v := range want {
 		if c.Config.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, c.Config.Labels[k], v)

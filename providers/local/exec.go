@@ -55,20 +55,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	argv := req.Argv
-	if len(argv) == 0 {
-		if req.Shell == "" {
-			return sandbox.ExecResult{}, errors.New("exec: neither a command (argv) nor a shell string was given")
-		}
-		argv = []string{"/bin/sh", "-c", req.Shell}
-	}
-	if argv[0] == "" {
-		return sandbox.ExecResult{}, errors.New("exec: the program name is empty")
-	}
-	for i, a := range argv {
-		if strings.ContainsRune(a, 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: argument %d contains a NUL byte, which no program can receive", i)
-		}
+	argv, err := req.Command()
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
 	dir, err := sandbox.CleanPath(s.spec.Root, req.Workdir)
 	if err != nil {
