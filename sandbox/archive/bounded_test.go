@@ -312,3 +312,38 @@ func TestRemoveSnapshotTemps(t *testing.T) {
 // opaque hides that a HostDir is a host directory, so snapshots go
 // through CopyOut as for docker and daytona.
 type opaque struct{ sandbox.Sandbox }
+
+// TestSnapshotOfLegacyArchive: regular files typed NUL in a provider's
+// archive (old tar writers) are snapshotted, counted and scanned for
+// sensitive values like any regular file.
+func TestSnapshotOfLegacyArchive(t *testing.T) {
+	ctx := t.Context()
+	const secret = "hunter22-token"
+	arch := legacyTar(t, "old.txt", "legacy\n", "d/", "", "d/key", "k="+secret+"\n")
+	dst := filepath.Join(t.TempDir(), "s.tar")
+	info, err := Snapshot(ctx, tarSandbox{newHostDir(t), arch}, "", nil, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Members != 3 {
+		t.Errorf("members = %d, want 3", info.Members)
+	}
+	h := newHostDir(t)
+	if err := Restore(ctx, h, dst); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"old.txt": "legacy\n", "d/key": "k=" + secret + "\n"} {
+		if got := readWS(t, h, p); got != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	got, err := SensitiveMembers(ctx, dst, sandbox.NewScrubber([]string{secret}))
+	if err != nil || len(got) != 1 || got[0] != "d/key" {
+		t.Errorf("SensitiveMembers = %q, %v; want d/key", got, err)
+	}
+	// Budget: the legacy members' contents count towards the limit.
+	_, err = SnapshotWith(ctx, tarSandbox{newHostDir(t), legacyTar(t, "big", strings.Repeat("x", 4<<10))}, "", dst, SnapshotOptions{MaxBytes: 2 << 10})
+	if !errors.Is(err, ErrSnapshotTooLarge) {
+		t.Errorf("snapshot over the limit: %v, want ErrSnapshotTooLarge", err)
+	}
+}

@@ -49,7 +49,7 @@ func SensitiveMembers(ctx context.Context, path string, s *sandbox.Scrubber) ([]
 		}
 		m := member{name: hdr.Name, start: pos, end: pos}
 		m.hit = s.Contains([]byte(hdr.Name)) || s.Contains([]byte(hdr.Linkname))
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+		if hdr.Typeflag == tar.TypeReg {
 			m.end = pos + hdr.Size
 		}
 		ms = append(ms, m)

@@ -400,7 +400,7 @@ func filterTar(ctx context.Context, r io.Reader, w io.Writer, m *sandbox.Matcher
 			}
 		}
 		stored := int64(0)
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+		if hdr.Typeflag == tar.TypeReg {
 			stored = hdr.Size
 		}
 		if err := b.reserve(name, stored, 0); err != nil {

@@ -119,7 +119,9 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader:
 		return m, true, nil
-	case tar.TypeReg, tar.TypeRegA, tar.TypeDir, tar.TypeSymlink:
+	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+		// tar.Reader reports the legacy TypeRegA as TypeReg (or TypeDir
+		// for a name ending in a slash), so old archives arrive here too.
 	case tar.TypeLink:
 		return m, false, unsafeMember(hdr.Name, "hardlinks are not allowed")
 	case tar.TypeChar, tar.TypeBlock:

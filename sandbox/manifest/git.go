@@ -5,7 +5,6 @@ package manifest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -75,14 +74,6 @@ func (g *gitError) Error() string {
 }
 
 func (g *gitError) Unwrap() error { return g.err }
-
-func (g *gitError) exitCode() int {
-	var ee *exec.ExitError
-	if errors.As(g.err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
-}
 
 // gitResolve asks the remote which commit ref names, without cloning.
 // The ref may be a branch, a tag, a full ref name or HEAD ("" = HEAD).
