@@ -54,10 +54,6 @@ func (s *Sandbox) within(abs string) bool {
 	return root == "/" || abs == root || strings.HasPrefix(abs, root+"/")
 }
 
-func (s *Sandbox) abs(comps []string) string {
-	return path.Join(append([]string{s.d.Root}, comps...)...)
-}
-
 func (s *Sandbox) stat(ctx context.Context, abs string) (container.PathStat, bool, error) {
 	res, err := s.p.cli.ContainerStatPath(ctx, s.id, client.ContainerStatPathOptions{Path: abs})
 	if err != nil {
@@ -175,7 +171,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, s.wrap("read "+p, err)
 	}
-	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+	if hdr.Typeflag != tar.TypeReg { // tar.Reader reports the legacy TypeRegA as TypeReg
 		return nil, fmt.Errorf("docker: read %q: not a regular file", p)
 	}
 	b, more, err := readAll(tr, limit)
