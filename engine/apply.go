@@ -382,7 +382,7 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 	return a.update(func(st *state.State) {
 		ss := st.Sandboxes[addr]
 		ss.EntryDigests = res.Digests
-		ss.ManifestDigest = manifest.ManifestDigest(m, res.Digests)
+		ss.ManifestDigest = manifest.Digest(m, res.Digests)
 		ss.RestorePending = nil // a restore in progress is complete
 		ss.UpdatedAt = time.Now().UTC()
 	})

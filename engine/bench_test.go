@@ -67,7 +67,7 @@ func completedState(ctx context.Context, tb testing.TB, e *Engine) *state.State 
 		ss := &state.Sandbox{
 			Address: addr, Provider: sbc.Provider, Kind: "local", Status: statusStopped,
 			ConfigDigest:   sandboxConfigDigest(cfg, sbc),
-			ManifestDigest: manifest.ManifestDigest(m, entries),
+			ManifestDigest: manifest.Digest(m, entries),
 			EntryDigests:   entries,
 			Session:        sandbox.SessionState{Provider: "local", ID: "/nonexistent/" + addr},
 		}

@@ -192,7 +192,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
 		}
-		md = &manifestDigests{entries: entries, digest: manifest.ManifestDigest(m, entries)}
+		md = &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
 		mcache[key] = md
 	}
 	entries, mdigest := md.entries, md.digest

@@ -61,7 +61,7 @@ const DefaultParallel = 4
 // On error the returned result holds what was done so far.
 func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[string]string, parallel int) (MaterializeResult, error) {
 	res := MaterializeResult{Digests: map[string]string{}}
-	if err := ValidateManifest(m); err != nil {
+	if err := Validate(m); err != nil {
 		return res, err
 	}
 	if parallel <= 0 {
@@ -156,8 +156,8 @@ func overlaps(a, b string) bool {
 	return a == b || a == "." || b == "." || strings.HasPrefix(b, a+"/") || strings.HasPrefix(a, b+"/")
 }
 
-// ValidateManifest checks entry paths and required fields.
-func ValidateManifest(m Manifest) error {
+// Validate checks entry paths and required fields.
+func Validate(m Manifest) error {
 	seen := map[string]int{}
 	for i, e := range m.Entries {
 		p, err := sandbox.CheckEntryPath(e.Path)
@@ -446,12 +446,12 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 	return nil
 }
 
-// ManifestDigest combines the root, the entries in declaration order
+// Digest combines the root, the entries in declaration order
 // (kind, path and content digest from entryDigests) and the persisted env
 // into the manifest digest that sandbox plans and run digests use.
 // EphemeralEnv never enters it. An entry missing from entryDigests
 // contributes its declaration only.
-func ManifestDigest(m Manifest, entryDigests map[string]string) string {
+func Digest(m Manifest, entryDigests map[string]string) string {
 	d := &digester{h: sha256.New()}
 	d.str("agentctl-manifest-v1")
 	d.str(m.Root)
@@ -487,7 +487,7 @@ func ManifestDigest(m Manifest, entryDigests map[string]string) string {
 // EntryDigests computes every entry's content digest (see EntryDigest),
 // for a plan that must say which entries changed.
 func EntryDigests(ctx context.Context, m Manifest) (map[string]string, error) {
-	if err := ValidateManifest(m); err != nil {
+	if err := Validate(m); err != nil {
 		return nil, err
 	}
 	out := make(map[string]string, len(m.Entries))

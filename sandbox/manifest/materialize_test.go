@@ -156,27 +156,27 @@ func TestMaterializeEntryTypes(t *testing.T) {
 	if got := readWS(t, h, "repo/main.go"); got != "package main // v2\n" {
 		t.Errorf("changed local_dir not re-copied: %q", got)
 	}
-	if ManifestDigest(m, res.Digests) == ManifestDigest(m2, res3.Digests) {
+	if Digest(m, res.Digests) == Digest(m2, res3.Digests) {
 		t.Error("manifest digest did not change")
 	}
 }
 
 func TestManifestDigest(t *testing.T) {
 	m := Manifest{Root: "/w", Entries: []Entry{{Kind: EntryFile, Path: "a", Content: []byte("x")}}, Env: map[string]string{"A": "1"}, EphemeralEnv: map[string]string{"TOKEN": "s3cret"}}
-	base := ManifestDigest(m, nil)
+	base := Digest(m, nil)
 	m2 := m
 	m2.EphemeralEnv = map[string]string{"TOKEN": "other"}
-	if ManifestDigest(m2, nil) != base {
+	if Digest(m2, nil) != base {
 		t.Error("ephemeral env changed the digest")
 	}
 	m3 := m
 	m3.Env = map[string]string{"A": "2"}
-	if ManifestDigest(m3, nil) == base {
+	if Digest(m3, nil) == base {
 		t.Error("env did not change the digest")
 	}
 	m4 := m
 	m4.Entries = []Entry{{Kind: EntryFile, Path: "a", Content: []byte("y")}}
-	if ManifestDigest(m4, nil) == base {
+	if Digest(m4, nil) == base {
 		t.Error("file content did not change the digest")
 	}
 }
