@@ -17,6 +17,8 @@ import (
 	"github.com/agentctl/agentctl/graph"
 	"github.com/agentctl/agentctl/internal/vcs"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/archive"
+	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -319,7 +321,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		return err
 	}
 	if pending != nil {
-		if err := sandbox.RestoreSnapshot(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest); err != nil {
+		if err := archive.RestoreSnapshot(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest); err != nil {
 			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
 		}
 	}
@@ -362,7 +364,7 @@ func (e *Engine) snapshotFileError(addr string, ss *state.Sandbox) error {
 	if ss.Snapshot == "" {
 		return nil
 	}
-	if err := sandbox.CheckSnapshotFile(e.State.Abs(ss.Snapshot)); err != nil {
+	if err := archive.CheckSnapshotFile(e.State.Abs(ss.Snapshot)); err != nil {
 		return fmt.Errorf("%w: the files the runs left in its workspace are lost with it; "+
 			"put the file back and apply again, or apply -replace=%s to recreate the sandbox from its manifest without them "+
 			"(the runs' recorded outputs are kept; -replace=run.NAME runs one again)", err, addr)
@@ -382,14 +384,14 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 		prev = p.EntryDigests
 	}
 	a.mu.Unlock()
-	res, err := sandbox.Materialize(ctx, sb, m, prev, a.e.parallelism())
+	res, err := manifest.Materialize(ctx, sb, m, prev, a.e.parallelism())
 	if err != nil {
 		return fmt.Errorf("%s: materializing the manifest: %w", addr, err)
 	}
 	return a.update(func(st *state.State) {
 		ss := st.Sandboxes[addr]
 		ss.EntryDigests = res.Digests
-		ss.ManifestDigest = sandbox.ManifestDigest(m, res.Digests)
+		ss.ManifestDigest = manifest.Digest(m, res.Digests)
 		// The manifest's environment is recorded as it is materialized.
 		ss.Attributes = sandboxAttributes(cfg, cfg.SandboxInstances[addr], a.e.scrubber())
 		ss.RestorePending = nil // a restore in progress is complete
@@ -438,7 +440,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 	}
 	// And any a crash left between recording a snapshot and removing the
 	// one before it.
-	if err := sandbox.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), ""); err != nil {
+	if err := archive.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), ""); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
@@ -759,7 +761,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if restoring != nil {
 		return fmt.Errorf("%s: not snapshotted: its restore from %s did not finish, so its workspace is incomplete; the last good snapshot is kept (apply again to restore it)", addr, last)
 	}
-	name := sandbox.SnapshotFileName(state.SafeName(addr))
+	name := archive.SnapshotFileName(state.SafeName(addr))
 	rel := filepath.Join("snapshots", name)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
@@ -768,7 +770,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
 		exclude = sbc.SnapshotExclude
 	}
-	info, err := sandbox.Snapshot(ctx, sb, "", exclude, a.e.State.Abs(rel))
+	info, err := archive.Snapshot(ctx, sb, "", exclude, a.e.State.Abs(rel))
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
@@ -779,7 +781,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	}); err != nil {
 		return err
 	}
-	if err := sandbox.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), name); err != nil {
+	if err := archive.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), name); err != nil {
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)
@@ -791,7 +793,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 // lose its work, and the snapshot stays in the state directory; the
 // warning says how to keep such files out (snapshot_exclude).
 func (a *applier) reportSensitiveFiles(ctx context.Context, addr, path string) {
-	files, err := sandbox.SensitiveMembers(ctx, path, a.e.scrubber())
+	files, err := archive.SensitiveMembers(ctx, path, a.e.scrubber())
 	if err != nil {
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf("warning: could not check the snapshot for sensitive values: %v", err)})
 		return

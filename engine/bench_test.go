@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -59,14 +60,14 @@ func completedState(ctx context.Context, tb testing.TB, e *Engine) *state.State 
 	sbDigest := map[string]string{}
 	for addr, sbc := range cfg.SandboxInstances {
 		m := sandboxManifest(cfg, sbc)
-		entries, err := sandbox.EntryDigests(ctx, m)
+		entries, err := manifest.EntryDigests(ctx, m)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		ss := &state.Sandbox{
 			Address: addr, Provider: sbc.Provider, Kind: "local", Status: statusStopped,
 			ConfigDigest:   sandboxConfigDigest(cfg, sbc),
-			ManifestDigest: sandbox.ManifestDigest(m, entries),
+			ManifestDigest: manifest.Digest(m, entries),
 			EntryDigests:   entries,
 			Session:        sandbox.SessionState{Provider: "local", ID: "/nonexistent/" + addr},
 		}

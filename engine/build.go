@@ -11,12 +11,13 @@ import (
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/manifest"
 )
 
 // sandboxManifest converts a sandbox instance's manifest to the sandbox
 // layer's form.
-func sandboxManifest(cfg *config.Config, sb *config.SandboxInstance) sandbox.Manifest {
-	m := sandbox.Manifest{Root: manifestRoot(cfg, sb)}
+func sandboxManifest(cfg *config.Config, sb *config.SandboxInstance) manifest.Manifest {
+	m := manifest.Manifest{Root: manifestRoot(cfg, sb)}
 	cm := cfg.Manifests[sb.Manifest]
 	if cm == nil {
 		return m
@@ -24,8 +25,8 @@ func sandboxManifest(cfg *config.Config, sb *config.SandboxInstance) sandbox.Man
 	m.Env = cm.Env
 	m.EphemeralEnv = cm.EphemeralEnv
 	for _, e := range cm.Entries {
-		m.Entries = append(m.Entries, sandbox.Entry{
-			Kind:    sandbox.EntryKind(e.Kind),
+		m.Entries = append(m.Entries, manifest.Entry{
+			Kind:    manifest.EntryKind(e.Kind),
 			Path:    e.Path,
 			Content: []byte(e.Content),
 			Mode:    e.Mode,

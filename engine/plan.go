@@ -14,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -122,11 +123,11 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	key := sb.Manifest + "\x00" + m.Root
 	md := mcache[key]
 	if md == nil {
-		entries, err := sandbox.EntryDigests(ctx, m)
+		entries, err := manifest.EntryDigests(ctx, m)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
 		}
-		md = &manifestDigests{entries: entries, digest: sandbox.ManifestDigest(m, entries)}
+		md = &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
 		mcache[key] = md
 	}
 	entries, mdigest := md.entries, md.digest

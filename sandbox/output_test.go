@@ -84,33 +84,3 @@ func TestScrubberMasksSensitiveValues(t *testing.T) {
 		t.Fatal("an empty scrubber changed its input")
 	}
 }
-
-func TestWorkspaceMergesEnvAndScrubs(t *testing.T) {
-	hd, err := NewHostDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := &Workspace{
-		Sandbox:      hd,
-		Env:          map[string]string{"REGION": "eu", "MODE": "manifest"},
-		EphemeralEnv: map[string]string{"DB_TOKEN": "tok-123456"},
-		Scrub:        NewScrubber([]string{"tok-123456"}),
-	}
-	res, err := ws.Exec(t.Context(), ExecRequest{Shell: `echo "$REGION $MODE $DB_TOKEN"; echo "$DB_TOKEN" >&2`, Env: map[string]string{"MODE": "request"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(res.Stdout)); got != "eu request (sensitive)" {
-		t.Fatalf("stdout = %q", got)
-	}
-	if got := strings.TrimSpace(string(res.Stderr)); got != "(sensitive)" {
-		t.Fatalf("stderr = %q", got)
-	}
-	if err := ws.WriteFile(t.Context(), "secret.txt", []byte("key tok-123456\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	b, err := ws.ReadFile(t.Context(), "secret.txt", 0)
-	if err != nil || string(b) != "key (sensitive)\n" {
-		t.Fatalf("ReadFile = %q, %v", b, err)
-	}
-}

@@ -1,8 +1,13 @@
-// Package sandbox defines the interface every sandbox provider (local,
-// docker, daytona) implements, and the logic shared above it: manifest
-// materialization, the workspace path policy, snapshots, exec output
-// handling and secret scrubbing. Providers implement the small Sandbox and
-// Provider interfaces; everything else is written once here.
+// Package sandbox defines the contract every sandbox provider (local,
+// docker, daytona) implements, Provider and Sandbox, and what is shared
+// above and beside it: the workspace path policy (CleanPath), Workspace
+// (a sandbox with its environment and the Scrubber that masks sensitive
+// values in what it returns), the head+tail output capture, and the
+// helpers the providers share (Labels, ExecRequest.Command,
+// RemoveLeftovers, CleanupContext).
+//
+// The host file layer is in sandbox/hostfs, snapshot files in
+// sandbox/archive and manifest materialization in sandbox/manifest.
 package sandbox
 
 import (

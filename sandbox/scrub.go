@@ -1,16 +1,12 @@
 package sandbox
 
 import (
-	"archive/tar"
-	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -324,71 +320,6 @@ func (s *Scrubber) ContainsReader(r io.Reader) (bool, error) {
 			return false, err
 		}
 	}
-}
-
-// SensitiveMembers lists the members of the snapshot (tar) file at path
-// whose name, link target or stored content holds a sensitive value or one
-// of its encodings. The names are returned scrubbed: a name may itself be
-// the secret.
-func SensitiveMembers(ctx context.Context, path string, s *Scrubber) ([]string, error) {
-	if !s.Active() {
-		return nil, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	type member struct {
-		name       string
-		hit        bool
-		start, end int64
-	}
-	var ms []member
-	tr := tar.NewReader(f)
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading snapshot %s: %w", path, err)
-		}
-		pos, err := f.Seek(0, io.SeekCurrent)
-		if err != nil {
-			return nil, err
-		}
-		m := member{name: hdr.Name, start: pos, end: pos}
-		m.hit = s.Contains([]byte(hdr.Name)) || s.Contains([]byte(hdr.Linkname))
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
-			m.end = pos + hdr.Size
-		}
-		ms = append(ms, m)
-	}
-	// The stored bytes of a member lie between its data start and the
-	// next member's (a sparse member stores less than its Size, holes
-	// being zeros): scan the file itself, so holes are never read.
-	var hits []string
-	for i, m := range ms {
-		if !m.hit && m.end > m.start {
-			end := m.end
-			if i+1 < len(ms) {
-				end = min(end, ms[i+1].start)
-			}
-			ok, err := s.ContainsReader(io.NewSectionReader(f, m.start, end-m.start))
-			if err != nil {
-				return nil, fmt.Errorf("reading snapshot %s: %w", path, err)
-			}
-			m.hit = ok
-		}
-		if m.hit {
-			hits = append(hits, s.String(strings.TrimPrefix(m.name, "./")))
-		}
-	}
-	return hits, nil
 }
 
 // MaskCutEnd masks the end of text that was cut (truncated) in the middle

@@ -14,7 +14,8 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/termtext"
-	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/archive"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -190,7 +191,7 @@ func (m *meta) confirm(destroy bool) bool {
 // crash interrupted. The caller holds the state lock, so no snapshot is
 // being written.
 func (m *meta) removeSnapshotTemps(dir *state.Dir) {
-	removed, err := sandbox.RemoveSnapshotTemps(dir.Abs("snapshots"))
+	removed, err := archive.RemoveSnapshotTemps(dir.Abs("snapshots"))
 	if len(removed) > 0 {
 		m.log.Debug("removed the temporary files of interrupted snapshots", "files", removed)
 	}
@@ -204,7 +205,7 @@ func (m *meta) removeSnapshotTemps(dir *state.Dir) {
 func cleanStateDir(dir *state.Dir) error {
 	var errs []error
 	for _, sub := range []string{"journals", "snapshots", "sandboxes"} {
-		if err := sandbox.RemoveAll(dir.Abs(sub)); err != nil {
+		if err := hostfs.RemoveAll(dir.Abs(sub)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // execOutputLimit is how much of each stream agentctl exec keeps.
@@ -114,7 +115,7 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.ToolCall) error {
 		if err != nil {
 			return err
 		}
-		hd, err := sandbox.NewHostDir(abs)
+		hd, err := hostfs.NewHostDir(abs)
 		if err != nil {
 			return fmt.Errorf("-dir %s: %w", args.Dir, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/providers/scripted"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -46,7 +47,7 @@ func turnRun(tb testing.TB, turns int, journalDir string) (perTurn []time.Durati
 		replies = append(replies, scripted.Reply{Calls: []scripted.Call{{Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"true"}`)}}})
 	}
 	replies = append(replies, scripted.Reply{Text: "done"})
-	hd, err := sandbox.NewHostDir(tb.TempDir())
+	hd, err := hostfs.NewHostDir(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}

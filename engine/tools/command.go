@@ -150,8 +150,8 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 	}
 	var notices []string
 	if res.TimedOut {
-		notices = append(notices, sandbox.TimeoutNotice(t.timeout))
+		notices = append(notices, TimeoutNotice(t.timeout))
 	}
 	res.Wall = wall
-	return Output{Text: sandbox.FormatExecOutput(res, 0, notices...)}, nil
+	return Output{Text: FormatExecOutput(res, 0, notices...)}, nil
 }

@@ -147,10 +147,10 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
 	}
 	if res.TimedOut {
-		notices = append(notices, sandbox.TimeoutNotice(req.Timeout))
+		notices = append(notices, TimeoutNotice(req.Timeout))
 	}
 	res.Wall = wall
-	return Output{Text: sandbox.FormatExecOutput(res, maxTokens, notices...)}, nil
+	return Output{Text: FormatExecOutput(res, maxTokens, notices...)}, nil
 }
 
 // checkDir checks p lexically and then that it is a directory in ws.

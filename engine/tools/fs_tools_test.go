@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 func encodeImage(t *testing.T, format string) []byte {
@@ -323,7 +324,7 @@ func TestFileToolsRefuseFIFOs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hd, err := sandbox.NewHostDir(dir)
+	hd, err := hostfs.NewHostDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

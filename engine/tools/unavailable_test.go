@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // newNamedWorkspace is a workspace named sandbox.box over a host
@@ -21,7 +22,7 @@ func newNamedWorkspace(t *testing.T) (*sandbox.Workspace, string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	hd, err := sandbox.NewHostDir(dir)
+	hd, err := hostfs.NewHostDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,16 +63,13 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 	for _, k := range keys {
 		inner.WriteString("export " + k + "=" + shq(req.Env[k]) + "\n")
 	}
-	switch {
-	case len(req.Argv) > 0:
-		inner.WriteString("exec")
-		for _, a := range req.Argv {
-			inner.WriteString(" " + shq(a))
-		}
-	case req.Shell != "":
-		inner.WriteString("exec /bin/sh -c " + shq(req.Shell))
-	default:
-		return "", errors.New("exec needs a command (argv or shell)")
+	argv, err := req.Command()
+	if err != nil {
+		return "", err
+	}
+	inner.WriteString("exec")
+	for _, a := range argv {
+		inner.WriteString(" " + shq(a))
 	}
 	inner.WriteString("\n")
 
@@ -126,7 +123,7 @@ func (w *Workspace) launcher(ctx context.Context, script string) (cmd string, cl
 		return "", nil, err
 	}
 	return "/bin/sh " + p, func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
 		_ = w.s.FileSystem.DeleteFile(cctx, p, false)
 	}, nil
@@ -223,7 +220,7 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 		return sandbox.ExecResult{}, err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
 		_ = w.s.Process.DeleteSession(cctx, sid)
 	}()
@@ -257,7 +254,7 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 	}
 	// Collect what the command wrote (also on timeout, before the session
 	// and the command with it are deleted by the deferred cleanup).
-	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	lctx, lcancel := sandbox.CleanupContext(ctx)
 	defer lcancel()
 	logs, lerr := w.s.Process.GetSessionCommandLogs(lctx, sid, r.CmdID)
 	if lerr != nil {
@@ -268,7 +265,7 @@ func (w *Workspace) execSession(ctx context.Context, req sandbox.ExecRequest, st
 	}
 	if code == nil {
 		// Timed out: kill now, so nothing keeps running.
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		dctx, dcancel := sandbox.CleanupContext(ctx)
 		derr := w.s.Process.DeleteSession(dctx, sid)
 		dcancel()
 		if derr != nil && !errors.Is(derr, context.Canceled) {

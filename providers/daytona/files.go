@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // Limits for CopyIn archives.
@@ -22,21 +23,18 @@ const (
 	maxTarBytes   = 8 << 30
 )
 
-// abs maps a workspace-relative path to an absolute sandbox path,
-// refusing lexical escapes.
+// abs maps a workspace path to an absolute sandbox path with the
+// workspace path policy (sandbox.CleanPath), refusing lexical escapes.
 func (w *Workspace) abs(rel string) (string, error) {
-	if strings.ContainsAny(rel, "\x00\n") {
-		return "", fmt.Errorf("path %q contains a NUL or newline: %w", rel, sandbox.ErrPathEscape)
+	// The resolver script reads one path per line.
+	if strings.ContainsRune(rel, '\n') {
+		return "", fmt.Errorf("path %q contains a newline: %w", rel, sandbox.ErrPathEscape)
 	}
-	p := rel
-	if !path.IsAbs(p) {
-		p = path.Join(w.root, p)
+	c, err := sandbox.CleanPath(w.root, rel)
+	if err != nil {
+		return "", err
 	}
-	p = path.Clean(p)
-	if p != w.root && !strings.HasPrefix(p, w.root+"/") {
-		return "", fmt.Errorf("path %q leaves the workspace %s: %w", rel, w.root, sandbox.ErrPathEscape)
-	}
-	return p, nil
+	return path.Join(w.root, c), nil
 }
 
 func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
@@ -311,7 +309,7 @@ func parseMode(perm string, dir bool) fs.FileMode {
 }
 
 // CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
-// here by sandbox.SanitizeTar with the common safe-extraction rules (no
+// here by hostfs.SanitizeTar with the common safe-extraction rules (no
 // absolute or ".." names, no hardlinks, devices, FIFOs or sparse files,
 // symlinks kept with their target but nothing beneath a symlink of the
 // same archive, modes reduced to permission bits, parents sent as
@@ -325,8 +323,8 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		return err
 	}
 	var clean bytes.Buffer
-	err = sandbox.SanitizeTar(ctx, w.relOf(r.abs), rd, &clean, sandbox.SanitizeOptions{
-		Limits:          sandbox.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
+	err = hostfs.SanitizeTar(ctx, w.relOf(r.abs), rd, &clean, hostfs.SanitizeOptions{
+		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
 		KeepPermissions: true,
 	})
 	if err != nil {
@@ -365,7 +363,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, err
 	}
 	cleanup := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
 		_ = w.s.FileSystem.DeleteFile(cctx, tmp, false)
 	}

@@ -17,13 +17,6 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// Labels put on every sandbox agentctl creates.
-const (
-	LabelManaged = "dev.agentctl.managed"
-	LabelLineage = "dev.agentctl.lineage"
-	LabelAddress = "dev.agentctl.address"
-)
-
 // Defaults.
 const (
 	// DefaultRoot is the workspace root when the manifest sets none. The
@@ -348,17 +341,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	labels := map[string]string{}
-	for k, v := range st.Labels {
-		labels[k] = v
-	}
-	labels[LabelManaged] = "true"
-	if spec.Lineage != "" {
-		labels[LabelLineage] = spec.Lineage
-	}
-	if spec.Address != "" {
-		labels[LabelAddress] = spec.Address
-	}
+	labels := sandbox.Labels(spec, st.Labels)
 	params := CreateParams{
 		Snapshot: st.Snapshot, Image: spec.Image, Env: st.Env, Labels: labels, Public: st.Public,
 		NetworkBlockAll:  st.NetworkBlockAll || (spec.Network == "none" && st.NetworkAllowList == ""),
@@ -379,7 +362,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		if s != nil && s.ID != "" {
 			// Do not leave a failed sandbox behind.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			cctx, cancel := sandbox.CleanupContext(ctx)
 			_ = s.Delete(cctx)
 			cancel()
 		}
@@ -390,7 +373,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// The sandbox is started but unusable, and the engine records
 		// only sandboxes whose create succeeded: delete it rather than
 		// leave it running, and billed, untracked.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
 		if derr := s.Delete(cctx); derr != nil {
 			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
@@ -421,23 +404,27 @@ func (p *Provider) rootHint(ctx context.Context, s *Sandbox, root string) string
 // power loss) before it could record the id; left alone it would run,
 // and be billed, untracked.
 func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error {
-	if spec.Lineage == "" || spec.Address == "" {
-		return nil
-	}
-	old, err := p.client.List(ctx, map[string]string{LabelManaged: "true", LabelLineage: spec.Lineage, LabelAddress: spec.Address})
-	if err != nil {
-		return fmt.Errorf("looking for sandboxes an interrupted apply left behind: %w", err)
-	}
-	for _, s := range old {
-		if s.State == StateDestroyed || s.State == StateDestroying {
-			continue
+	list := func(ctx context.Context) ([]*Sandbox, error) {
+		old, err := p.client.List(ctx, map[string]string{sandbox.LabelManaged: "true", sandbox.LabelLineage: spec.Lineage, sandbox.LabelAddress: spec.Address})
+		if err != nil {
+			return nil, fmt.Errorf("looking for sandboxes an interrupted apply left behind: %w", err)
 		}
+		return old, nil
+	}
+	owner := func(s *Sandbox) (lineage, address string) {
+		if s.State == StateDestroyed || s.State == StateDestroying {
+			return "", ""
+		}
+		return s.Labels[sandbox.LabelLineage], s.Labels[sandbox.LabelAddress]
+	}
+	remove := func(ctx context.Context, s *Sandbox) error {
 		s.SetAddress(spec.Address)
 		if err := s.Delete(ctx); err != nil {
 			return fmt.Errorf("deleting sandbox %s, left behind by an interrupted apply: %w", s.ID, err)
 		}
+		return nil
 	}
-	return nil
+	return sandbox.RemoveLeftovers(ctx, spec, list, owner, remove)
 }
 
 // Open implements sandbox.Provider: it reconnects to the sandbox in st
@@ -474,7 +461,7 @@ func workspaceRoot(spec sandbox.Spec) (string, error) {
 		root = DefaultRoot
 	}
 	if !path.IsAbs(root) || path.Clean(root) == "/" {
-		return "", fmt.Errorf("daytona: %s: workspace root %q must be an absolute path below /", spec.Address, root)
+		return "", fmt.Errorf("workspace root %q must be an absolute path below /", root)
 	}
 	return path.Clean(root), nil
 }

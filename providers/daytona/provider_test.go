@@ -76,7 +76,7 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("autoStopInterval = %v", body["autoStopInterval"])
 	}
 	labels := e.fake.Labels(w.ID())
-	for k, v := range map[string]string{LabelManaged: "true", LabelLineage: "lin-1", LabelAddress: `sandbox.review["pricing"]`, "team": "data"} {
+	for k, v := range map[string]string{sandbox.LabelManaged: "true", sandbox.LabelLineage: "lin-1", sandbox.LabelAddress: `sandbox.review["pricing"]`, "team": "data"} {
 		if labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, labels[k], v)
 		}
@@ -505,7 +505,7 @@ func TestBadKey(t *testing.T) {
 func TestList(t *testing.T) {
 	e := newEnv(t)
 	w := e.create(t)
-	got, err := e.p.Client().List(context.Background(), map[string]string{LabelLineage: "lin-1"})
+	got, err := e.p.Client().List(context.Background(), map[string]string{sandbox.LabelLineage: "lin-1"})
 	if err != nil || len(got) != 1 || got[0].ID != w.ID() {
 		t.Fatalf("%v %v", got, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/archive"
 )
 
 // callWithin runs f and fails the test if it has not returned when its
@@ -88,11 +89,11 @@ func TestSnapshotBounds(t *testing.T) {
 	sb := newSandbox(t, spec)
 	execOK(t, sb, "mkfifo pipe && mknod zero c 1 5 && truncate -s 8M sparse.img && echo hi > notes.txt")
 	dst := filepath.Join(t.TempDir(), "snapshots", "sandbox.test.tar")
-	_, err := sandbox.SnapshotWith(ctx, sb, "", dst, sandbox.SnapshotOptions{MaxBytes: 4 << 20})
-	if !errors.Is(err, sandbox.ErrSnapshotTooLarge) || !strings.Contains(err.Error(), "sparse.img (8 MiB)") || !strings.Contains(err.Error(), "4 MiB") {
+	_, err := archive.SnapshotWith(ctx, sb, "", dst, archive.SnapshotOptions{MaxBytes: 4 << 20})
+	if !errors.Is(err, archive.ErrSnapshotTooLarge) || !strings.Contains(err.Error(), "sparse.img (8 MiB)") || !strings.Contains(err.Error(), "4 MiB") {
 		t.Fatalf("snapshot over its limit: %v", err)
 	}
-	info, err := sandbox.Snapshot(ctx, sb, "", nil, dst)
+	info, err := archive.Snapshot(ctx, sb, "", nil, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestSnapshotBounds(t *testing.T) {
 		t.Errorf("snapshot of %d bytes: docker archives hold holes as zeros", info.Size)
 	}
 	fresh := newSandbox(t, spec)
-	if err := sandbox.Restore(ctx, fresh, dst); err != nil {
+	if err := archive.Restore(ctx, fresh, dst); err != nil {
 		t.Fatal(err)
 	}
 	if out := execOK(t, fresh, "cat notes.txt; stat -c %s sparse.img; ls"); out != "hi\n8388608\nnotes.txt\nsparse.img\n" {

@@ -12,11 +12,11 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // CopyIn extracts a tar stream into the workspace directory dir (created
-// if missing). The stream goes through sandbox.SanitizeTar before anything
+// if missing). The stream goes through hostfs.SanitizeTar before anything
 // reaches the daemon, so it gets the common safe-extraction rules
 // (docs/sandbox.md): no absolute or ".." names, no hardlinks, devices,
 // FIFOs or sparse files, nothing beneath a symlink, permission bits kept
@@ -58,10 +58,10 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 
 	pr, pw := io.Pipe()
 	filterErr := make(chan error, 1)
-	var links []sandbox.Link
+	var links []hostfs.Link
 	go func() {
 		var err error
-		links, err = sandbox.SanitizeTarDeferLinks(ctx, base, in, pw, sandbox.SanitizeOptions{UID: s.d.UID, GID: s.d.GID, KeepPermissions: true})
+		links, err = hostfs.SanitizeTarDeferLinks(ctx, base, in, pw, hostfs.SanitizeOptions{UID: s.d.UID, GID: s.d.GID, KeepPermissions: true})
 		filterErr <- err
 		pw.CloseWithError(err)
 	}()

@@ -11,7 +11,7 @@ import (
 )
 
 // These run without Docker. The archive checks CopyIn applies are
-// sandbox.SanitizeTar's, tested (and fuzzed) in sandbox.
+// hostfs.SanitizeTar's, tested (and fuzzed) in sandbox/hostfs.
 
 func TestRebase(t *testing.T) {
 	var buf bytes.Buffer
@@ -46,14 +46,16 @@ func TestRebase(t *testing.T) {
 
 func TestRelPath(t *testing.T) {
 	s := &Sandbox{d: sessionData{Root: "/workspace"}}
-	ok := map[string]string{"": "", ".": "", "a": "a", "a/b/": "a/b", "./a//b": "a/b", "/workspace": "", "/workspace/a/b": "a/b"}
+	// The workspace path policy is sandbox.CleanPath's, as for every
+	// provider: ".." may not climb above the root at any point.
+	ok := map[string]string{"": "", ".": "", "a": "a", "a/b/": "a/b", "./a//b": "a/b", "/workspace": "", "/workspace/a/b": "a/b", "a/..": "", "a/../b": "b"}
 	for in, want := range ok {
 		c, err := s.relPath(in)
 		if err != nil || strings.Join(c, "/") != want {
 			t.Errorf("relPath(%q) = %v, %v; want %q", in, c, err, want)
 		}
 	}
-	for _, in := range []string{"..", "../x", "a/../../x", "a/..", "/etc/passwd", "/workspace/../etc", "/workspacex/a", "/"} {
+	for _, in := range []string{"..", "../x", "a/../../x", "/etc/passwd", "/workspace/../etc", "/workspacex/a", "/", "a/../../workspace/x", "a\\b", "a\x00b"} {
 		if _, err := s.relPath(in); !errors.Is(err, sandbox.ErrPathEscape) {
 			t.Errorf("relPath(%q) = %v, want ErrPathEscape", in, err)
 		}

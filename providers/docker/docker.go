@@ -11,7 +11,7 @@
 //     component at a time with the archive stat call, which reports the
 //     fully evaluated target of a symlink; a link that leaves the workspace
 //     root is refused with sandbox.ErrPathEscape.
-//   - Tar streams given to CopyIn go through sandbox.SanitizeTar before
+//   - Tar streams given to CopyIn go through hostfs.SanitizeTar before
 //     they are sent (no absolute names, no "..", no hardlinks, devices,
 //     FIFOs or sparse files, nothing beneath a symlink, modes sanitized;
 //     symlinks keep their target) and every parent directory is sent as an explicit
@@ -57,13 +57,6 @@ import (
 
 // Kind is the provider kind.
 const Kind = "docker"
-
-// Labels put on every container this provider creates.
-const (
-	LabelManaged = "dev.agentctl.managed"
-	LabelLineage = "dev.agentctl.lineage"
-	LabelAddress = "dev.agentctl.address"
-)
 
 // Sandbox settings read from sandbox.Spec.Settings.
 const (
@@ -457,11 +450,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// An empty host port lets the daemon pick a free one.
 		bindings[cp] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
 	}
-	labels := map[string]string{
-		LabelManaged: "true",
-		LabelLineage: spec.Lineage,
-		LabelAddress: spec.Address,
-	}
+	labels := sandbox.Labels(spec, nil)
 	init := true
 	pids := spec.Resources.PIDs
 	if pids <= 0 {
@@ -504,7 +493,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		Name: name, Image: spec.Image, ImageID: imageID, Root: root, User: user, Commit: commit,
 	}}
 	fail := func(err error) (sandbox.Sandbox, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
 		_ = s.Delete(cctx)
 		return nil, err
@@ -552,8 +541,8 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 		return nil, fmt.Errorf("inspecting container %s: %w", short(st.ID), err)
 	}
 	c := res.Container
-	if c.Config == nil || c.Config.Labels[LabelManaged] != "true" {
-		return nil, fmt.Errorf("container %s is not managed by agentctl (no %s label); refusing to use it", short(st.ID), LabelManaged)
+	if c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" {
+		return nil, fmt.Errorf("container %s is not managed by agentctl (no %s label); refusing to use it", short(st.ID), sandbox.LabelManaged)
 	}
 	if d.Root == "" {
 		d.Root = c.Config.WorkingDir
@@ -585,9 +574,9 @@ type Managed struct {
 // ListManaged lists every container (running or not) labelled as
 // agentctl's; with a non-empty lineage, only that state lineage's.
 func (p *Provider) ListManaged(ctx context.Context, lineage string) ([]Managed, error) {
-	f := client.Filters{}.Add("label", LabelManaged+"=true")
+	f := client.Filters{}.Add("label", sandbox.LabelManaged+"=true")
 	if lineage != "" {
-		f = f.Add("label", LabelLineage+"="+lineage)
+		f = f.Add("label", sandbox.LabelLineage+"="+lineage)
 	}
 	res, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
@@ -601,33 +590,25 @@ func (p *Provider) ListManaged(ctx context.Context, lineage string) ([]Managed, 
 		}
 		out = append(out, Managed{
 			ID: c.ID, Name: name, State: string(c.State),
-			Address: c.Labels[LabelAddress], Lineage: c.Labels[LabelLineage],
+			Address: c.Labels[sandbox.LabelAddress], Lineage: c.Labels[sandbox.LabelLineage],
 		})
 	}
 	return out, nil
 }
 
 // removeLeftovers removes containers labelled with spec's lineage and
-// address: one whose creation an earlier, killed agentctl never recorded
-// in the state. The state never holds two sandboxes at one address, so
-// such a container is always a leftover.
+// address: ones whose creation an earlier, killed agentctl never recorded
+// in the state (see sandbox.RemoveLeftovers).
 func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error {
-	if spec.Lineage == "" || spec.Address == "" {
-		return nil
-	}
-	found, err := p.ListManaged(ctx, spec.Lineage)
-	if err != nil {
-		return err
-	}
-	for _, m := range found {
-		if m.Address != spec.Address {
-			continue
-		}
+	list := func(ctx context.Context) ([]Managed, error) { return p.ListManaged(ctx, spec.Lineage) }
+	owner := func(m Managed) (lineage, address string) { return m.Lineage, m.Address }
+	remove := func(ctx context.Context, m Managed) error {
 		if _, err := p.cli.ContainerRemove(ctx, m.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("removing leftover container %s of an interrupted create: %w", short(m.ID), err)
 		}
+		return nil
 	}
-	return nil
+	return sandbox.RemoveLeftovers(ctx, spec, list, owner, remove)
 }
 
 func short(id string) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 func TestNewHonoursEnviron(t *testing.T) {
@@ -66,7 +67,7 @@ func TestCreateLabelsAndSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := res.Container
-	want := map[string]string{LabelManaged: "true", LabelLineage: spec.Lineage, LabelAddress: spec.Address}
+	want := map[string]string{sandbox.LabelManaged: "true", sandbox.LabelLineage: spec.Lineage, sandbox.LabelAddress: spec.Address}
 	for k, v := range want {
 		if c.Config.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, c.Config.Labels[k], v)
@@ -566,9 +567,9 @@ func TestEscapes(t *testing.T) {
 		{"dotdot", tarOf(t, &tar.Header{Name: "a/../../evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
 		{"write through symlink out", tarOf(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "l/evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
 		{"directory over symlink out", tarOf(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "l/", Typeflag: tar.TypeDir}, &tar.Header{Name: "l/evil", Typeflag: tar.TypeReg, Linkname: "x"}), sandbox.ErrPathEscape},
-		{"hardlink", tarOf(t, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}), sandbox.ErrUnsafeArchive},
-		{"device", tarOf(t, &tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 1}), sandbox.ErrUnsafeArchive},
-		{"fifo", tarOf(t, &tar.Header{Name: "fifo", Typeflag: tar.TypeFifo}), sandbox.ErrUnsafeArchive},
+		{"hardlink", tarOf(t, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}), hostfs.ErrUnsafeArchive},
+		{"device", tarOf(t, &tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 1}), hostfs.ErrUnsafeArchive},
+		{"fifo", tarOf(t, &tar.Header{Name: "fifo", Typeflag: tar.TypeFifo}), hostfs.ErrUnsafeArchive},
 	}
 	for _, h := range hostile {
 		if err := sb.CopyIn(ctx, "in", h.tar); !errors.Is(err, h.want) {

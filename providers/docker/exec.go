@@ -69,12 +69,9 @@ type execSpec struct {
 // set; ExitCode is then what the daemon reports for the killed command
 // (137 for SIGKILL).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	argv := req.Argv
-	if len(argv) == 0 {
-		if req.Shell == "" {
-			return sandbox.ExecResult{}, errors.New("exec: no command (set Argv or Shell)")
-		}
-		argv = []string{"/bin/sh", "-c", req.Shell}
+	argv, err := req.Command()
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
 	comps, err := s.relPath(req.Workdir)
 	if err != nil {
@@ -176,7 +173,7 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 	ictx := ctx
 	if timedOut {
 		var cancel context.CancelFunc
-		ictx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		ictx, cancel = sandbox.CleanupContext(ctx)
 		defer cancel()
 	}
 	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
@@ -201,7 +198,7 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 // stopTree kills the exec's process tree, then waits a little for the
 // output stream to drain before cutting it.
 func (s *Sandbox) stopTree(ctx context.Context, sp execSpec, closeConn func(), done <-chan error) error {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	kctx, cancel := sandbox.CleanupContext(ctx)
 	defer cancel()
 	var kerr error
 	// The killer itself may fail to start while a fork bomb holds every

@@ -34,36 +34,19 @@ import (
 // with the daemon's view of the container, so such a race can only reach
 // the container's own filesystem, never the host's.
 
-// relPath turns a tool path into clean workspace-relative components. It
-// accepts absolute paths inside the root and refuses everything else that
-// leaves it lexically.
+// relPath turns a tool path into clean workspace-relative components
+// with the workspace path policy (sandbox.CleanPath): absolute paths
+// inside the root are accepted, everything that leaves it lexically is
+// refused.
 func (s *Sandbox) relPath(p string) ([]string, error) {
-	p = strings.ReplaceAll(p, "\\", "/")
-	if strings.HasPrefix(p, "/") {
-		c := path.Clean(p)
-		root := s.d.Root
-		switch {
-		case c == root:
-			return nil, nil
-		case root == "/":
-			p = strings.TrimPrefix(c, "/")
-		case strings.HasPrefix(c, root+"/"):
-			p = strings.TrimPrefix(c, root+"/")
-		default:
-			return nil, fmt.Errorf("%q is outside the workspace %s: %w", p, root, sandbox.ErrPathEscape)
-		}
+	rel, err := sandbox.CleanPath(s.d.Root, p)
+	if err != nil {
+		return nil, err
 	}
-	var out []string
-	for _, c := range strings.Split(p, "/") {
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			return nil, fmt.Errorf("%q: \"..\" is not allowed in workspace paths: %w", p, sandbox.ErrPathEscape)
-		}
-		out = append(out, c)
+	if rel == "." {
+		return nil, nil
 	}
-	return out, nil
+	return strings.Split(rel, "/"), nil
 }
 
 func (s *Sandbox) within(abs string) bool {
@@ -191,7 +174,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	if err != nil {
 		return nil, s.wrap(ctx, "read "+p, err)
 	}
-	if hdr.Typeflag != tar.TypeReg { // the reader reports TypeRegA as TypeReg
+	if hdr.Typeflag != tar.TypeReg { // tar.Reader reports the legacy TypeRegA as TypeReg
 		return nil, fmt.Errorf("read %q: not a regular file", p)
 	}
 	b, more, err := readAll(tr, limit)

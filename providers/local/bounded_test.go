@@ -18,6 +18,8 @@ import (
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/archive"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // toolWithin calls a tool and fails the test if it has not returned when
@@ -100,7 +102,7 @@ func TestSparseSnapshotAndRestore(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	dst := filepath.Join(t.TempDir(), "snapshots", "sandbox.test.tar")
-	info, err := sandbox.Snapshot(ctx, sb, "", nil, dst)
+	info, err := archive.Snapshot(ctx, sb, "", nil, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestSparseSnapshotAndRestore(t *testing.T) {
 		t.Fatalf("snapshot is %d bytes for a sparse 8 GB file", info.Size)
 	}
 	sb2, _ := newSandbox(t, local.Options{}, sandbox.Spec{})
-	if err := sandbox.Restore(ctx, sb2, dst); err != nil {
+	if err := archive.Restore(ctx, sb2, dst); err != nil {
 		t.Fatal(err)
 	}
 	var st syscall.Stat_t
@@ -138,8 +140,8 @@ func TestDeepTreeSnapshotAndDelete(t *testing.T) {
 	}
 	sb := sbi.(*local.Sandbox)
 	mkdirChain(t, sb.Dir(), 30000)
-	_, err = sandbox.Snapshot(ctx, sb, "", nil, filepath.Join(stateDir, "snapshots", "deep.tar"))
-	if !errors.Is(err, sandbox.ErrPathTooLong) || errors.Is(err, syscall.EMFILE) {
+	_, err = archive.Snapshot(ctx, sb, "", nil, filepath.Join(stateDir, "snapshots", "deep.tar"))
+	if !errors.Is(err, hostfs.ErrPathTooLong) || errors.Is(err, syscall.EMFILE) {
 		t.Fatalf("snapshot of a 30,000-level tree: %v, want ErrPathTooLong", err)
 	}
 	t.Logf("snapshot: %v", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // DefaultPath is the PATH commands start with.
@@ -54,20 +55,9 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	argv := req.Argv
-	if len(argv) == 0 {
-		if req.Shell == "" {
-			return sandbox.ExecResult{}, errors.New("exec: neither a command (argv) nor a shell string was given")
-		}
-		argv = []string{"/bin/sh", "-c", req.Shell}
-	}
-	if argv[0] == "" {
-		return sandbox.ExecResult{}, errors.New("exec: the program name is empty")
-	}
-	for i, a := range argv {
-		if strings.ContainsRune(a, 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: argument %d contains a NUL byte, which no program can receive", i)
-		}
+	argv, err := req.Command()
+	if err != nil {
+		return sandbox.ExecResult{}, err
 	}
 	dir, err := sandbox.CleanPath(s.spec.Root, req.Workdir)
 	if err != nil {
@@ -134,7 +124,7 @@ func (s *Sandbox) runNone(ctx context.Context, run *execRun) (sandbox.ExecResult
 	if err != nil {
 		return cannotRun(run.argv[0], err), nil
 	}
-	return sandbox.RunProcess(ctx, sandbox.ProcessSpec{
+	return hostfs.RunProcess(ctx, hostfs.ProcessSpec{
 		Argv: run.argv, Path: prog, Dir: dir, Env: run.env, Stdin: run.stdin,
 		Timeout: run.timeout, OutputLimit: run.outputLimit,
 		SysProcAttr: groupSysProcAttr(), KillGroupOnExit: true,

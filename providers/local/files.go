@@ -3,10 +3,10 @@
 package local
 
 // File operations on the workspace from the host side. They are the
-// shared sandbox.Dir: every path is resolved beneath the workspace
+// shared hostfs.Dir: every path is resolved beneath the workspace
 // directory by the kernel (openat2 RESOLVE_BENEATH, or os.Root where the
-// kernel lacks it), and tar streams go through sandbox.Extract and
-// sandbox.Archive. Symlinks and ".." that leave the workspace are refused
+// kernel lacks it), and tar streams go through hostfs.Extract and
+// hostfs.Archive. Symlinks and ".." that leave the workspace are refused
 // with sandbox.ErrPathEscape, whatever a command inside created.
 
 import (
@@ -15,11 +15,12 @@ import (
 	"io/fs"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // WorkspaceDir is the workspace directory: snapshots archive it directly,
-// sparse-aware (sandbox.HostWorkspace).
-func (s *Sandbox) WorkspaceDir() *sandbox.Dir { return s.wsd }
+// sparse-aware (archive.HostWorkspace).
+func (s *Sandbox) WorkspaceDir() *hostfs.Dir { return s.wsd }
 
 // ReadFile reads at most limit bytes and fails when the file is larger.
 // FIFOs, sockets and devices are refused (sandbox.ErrNotRegular) without
@@ -54,14 +55,14 @@ func (s *Sandbox) ReadDir(ctx context.Context, p string) ([]sandbox.FileInfo, er
 }
 
 // CopyIn extracts a tar stream into dir with the shared safe-extraction
-// rules (sandbox.Extract): absolute names, "..", hardlinks, devices,
+// rules (hostfs.Extract): absolute names, "..", hardlinks, devices,
 // FIFOs, symlinks with absolute targets or targets outside the workspace
 // and writes through symlinks are refused; modes are sanitized.
 func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	return s.wsd.CopyIn(ctx, dir, r)
 }
 
-// CopyOut streams a tar of dir (sandbox.Archive); member names are
+// CopyOut streams a tar of dir (hostfs.Archive); member names are
 // relative to dir, symlinks are archived as links, never followed.
 func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error) {
 	return s.wsd.CopyOut(ctx, dir)

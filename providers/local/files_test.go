@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 func tarOf(t testing.TB, files map[string]string) io.Reader {
@@ -199,7 +200,7 @@ func TestCopyInHostileArchives(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(sb.Dir(), "big"), &st); err != nil || st.Size != 256<<20 || st.Blocks*512 > 1<<20 {
 		t.Errorf("sparse member extracted as %d bytes taking %d on disk (%v), want a sparse file of 256 MiB", st.Size, st.Blocks*512, err)
 	}
-	if err := sb.CopyIn(ctx, "huge", sparseTar(t, 2<<40)); !errors.Is(err, sandbox.ErrUnsafeArchive) {
+	if err := sb.CopyIn(ctx, "huge", sparseTar(t, 2<<40)); !errors.Is(err, hostfs.ErrUnsafeArchive) {
 		t.Errorf("2 TiB sparse member: %v, want ErrUnsafeArchive", err)
 	}
 	if _, err := os.Lstat("/tmp/agentctl-pwned"); err == nil {

@@ -210,7 +210,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if name == "" {
 		name = "sandbox"
 	}
-	if err := removeLeftovers(spec, name); err != nil {
+	if err := removeLeftovers(ctx, spec, name); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(spec.StateDir, name+"-")
@@ -283,29 +283,32 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 }
 
 // removeLeftovers removes sandbox directories carrying spec's lineage and
-// address: ones whose creation an earlier, killed agentctl never recorded
-// in the state. The state never holds two sandboxes at one address, so
-// such a directory is always a leftover.
-func removeLeftovers(spec sandbox.Spec, name string) error {
-	if spec.Lineage == "" || spec.Address == "" {
-		return nil
+// address in their marker: ones whose creation an earlier, killed
+// agentctl never recorded in the state (see sandbox.RemoveLeftovers).
+func removeLeftovers(ctx context.Context, spec sandbox.Spec, name string) error {
+	list := func(context.Context) ([]string, error) {
+		dirs, err := filepath.Glob(filepath.Join(spec.StateDir, name+"-*"))
+		if err != nil {
+			return nil, fmt.Errorf("looking for sandbox directories an interrupted create left: %w", err)
+		}
+		return dirs, nil
 	}
-	dirs, err := filepath.Glob(filepath.Join(spec.StateDir, name+"-*"))
-	if err != nil {
-		return nil
-	}
-	for _, dir := range dirs {
+	owner := func(dir string) (lineage, address string) {
 		b, err := os.ReadFile(filepath.Join(dir, markerName))
 		if err != nil {
-			continue
+			return "", ""
 		}
 		var mk marker
-		if json.Unmarshal(b, &mk) != nil || mk.Address != spec.Address || mk.Lineage != spec.Lineage {
-			continue
+		if json.Unmarshal(b, &mk) != nil {
+			return "", ""
 		}
+		return mk.Lineage, mk.Address
+	}
+	remove := func(_ context.Context, dir string) error {
 		if err := removeTree(dir); err != nil {
 			return fmt.Errorf("removing %s, left by an interrupted create: %w", dir, err)
 		}
+		return nil
 	}
-	return nil
+	return sandbox.RemoveLeftovers(ctx, spec, list, owner, remove)
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // Sandbox is one local workspace.
@@ -22,7 +23,7 @@ type Sandbox struct {
 	dir  string // the sandbox directory (holds marker, workspace/, tmp/)
 	ws   string // dir/workspace
 	tmp  string // dir/tmp
-	wsd  *sandbox.Dir
+	wsd  *hostfs.Dir
 
 	mu     sync.Mutex
 	status sandbox.Status
@@ -36,7 +37,7 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 
 func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, error) {
 	ws := filepath.Join(data.Dir, "workspace")
-	wsd, err := sandbox.OpenRoot(ws)
+	wsd, err := hostfs.OpenRoot(ws)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("workspace %s: %w", ws, sandbox.ErrNotFound)
@@ -143,12 +144,12 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	return nil
 }
 
-// removeTree removes a sandbox directory with sandbox.RemoveAll: however
+// removeTree removes a sandbox directory with hostfs.RemoveAll: however
 // deep the tree a command built, with a bounded number of open
 // directories, making directories a command left without permissions
 // removable.
 func removeTree(dir string) error {
-	return sandbox.RemoveAll(dir)
+	return hostfs.RemoveAll(dir)
 }
 
 // Close ends the sandbox's processes (a namespaced sandbox's init) without

@@ -1,0 +1,86 @@
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// ErrSnapshotMissing is returned (wrapped) when a snapshot file to restore
+// from does not exist.
+var ErrSnapshotMissing = errors.New("snapshot file is missing")
+
+// ErrSnapshotCorrupt is returned (wrapped) when a snapshot file is not a
+// regular file or its content does not match the digest recorded when it
+// was written.
+var ErrSnapshotCorrupt = errors.New("snapshot file is corrupt")
+
+// CheckSnapshotFile reports whether src can be restored from: it must
+// exist and be a regular file. It does not read the file.
+func CheckSnapshotFile(src string) error {
+	fi, err := os.Stat(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", src, ErrSnapshotMissing)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is a %s, not a regular file: %w", src, fi.Mode().Type(), ErrSnapshotCorrupt)
+	}
+	return nil
+}
+
+// RestoreSnapshot extracts the snapshot file src into the workspace root
+// of sb through CopyIn, so the provider's safe extraction applies, and
+// checks as it reads that the file's SHA-256 is wantSHA256 (hex; "" skips
+// the check). It returns nil only when every member was extracted and the
+// digest matched. On an error the workspace holds an unknown part of the
+// snapshot (CopyIn stops at the first refused member): the caller must
+// not treat it as restored. Errors wrap ErrSnapshotMissing or
+// ErrSnapshotCorrupt when those are the cause; they do not repeat src
+// unless the file is missing.
+func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 string) error {
+	if err := CheckSnapshotFile(src); err != nil {
+		return err
+	}
+	f, err := os.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", src, ErrSnapshotMissing)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	r := io.TeeReader(f, h)
+	if err := sb.CopyIn(ctx, "", r); err != nil {
+		if wantSHA256 != "" && ctx.Err() == nil {
+			// A damaged file usually shows as a bad archive: say so when
+			// the bytes read so far already differ from what was written.
+			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum(nil)) != wantSHA256 {
+				return fmt.Errorf("%w (the file does not match the sha256 %s recorded when it was written: %w)", err, wantSHA256, ErrSnapshotCorrupt)
+			}
+		}
+		return err
+	}
+	// Every CopyIn has consumed the archive when it returns; the rest of
+	// the file (tar padding) still counts towards the digest.
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("reading the snapshot: %w", err)
+	}
+	if wantSHA256 == "" {
+		return nil
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != wantSHA256 {
+		return fmt.Errorf("the file's sha256 is %s, not the %s recorded when it was written: %w", got, wantSHA256, ErrSnapshotCorrupt)
+	}
+	return nil
+}

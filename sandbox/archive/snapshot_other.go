@@ -1,0 +1,22 @@
+//go:build unix && !linux
+
+package archive
+
+import (
+	"errors"
+	"os"
+)
+
+// createSnapshotTemp opens a named temporary file for a snapshot of base
+// in dir (there is no O_TMPFILE here).
+func createSnapshotTemp(dir, base string) (*snapshotTemp, error) {
+	f, err := os.OpenFile(tempName(dir, base), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotTemp{f: f, name: f.Name(), dir: dir, base: base}, nil
+}
+
+func linkTemp(f *os.File, dir, base string) (string, error) {
+	return "", errors.New("unnamed temporary files are not supported here")
+}

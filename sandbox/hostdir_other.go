@@ -1,7 +1,0 @@
-//go:build unix && !linux
-
-package sandbox
-
-// killGroupOnExit does nothing here: RunProcess kills the group after
-// the output is drained.
-func killGroupOnExit(pid int) {}

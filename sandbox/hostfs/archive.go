@@ -1,0 +1,256 @@
+//go:build unix
+
+package hostfs
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ArchiveOptions tune Archive.
+type ArchiveOptions struct {
+	// Exclude is asked for every entry (path relative to the archived
+	// directory, slash-separated); true leaves it out, and for a directory
+	// its whole subtree.
+	Exclude func(rel string, isDir bool) bool
+	// Strict makes symlinks and special files (FIFOs, sockets, devices)
+	// errors. Otherwise symlinks are archived as symlinks and special
+	// files are skipped.
+	Strict bool
+	// Digest, when set, receives a canonical encoding of the tree as it is
+	// archived: for every entry in walk order its type and name, and for
+	// files the sanitized mode (0644 or 0755), the size and the content. Hash it for a content
+	// digest that ignores timestamps and owners.
+	Digest io.Writer
+	// Sparse archives files with holes (found with SEEK_DATA/SEEK_HOLE)
+	// in the PAX sparse format 1.0, holding only their data; Extract
+	// writes the holes back as holes. Without it (and always with
+	// Digest) holes are archived as zeros. Extractors other than Extract
+	// (SanitizeTar's consumers) refuse sparse members, so only archives
+	// that Extract reads may set it.
+	Sparse bool
+	// Reserve, when set, is called before each member is written with
+	// its name, the bytes of content it will add to the archive and, for
+	// a sparse file, its logical size (0 otherwise); an error stops the
+	// archive.
+	Reserve func(name string, stored, sparseSize int64) error
+}
+
+// ErrSpecialFile is returned (wrapped) by a strict Archive for a symlink
+// or special file.
+var ErrSpecialFile = errors.New("not a regular file or directory")
+
+// MaxArchivePath is the longest member name, in bytes, that Archive
+// writes and Extract accepts (PATH_MAX): a deeper tree cannot be
+// archived, and Archive says which path is too long.
+const MaxArchivePath = 4096
+
+// ErrPathTooLong is returned (wrapped) by Archive for an entry whose path
+// is longer than MaxArchivePath.
+var ErrPathTooLong = errors.New("path too long")
+
+// Archive writes a tar stream of directory dir of d to w: directories,
+// regular files and symlinks, sorted by name, depth first, member names
+// relative to dir, no owners, modification times to the second. The walk
+// never follows symlinks and keeps at most a few dozen directories open
+// however deep the tree is; an entry whose path is longer than
+// MaxArchivePath fails it with ErrPathTooLong. A file that changes size
+// while it is read is an error.
+func Archive(ctx context.Context, d *Dir, dir string, w io.Writer, opts ArchiveOptions) error {
+	r, err := rel(dir)
+	if err != nil {
+		return err
+	}
+	f, err := d.openDir(r)
+	if err != nil {
+		return pathErr("archive", dir, err)
+	}
+	defer f.Close()
+	chain, err := newDirChain(int(f.Fd()))
+	if err != nil {
+		return pathErr("archive", dir, err)
+	}
+	defer chain.close()
+	sw := &captureWriter{w: w}
+	a := archiver{ctx: ctx, sw: sw, tw: tar.NewWriter(sw), opts: opts, buf: make([]byte, 256<<10), top: r, chain: chain}
+	if opts.Digest != nil {
+		a.opts.Sparse = false
+	}
+	if err := a.walk(""); err != nil {
+		return err
+	}
+	return a.tw.Close()
+}
+
+type archiver struct {
+	ctx   context.Context
+	sw    *captureWriter
+	tw    *tar.Writer
+	opts  ArchiveOptions
+	buf   []byte
+	top   string
+	chain *dirChain
+}
+
+func (a *archiver) digest(parts ...string) {
+	if a.opts.Digest == nil {
+		return
+	}
+	for _, p := range parts {
+		a.opts.Digest.Write([]byte(p))
+		a.opts.Digest.Write([]byte{0})
+	}
+}
+
+func (a *archiver) reserve(name string, stored, sparseSize int64) error {
+	if a.opts.Reserve == nil {
+		return nil
+	}
+	return a.opts.Reserve(name, stored, sparseSize)
+}
+
+// tooLong is the error for an entry whose path exceeds MaxArchivePath.
+func (a *archiver) tooLong(name string) error {
+	return fmt.Errorf("archive %s…: the path is %d bytes long, %d directories deep; archives keep paths up to %d bytes: move or remove the deeply nested directories: %w",
+		name[:64], len(name), strings.Count(name, "/"), MaxArchivePath, ErrPathTooLong)
+}
+
+// walk archives the entries of the chain's current directory, whose path
+// relative to the archived directory is prefix ("" for the top).
+func (a *archiver) walk(prefix string) error {
+	dirfd, err := a.chain.fd()
+	if err != nil {
+		return pathErr("archive", relJoin(a.top, prefix), err)
+	}
+	names, err := readDirNames(dirfd)
+	if err != nil {
+		return pathErr("archive", relJoin(a.top, prefix), err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if err := a.ctx.Err(); err != nil {
+			return err
+		}
+		name := n
+		if prefix != "" {
+			name = prefix + "/" + n
+		}
+		if len(name) > MaxArchivePath {
+			return a.tooLong(name)
+		}
+		// A subdirectory walked before may have closed this one.
+		if dirfd, err = a.chain.fd(); err != nil {
+			return pathErr("archive", relJoin(a.top, prefix), err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err == unix.ENOENT {
+				continue
+			}
+			return pathErr("archive", relJoin(a.top, name), err)
+		}
+		mode := unixMode(uint32(st.Mode))
+		isDir := mode.IsDir()
+		if a.opts.Exclude != nil && a.opts.Exclude(name, isDir) {
+			continue
+		}
+		mtime := time.Unix(int64(st.Mtim.Sec), 0)
+		switch {
+		case isDir:
+			if err := a.reserve(name, 0, 0); err != nil {
+				return err
+			}
+			if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(mode.Perm()), ModTime: mtime}); err != nil {
+				return err
+			}
+			a.digest("d", name)
+			if err := a.chain.push(n); err != nil {
+				return pathErr("archive", relJoin(a.top, name), err)
+			}
+			err = a.walk(name)
+			a.chain.pop()
+			if err != nil {
+				return err
+			}
+		case mode.IsRegular():
+			if err := a.file(dirfd, n, name, mode, mtime); err != nil {
+				return err
+			}
+		case mode&fs.ModeSymlink != 0:
+			if a.opts.Strict {
+				return fmt.Errorf("%s is a symlink: %w", relJoin(a.top, name), ErrSpecialFile)
+			}
+			target, err := readlinkAt(dirfd, n)
+			if err != nil {
+				return pathErr("archive", relJoin(a.top, name), err)
+			}
+			if err := a.reserve(name, 0, 0); err != nil {
+				return err
+			}
+			if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: mtime}); err != nil {
+				return err
+			}
+			a.digest("l", name, target)
+		default:
+			if a.opts.Strict {
+				return fmt.Errorf("%s is a %s: %w", relJoin(a.top, name), mode.Type(), ErrSpecialFile)
+			}
+		}
+	}
+	return nil
+}
+
+func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.Time) error {
+	fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathErr("archive", relJoin(a.top, name), err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return pathErr("archive", relJoin(a.top, name), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%s changed type while archiving: %w", relJoin(a.top, name), ErrSpecialFile)
+	}
+	if a.opts.Sparse && st.Size > 0 && st.Blocks*512 < st.Size {
+		segs, err := dataSegments(fd, st.Size)
+		if err != nil {
+			return pathErr("archive", relJoin(a.top, name), err)
+		}
+		if segs != nil {
+			return a.sparseFile(f, name, mode, mtime, st.Size, segs)
+		}
+	}
+	if err := a.reserve(name, st.Size, 0); err != nil {
+		return err
+	}
+	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
+		return err
+	}
+	var dst io.Writer = a.tw
+	if a.opts.Digest != nil {
+		a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
+		dst = io.MultiWriter(a.tw, a.opts.Digest)
+	}
+	k, err := io.CopyBuffer(onlyWriter{dst}, io.LimitReader(f, st.Size), a.buf)
+	if err != nil {
+		return pathErr("archive", relJoin(a.top, name), err)
+	}
+	if k != st.Size {
+		return fmt.Errorf("archive %s: file shrank from %d to %d bytes while being read", relJoin(a.top, name), st.Size, k)
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package manifest
+
+// EntryKind names a manifest entry type of the configuration language.
+type EntryKind string
+
+const (
+	EntryFile      EntryKind = "file"
+	EntryDir       EntryKind = "dir"
+	EntryLocalFile EntryKind = "local_file"
+	EntryLocalDir  EntryKind = "local_dir"
+	EntryGitRepo   EntryKind = "git_repo"
+)
+
+// Manifest is the evaluated workspace description the engine hands to the
+// sandbox layer; it is built from a config manifest block.
+type Manifest struct {
+	// Root is the workspace root inside the sandbox, e.g. /workspace.
+	Root    string
+	Entries []Entry
+	// Env is persisted, non-sensitive environment.
+	Env map[string]string
+	// EphemeralEnv is injected into every exec and never persisted,
+	// digested or snapshotted.
+	EphemeralEnv map[string]string
+}
+
+// Entry is one manifest entry. Path is workspace-relative.
+type Entry struct {
+	Kind EntryKind
+	Path string
+	// Content is the file content (EntryFile).
+	Content []byte
+	// Mode is the file mode for EntryFile (0 = 0644).
+	Mode uint32
+	// Source is an absolute host path (EntryLocalFile, EntryLocalDir).
+	Source string
+	// Exclude holds gitignore-like patterns (EntryLocalDir).
+	Exclude []string
+	// Repo, Ref and Subpath describe a git_repo entry. Repo is "owner/name"
+	// (a GitHub repository) or any URL git accepts.
+	Repo    string
+	Ref     string
+	Subpath string
+}

@@ -1,0 +1,503 @@
+//go:build unix
+
+package manifest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
+)
+
+// MaterializeResult reports what Materialize did.
+type MaterializeResult struct {
+	// Digests holds the content digest of every entry, by entry path.
+	Digests map[string]string
+	// Applied lists the entries written this time, in declaration order:
+	// new or changed ones, and later entries overlapping a written one.
+	Applied []string
+	// Unchanged lists the entries whose digest matched prev.
+	Unchanged []string
+	// Removed lists entry paths in prev that the manifest no longer has.
+	// Their files are left in the workspace.
+	Removed []string
+}
+
+// DefaultParallel is the materialization concurrency when none is given.
+const DefaultParallel = 4
+
+// Materialize writes the manifest's entries into the sandbox workspace
+// and returns their content digests. prev holds the digests recorded by
+// the previous materialization (nil for a new sandbox): an entry whose
+// digest is unchanged is skipped, unless an earlier overlapping entry
+// was written this time. Entries apply in declaration order; entries
+// whose paths do not overlap (neither is a prefix of the other) apply
+// concurrently, at most parallel at a time (<= 0: DefaultParallel).
+// Trees (local_dir, git_repo, local_file) go in as tar streams through
+// Sandbox.CopyIn, so every provider shares one code path and the safe-
+// extraction rules.
+//
+// On error the returned result holds what was done so far.
+func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[string]string, parallel int) (MaterializeResult, error) {
+	res := MaterializeResult{Digests: map[string]string{}}
+	if err := Validate(m); err != nil {
+		return res, err
+	}
+	if parallel <= 0 {
+		parallel = DefaultParallel
+	}
+	n := len(m.Entries)
+	paths := make([]string, n)
+	for i, e := range m.Entries {
+		paths[i], _ = sandbox.CheckEntryPath(e.Path)
+	}
+	done := make([]chan struct{}, n)
+	applied := make([]bool, n)
+	digests := make([]string, n)
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for i := range m.Entries {
+		g.Go(func() error {
+			defer close(done[i])
+			force := false
+			for j := range i {
+				if overlaps(paths[j], paths[i]) {
+					select {
+					case <-done[j]:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+					force = force || applied[j]
+				}
+			}
+			e := m.Entries[i]
+			e.Path = paths[i]
+			old, had := prev[e.Path]
+			var d string
+			var err error
+			if had && !force {
+				d, err = EntryDigest(gctx, e)
+				if err != nil {
+					return err
+				}
+				if d == old {
+					digests[i] = d
+					return nil
+				}
+			}
+			d, err = applyEntry(gctx, sb, e)
+			if err != nil {
+				return err
+			}
+			digests[i], applied[i] = d, true
+			return nil
+		})
+	}
+	err := g.Wait()
+	for i, p := range paths {
+		if digests[i] == "" {
+			continue
+		}
+		res.Digests[p] = digests[i]
+		if applied[i] {
+			res.Applied = append(res.Applied, p)
+		} else {
+			res.Unchanged = append(res.Unchanged, p)
+		}
+	}
+	res.Removed = RemovedEntries(m, prev)
+	return res, err
+}
+
+// RemovedEntries lists, sorted, the entry paths of prev that m no longer
+// declares.
+func RemovedEntries(m Manifest, prev map[string]string) []string {
+	have := map[string]bool{}
+	for _, e := range m.Entries {
+		p, _ := sandbox.CheckEntryPath(e.Path)
+		have[p] = true
+	}
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(prev)) {
+		if !have[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// overlaps reports whether one workspace path is the other or lies
+// beneath it.
+func overlaps(a, b string) bool {
+	return a == b || a == "." || b == "." || strings.HasPrefix(b, a+"/") || strings.HasPrefix(a, b+"/")
+}
+
+// Validate checks entry paths and required fields.
+func Validate(m Manifest) error {
+	seen := map[string]int{}
+	for i, e := range m.Entries {
+		p, err := sandbox.CheckEntryPath(e.Path)
+		if err != nil {
+			return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+		}
+		if j, dup := seen[p]; dup {
+			return fmt.Errorf("manifest entry %s %q: the same path as entry %d (%s); give each entry its own path", e.Kind, e.Path, j+1, m.Entries[j].Kind)
+		}
+		seen[p] = i
+		switch e.Kind {
+		case EntryFile, EntryDir:
+		case EntryLocalFile, EntryLocalDir:
+			if e.Source == "" {
+				return fmt.Errorf("manifest entry %s %q: source is required", e.Kind, e.Path)
+			}
+		case EntryGitRepo:
+			if e.Repo == "" {
+				return fmt.Errorf("manifest entry %s %q: repo is required", e.Kind, e.Path)
+			}
+			if e.Subpath != "" {
+				if _, err := sandbox.CheckEntryPath(e.Subpath); err != nil {
+					return fmt.Errorf("manifest entry %s %q: subpath: %w", e.Kind, e.Path, err)
+				}
+			}
+		default:
+			return fmt.Errorf("manifest entry %q: unknown kind %q (want file, dir, local_file, local_dir or git_repo)", e.Path, e.Kind)
+		}
+		if p == "." && e.Kind != EntryDir && e.Kind != EntryLocalDir && e.Kind != EntryGitRepo {
+			return fmt.Errorf("manifest entry %s %q: a file cannot be the workspace root; give it a name", e.Kind, e.Path)
+		}
+	}
+	return nil
+}
+
+// digester builds a canonical, length-prefixed encoding of fields.
+type digester struct{ h hash.Hash }
+
+func newDigester(kind EntryKind, p string) *digester {
+	d := &digester{h: sha256.New()}
+	d.str("agentctl-entry-v1")
+	d.str(string(kind))
+	d.str(p)
+	return d
+}
+
+func (d *digester) str(s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	d.h.Write(n[:])
+	d.h.Write([]byte(s))
+}
+
+func (d *digester) sum() string { return "sha256:" + hex.EncodeToString(d.h.Sum(nil)) }
+
+// EntryDigest computes an entry's content digest without writing
+// anything: for file its path, mode and content; for dir its path; for
+// local_file and local_dir the source's names, sanitized modes and
+// contents (not timestamps), after excludes; for git_repo the repository
+// URL, ref, resolved commit and subpath (one `git ls-remote`).
+func EntryDigest(ctx context.Context, e Entry) (string, error) {
+	p, err := sandbox.CheckEntryPath(e.Path)
+	if err != nil {
+		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	e.Path = p
+	switch e.Kind {
+	case EntryFile:
+		return fileDigest(e), nil
+	case EntryDir:
+		return newDigester(e.Kind, e.Path).sum(), nil
+	case EntryLocalFile:
+		return localFileDigest(e)
+	case EntryLocalDir:
+		dg := newDigester(e.Kind, e.Path)
+		if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
+			return "", err
+		}
+		return dg.sum(), nil
+	case EntryGitRepo:
+		url, err := gitURL(e)
+		if err != nil {
+			return "", err
+		}
+		commit, err := gitResolve(ctx, e, url)
+		if err != nil {
+			return "", err
+		}
+		return gitDigest(e, url, commit), nil
+	}
+	return "", fmt.Errorf("manifest entry %q: unknown kind %q", e.Path, e.Kind)
+}
+
+func fileMode(m uint32) fs.FileMode {
+	if m == 0 {
+		return 0o644
+	}
+	return fs.FileMode(hostfs.SanitizeMode(int64(m)))
+}
+
+func fileDigest(e Entry) string {
+	d := newDigester(e.Kind, e.Path)
+	d.str(strconv.FormatUint(uint64(fileMode(e.Mode)), 8))
+	d.str(string(e.Content))
+	return d.sum()
+}
+
+func gitDigest(e Entry, url, commit string) string {
+	d := newDigester(e.Kind, e.Path)
+	d.str(url)
+	d.str(e.Ref)
+	d.str(commit)
+	d.str(e.Subpath)
+	return d.sum()
+}
+
+// applyEntry writes one entry and returns its digest.
+func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
+	wrap := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	switch e.Kind {
+	case EntryFile:
+		// Through CopyIn like every other entry, so an existing file is
+		// replaced with the declared mode.
+		err := copyInFile(ctx, sb, e.Path, int64(len(e.Content)), int64(fileMode(e.Mode)), time.Now(), bytes.NewReader(e.Content))
+		if err != nil {
+			return "", wrap(err)
+		}
+		return fileDigest(e), nil
+	case EntryDir:
+		if err := sb.Mkdir(ctx, e.Path); err != nil {
+			return "", wrap(err)
+		}
+		return newDigester(e.Kind, e.Path).sum(), nil
+	case EntryLocalFile:
+		return applyLocalFile(ctx, sb, e)
+	case EntryLocalDir:
+		dg := newDigester(e.Kind, e.Path)
+		err := copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
+			return localDirTar(ctx, e, w, dg)
+		})
+		if err != nil {
+			return "", wrap(err)
+		}
+		return dg.sum(), nil
+	case EntryGitRepo:
+		return applyGitRepo(ctx, sb, e)
+	}
+	return "", wrap(errors.New("unknown kind"))
+}
+
+// copyInStream runs produce into a pipe that sb.CopyIn consumes.
+func copyInStream(ctx context.Context, sb sandbox.Sandbox, dir string, produce func(io.Writer) error) error {
+	pr, pw := io.Pipe()
+	var perr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		perr = produce(pw)
+		pw.CloseWithError(perr)
+	}()
+	err := sb.CopyIn(ctx, dir, pr)
+	pr.CloseWithError(errors.New("copy in stopped"))
+	wg.Wait()
+	if perr != nil {
+		return perr
+	}
+	return err
+}
+
+// checkSource refuses a local source that is a symlink or of the wrong type.
+func checkSource(e Entry, wantDir bool) (fs.FileInfo, error) {
+	st, err := os.Lstat(e.Source)
+	if err != nil {
+		return nil, fmt.Errorf("manifest entry %s %q: source: %w", e.Kind, e.Path, err)
+	}
+	switch {
+	case st.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("manifest entry %s %q: source %s is a symlink; point source at the real path", e.Kind, e.Path, e.Source)
+	case wantDir && !st.IsDir():
+		return nil, fmt.Errorf("manifest entry %s %q: source %s is not a directory; use local_file for a single file", e.Kind, e.Path, e.Source)
+	case !wantDir && !st.Mode().IsRegular():
+		return nil, fmt.Errorf("manifest entry %s %q: source %s is not a regular file", e.Kind, e.Path, e.Source)
+	}
+	return st, nil
+}
+
+// openSource opens a local_file source, refusing at once (without
+// blocking on a FIFO) anything that is not a regular file, even if the
+// source changed since checkSource looked.
+func openSource(e Entry) (*os.File, fs.FileInfo, error) {
+	if _, err := checkSource(e, false); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(e.Source, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("source %s is %s, not a regular file", e.Source, sandbox.FileTypeName(st.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	return f, st, nil
+}
+
+func localFileDigest(e Entry) (string, error) {
+	f, st, err := openSource(e)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	d := newDigester(e.Kind, e.Path)
+	d.str(strconv.FormatUint(uint64(hostfs.SanitizeMode(int64(st.Mode().Perm()))), 8))
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("manifest entry %s %q: read %s: %w", e.Kind, e.Path, e.Source, err)
+	}
+	d.str(hex.EncodeToString(h.Sum(nil)))
+	return d.sum(), nil
+}
+
+func applyLocalFile(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
+	digest, err := localFileDigest(e)
+	if err != nil {
+		return "", err
+	}
+	f, st, err := openSource(e)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	err = copyInFile(ctx, sb, e.Path, st.Size(), int64(st.Mode().Perm()), st.ModTime(), f)
+	if err != nil {
+		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	return digest, nil
+}
+
+// copyInFile writes one file into the workspace as a one-member tar
+// stream through CopyIn.
+func copyInFile(ctx context.Context, sb sandbox.Sandbox, p string, size, mode int64, mtime time.Time, r io.Reader) error {
+	return copyInStream(ctx, sb, path.Dir(p), func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: path.Base(p), Size: size, Mode: mode, ModTime: mtime.Truncate(time.Second)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if n, err := io.CopyN(tw, r, size); err != nil {
+			return fmt.Errorf("read %d of %d bytes: %w", n, size, err)
+		}
+		return tw.Close()
+	})
+}
+
+// localDirTar archives a local_dir source (excludes applied, symlinks and
+// special files refused) to w, feeding the digest.
+func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error {
+	if _, err := checkSource(e, true); err != nil {
+		return err
+	}
+	m, err := sandbox.CompileExclude(e.Exclude)
+	if err != nil {
+		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	d, err := hostfs.OpenRoot(e.Source)
+	if err != nil {
+		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	defer d.Close()
+	err = hostfs.Archive(ctx, d, ".", w, hostfs.ArchiveOptions{Exclude: m.Match, Strict: true, Digest: dg.h})
+	if errors.Is(err, hostfs.ErrSpecialFile) {
+		return fmt.Errorf("manifest entry %s %q: source %s: %w; only regular files and directories are copied: exclude it or replace it with a copy", e.Kind, e.Path, e.Source, err)
+	}
+	if err != nil {
+		return fmt.Errorf("manifest entry %s %q: source %s: %w", e.Kind, e.Path, e.Source, err)
+	}
+	return nil
+}
+
+// Digest combines the root, the entries in declaration order
+// (kind, path and content digest from entryDigests) and the persisted env
+// into the manifest digest that sandbox plans and run digests use.
+// EphemeralEnv never enters it. An entry missing from entryDigests
+// contributes its declaration only.
+func Digest(m Manifest, entryDigests map[string]string) string {
+	d := &digester{h: sha256.New()}
+	d.str("agentctl-manifest-v1")
+	d.str(m.Root)
+	d.str(strconv.Itoa(len(m.Entries)))
+	for _, e := range m.Entries {
+		p, err := sandbox.CheckEntryPath(e.Path)
+		if err != nil {
+			p = e.Path
+		}
+		d.str(string(e.Kind))
+		d.str(p)
+		d.str(entryDigests[p])
+		if entryDigests[p] == "" {
+			d.str(e.Source)
+			d.str(strings.Join(e.Exclude, "\x00"))
+			d.str(e.Repo)
+			d.str(e.Ref)
+			d.str(e.Subpath)
+			if e.Kind == EntryFile {
+				d.str(fileDigest(e))
+			}
+		}
+	}
+	keys := slices.Sorted(maps.Keys(m.Env))
+	d.str(strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		d.str(k)
+		d.str(m.Env[k])
+	}
+	return d.sum()
+}
+
+// EntryDigests computes every entry's content digest (see EntryDigest),
+// for a plan that must say which entries changed.
+func EntryDigests(ctx context.Context, m Manifest) (map[string]string, error) {
+	if err := Validate(m); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(m.Entries))
+	for _, e := range m.Entries {
+		d, err := EntryDigest(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := sandbox.CheckEntryPath(e.Path)
+		out[p] = d
+	}
+	return out, nil
+}

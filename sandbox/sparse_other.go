@@ -1,6 +1,0 @@
-//go:build unix && !linux
-
-package sandbox
-
-// dataSegments finds no holes outside Linux: files are archived whole.
-func dataSegments(fd int, size int64) ([]segment, error) { return nil, nil }
