@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/graph"
 	"github.com/agentctl/agentctl/internal/vcs"
@@ -124,7 +125,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	if len(notStarted) > 0 {
 		all = append(all, fmt.Errorf("apply interrupted before %s started; run agentctl apply again to carry on", strings.Join(notStarted, ", ")))
 	}
-	if err := a.finish(context.WithoutCancel(ctx)); err != nil {
+	if err := a.finish(ctx); err != nil {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
@@ -893,36 +894,51 @@ func (a *applier) finish(ctx context.Context) error {
 		if sbc == nil || sb == nil {
 			continue
 		}
-		switch sbc.OnExit {
-		case "keep":
-			continue
-		case "delete":
-			if a.st.Sandboxes[addr].Snapshot == "" {
-				// Nothing to restore from: deleting would lose the workspace.
-				errs = append(errs, fmt.Errorf("%s: on_exit = \"delete\" but no run has snapshotted it yet; it is stopped instead", addr))
-				if err := sb.Stop(ctx); err != nil {
-					errs = append(errs, err)
-				}
-				_ = a.update(func(st *state.State) { st.Sandboxes[addr].Status = statusStopped })
-				continue
-			}
-			if err := sb.Delete(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("%s: on_exit delete: %w", addr, err))
-				continue
-			}
-			_ = a.update(func(st *state.State) { st.Sandboxes[addr].Status = statusDeleted })
-		default:
-			if err := sb.Stop(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("%s: on_exit stop: %w", addr, err))
-				continue
-			}
-			_ = a.update(func(st *state.State) { st.Sandboxes[addr].Status = statusStopped })
-		}
+		// on_exit runs after an interrupt too, each sandbox within a
+		// bounded time.
+		cctx, cancel := sandbox.CleanupContext(ctx)
+		a.onExit(cctx, addr, sbc, sb, &errs)
+		cancel()
 	}
 	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// onExit stops, deletes or keeps one sandbox the apply used, as its
+// on_exit says, and records the result in the state.
+func (a *applier) onExit(ctx context.Context, addr string, sbc *config.SandboxInstance, sb sandbox.Sandbox, errs *[]error) {
+	record := func(status string) {
+		if err := a.update(func(st *state.State) { st.Sandboxes[addr].Status = status }); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: recording on_exit: %w", addr, err))
+		}
+	}
+	switch sbc.OnExit {
+	case "keep":
+	case "delete":
+		if a.st.Sandboxes[addr].Snapshot == "" {
+			// Nothing to restore from: deleting would lose the workspace.
+			*errs = append(*errs, fmt.Errorf("%s: on_exit = \"delete\" but no run has snapshotted it yet; it is stopped instead", addr))
+			if err := sb.Stop(ctx); err != nil {
+				*errs = append(*errs, fmt.Errorf("%s: on_exit stop: %w", addr, err))
+				return
+			}
+			record(statusStopped)
+			return
+		}
+		if err := sb.Delete(ctx); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: on_exit delete: %w", addr, err))
+			return
+		}
+		record(statusDeleted)
+	default:
+		if err := sb.Stop(ctx); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: on_exit stop: %w", addr, err))
+			return
+		}
+		record(statusStopped)
+	}
 }
 
 // RefreshOutputs re-evaluates the root outputs against st (after a plan

@@ -13,7 +13,7 @@ import (
 // OpenWorkspace connects to a managed sandbox for exec and tool calls,
 // starting it if it is stopped. The returned stop func puts it back the
 // way it was.
-func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string) (*sandbox.Workspace, func(), error) {
+func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string) (*sandbox.Workspace, func() error, error) {
 	ss := st.Sandboxes[addr]
 	if ss == nil {
 		return nil, nil, fmt.Errorf("%s is not in the state; run agentctl apply to create it (agentctl state list shows what exists)", addr)
@@ -35,7 +35,7 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", addr, err)
 	}
-	restore := func() {}
+	restore := func() error { return nil }
 	switch status {
 	case sandbox.StatusMissing:
 		return nil, nil, fmt.Errorf("%s no longer exists at its provider; run agentctl apply to restore it from its snapshot", addr)
@@ -43,7 +43,16 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 		if err := sb.Start(ctx); err != nil {
 			return nil, nil, fmt.Errorf("%s: starting the stopped sandbox: %w", addr, err)
 		}
-		restore = func() { _ = sb.Stop(context.WithoutCancel(ctx)) }
+		restore = func() error {
+			// Stopped again even when the command was interrupted, within
+			// a bounded time.
+			cctx, cancel := sandbox.CleanupContext(ctx)
+			defer cancel()
+			if err := sb.Stop(cctx); err != nil {
+				return fmt.Errorf("%s: stopping the sandbox again: %w", addr, err)
+			}
+			return nil
+		}
 	}
 	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber(), URLs: maps.Clone(ss.URLs)}
 	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {

@@ -48,7 +48,7 @@ func (m *meta) exec(ctx context.Context, args *arguments.Exec) error {
 	if err != nil {
 		return err
 	}
-	defer restore()
+	defer m.restore(restore)
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Argv: args.Argv, Stdin: stdinIfPiped(), OutputLimit: execOutputLimit})
 	if err != nil {
 		return fmt.Errorf("%s: %w", args.Address, err)
@@ -61,6 +61,14 @@ func (m *meta) exec(ctx context.Context, args *arguments.Exec) error {
 		return exitCode(res.ExitCode)
 	}
 	return nil
+}
+
+// restore puts a sandbox that exec or tool call started back as it was,
+// and reports it when that fails: the command's own result stands.
+func (m *meta) restore(restore func() error) {
+	if err := restore(); err != nil {
+		m.view().Error(err)
+	}
 }
 
 // stdinIfPiped returns standard input unless it is a terminal.
@@ -131,7 +139,7 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.ToolCall) error {
 		if err != nil {
 			return err
 		}
-		defer restore()
+		defer m.restore(restore)
 		ws, root = w, e.WorkspaceRoot(args.Sandbox)
 	}
 	t, err := m.findTool(ws, root, args.Name, args.Backend)
