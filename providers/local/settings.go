@@ -1,0 +1,97 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/agentctl/agentctl/providers/registry"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// ProviderSettings are the arguments of a provider "local" block.
+type ProviderSettings struct {
+	// Isolation is "namespaces" (the default) or "none".
+	Isolation string `hcl:"isolation,optional"`
+}
+
+// Fingerprint implements registry.Fingerprinter: the isolation decides
+// what a local sandbox is.
+func (s *ProviderSettings) Fingerprint(string) map[string]any {
+	return map[string]any{"isolation": s.Isolation}
+}
+
+// SandboxSettings are a local sandbox's own arguments: it has none. Its
+// JSON encoding, {}, takes part in the sandbox's configuration digest.
+type SandboxSettings struct{}
+
+// DecodeProvider decodes a provider "local" block
+// (registry.Type.DecodeProvider).
+func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
+	s := &ProviderSettings{}
+	diags := gohcl.DecodeBody(body, nil, s)
+	if s.Isolation == "" {
+		s.Isolation = "namespaces"
+	}
+	if allowed := []string{"namespaces", "none"}; !slices.Contains(allowed, s.Isolation) {
+		attrs, _ := body.JustAttributes()
+		rng := body.MissingItemRange()
+		if a, ok := attrs["isolation"]; ok {
+			rng = a.Expr.Range()
+		}
+		diags = append(diags, registry.Errorf(rng, "Invalid isolation", "isolation must be \"namespaces\" or \"none\", not %q.%s", s.Isolation, registry.Suggest(s.Isolation, allowed)))
+	}
+	return s, diags
+}
+
+// unenforced are the resources the local provider cannot enforce, and why.
+var unenforced = map[string]string{
+	"memory": "The local provider does not limit a sandbox's memory: it would need a delegated cgroup v2 memory controller, which it does not use yet. Remove memory, or use provider.docker, which enforces it.",
+	"cpus":   "The local provider does not limit a sandbox's CPU time: it would need a delegated cgroup v2 cpu controller, which it does not use yet. Remove cpus, or use provider.docker, which enforces it.",
+	"disk":   "The local provider does not limit a sandbox's disk use. Remove disk.",
+	"gpus":   "The local provider does not assign GPUs. Remove gpus.",
+}
+
+// DecodeSandbox checks a local sandbox's arguments
+// (registry.Type.DecodeSandbox): no image, network "none" or "host", and
+// only the resources it enforces.
+func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	if args.ImageRange != nil {
+		diags = append(diags, registry.Errorf(*args.ImageRange, "Unsupported argument for this provider", "A local sandbox runs on this machine and has no image; remove image or use provider.docker."))
+	}
+	if args.NetworkRange != nil && args.Network != "none" && args.Network != "host" {
+		diags = append(diags, registry.Errorf(args.NetworkValue, "Invalid network", "A local sandbox's network must be \"none\" or \"host\", not %q.", args.Network))
+	}
+	for _, name := range []string{"cpus", "memory", "disk", "pids", "gpus"} {
+		if rng, ok := args.ResourceRanges[name]; ok && unenforced[name] != "" {
+			diags = append(diags, registry.Errorf(rng, "Unsupported resource for this provider", "%s", unenforced[name]))
+		}
+	}
+	if p, ok := args.Provider.(*ProviderSettings); ok && p.Isolation == "none" {
+		if rng, ok := args.ResourceRanges["pids"]; ok {
+			diags = append(diags, registry.Errorf(rng, "Unsupported resource for this provider",
+				"With isolation = \"none\" the local provider runs commands directly on this machine and does not limit their processes. Remove pids, or use the default isolation \"namespaces\", which enforces it."))
+		}
+	}
+	_, ds := args.Body.Content(&hcl.BodySchema{})
+	return &SandboxSettings{}, append(diags, ds...)
+}
+
+// Type is the local provider type.
+func Type() *registry.Type {
+	return &registry.Type{
+		Name: "local", Role: registry.RoleSandbox, DefaultNetwork: "none",
+		DecodeProvider: DecodeProvider, SandboxSchema: &hcl.BodySchema{}, DecodeSandbox: DecodeSandbox,
+		NewSandbox: func(_ context.Context, settings any, _ registry.Env) (sandbox.Provider, error) {
+			s, ok := settings.(*ProviderSettings)
+			if !ok {
+				return nil, fmt.Errorf("local: provider settings are %T, not *local.ProviderSettings", settings)
+			}
+			return New(Options{Isolation: s.Isolation}), nil
+		},
+	}
+}
