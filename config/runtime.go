@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // RuntimeValues are the values known only during apply.
@@ -304,7 +306,7 @@ func (c *Config) ModelProvider(a *Agent) string {
 	var only string
 	n := 0
 	for _, p := range c.Providers {
-		if p.OpenAI != nil || p.Scripted != nil {
+		if p.Role == registry.RoleModel {
 			only = p.Addr
 			n++
 		}
@@ -322,7 +324,10 @@ func (l *loader) checkCompaction() {
 	for _, name := range sortedKeys(l.cfg.Agents) {
 		ag := l.cfg.Agents[name]
 		p := l.cfg.Providers[strings.TrimPrefix(l.cfg.ModelProvider(ag), "provider.")]
-		if p == nil || p.OpenAI == nil || p.OpenAI.API != "chat_completions" {
+		if p == nil {
+			continue
+		}
+		if c, ok := p.Settings.(registry.Compactor); !ok || c.Compacts() {
 			continue
 		}
 		for _, c := range ag.Capabilities {

@@ -29,19 +29,21 @@ func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey, s.JWTT
 
 // Settings are a Daytona sandbox's own arguments, decoded and checked.
 // Their JSON encoding takes part in the sandbox's configuration digest: a
-// field left unset is omitted. Use the methods for the values in effect.
+// field left unset is omitted, and the fields are in the order of their
+// JSON names (the order of the map the digest was first computed from).
+// Use the methods for the values in effect.
 type Settings struct {
-	Snapshot            *string           `json:"snapshot,omitempty"`
-	Env                 map[string]string `json:"env,omitempty"`
-	Labels              map[string]string `json:"labels,omitempty"`
-	AutoStopInterval    *int              `json:"auto_stop_interval,omitempty"`
 	AutoArchiveInterval *int              `json:"auto_archive_interval,omitempty"`
 	AutoDeleteInterval  *int              `json:"auto_delete_interval,omitempty"`
-	NetworkBlockAll     *bool             `json:"network_block_all,omitempty"`
+	AutoStopInterval    *int              `json:"auto_stop_interval,omitempty"`
+	CreateTimeout       time.Duration     `json:"create_timeout,omitempty"`
+	Env                 map[string]string `json:"env,omitempty"`
+	Labels              map[string]string `json:"labels,omitempty"`
 	// NetworkAllowList are CIDRs.
 	NetworkAllowList []string      `json:"network_allow_list,omitempty"`
+	NetworkBlockAll  *bool         `json:"network_block_all,omitempty"`
 	Public           *bool         `json:"public,omitempty"`
-	CreateTimeout    time.Duration `json:"create_timeout,omitempty"`
+	Snapshot         *string       `json:"snapshot,omitempty"`
 	StartTimeout     time.Duration `json:"start_timeout,omitempty"`
 	// PreviewTTL is how long a signed preview URL stays valid (not a
 	// configuration argument; tests shorten it).

@@ -22,18 +22,20 @@ type ProviderSettings struct {
 
 // SandboxSettings are a docker sandbox's own arguments, decoded and
 // checked. Their JSON encoding takes part in the sandbox's configuration
-// digest: a field left unset is omitted.
+// digest: a field left unset is omitted, and the fields are in the order
+// of their JSON names (the order of the map the digest was first computed
+// from).
 type SandboxSettings struct {
-	// User is the user commands run as ("uid", "uid:gid" or a name from
-	// the image's /etc/passwd); "" is the image's user.
-	User *string `json:"user,omitempty"`
-	// Commit enables Sandbox.Commit (docker commit) with each snapshot.
-	Commit *bool `json:"commit_snapshot,omitempty"`
 	// CapAdd lists capabilities added back on top of DefaultCapabilities,
 	// as written (names from Capabilities, any case, with or without CAP_).
 	CapAdd []string `json:"cap_add,omitempty"`
+	// Commit enables Sandbox.Commit (docker commit) with each snapshot.
+	Commit *bool `json:"commit_snapshot,omitempty"`
 	// ShmSizeMB is the size of /dev/shm in MiB (unset or 0: DefaultShmSizeMB).
 	ShmSizeMB *int64 `json:"shm_size,omitempty"`
+	// User is the user commands run as ("uid", "uid:gid" or a name from
+	// the image's /etc/passwd); "" is the image's user.
+	User *string `json:"user,omitempty"`
 }
 
 // CommitSnapshot implements registry.SnapshotCommitter.

@@ -31,21 +31,18 @@ type SandboxSettings struct{}
 // DecodeProvider decodes a provider "local" block
 // (registry.Type.DecodeProvider).
 func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
-	s := &ProviderSettings{}
-	diags := gohcl.DecodeBody(body, nil, s)
-	if s.Isolation == "" {
-		s.Isolation = "namespaces"
-	}
-	if allowed := []string{"namespaces", "none"}; !slices.Contains(allowed, s.Isolation) {
-		attrs, _ := body.JustAttributes()
-		rng := body.MissingItemRange()
-		if a, ok := attrs["isolation"]; ok {
-			rng = a.Expr.Range()
+	s := &ProviderSettings{Isolation: "namespaces"}
+	content, diags := body.Content(providerSchema)
+	if registry.Attr(content.Attributes, "isolation", &s.Isolation, &diags) {
+		if allowed := []string{"namespaces", "none"}; !slices.Contains(allowed, s.Isolation) {
+			diags = append(diags, registry.Errorf(content.Attributes["isolation"].Expr.Range(), "Invalid isolation",
+				"isolation must be \"namespaces\" or \"none\", not %q.%s", s.Isolation, registry.Suggest(s.Isolation, allowed)))
 		}
-		diags = append(diags, registry.Errorf(rng, "Invalid isolation", "isolation must be \"namespaces\" or \"none\", not %q.%s", s.Isolation, registry.Suggest(s.Isolation, allowed)))
 	}
 	return s, diags
 }
+
+var providerSchema, _ = gohcl.ImpliedBodySchema(&ProviderSettings{})
 
 // unenforced are the resources the local provider cannot enforce, and why.
 var unenforced = map[string]string{

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -109,6 +108,7 @@ type Type struct {
 // safe for concurrent registration, and is meant to be filled before use.
 type Registry struct {
 	types map[string]*Type
+	order []string // registration order, for messages
 }
 
 // New returns a registry holding types. It panics on a malformed or
@@ -134,6 +134,7 @@ func (r *Registry) Register(t *Type) {
 		panic(fmt.Sprintf("registry: provider type %q registered twice", t.Name))
 	}
 	r.types[t.Name] = t
+	r.order = append(r.order, t.Name)
 }
 
 func (t *Type) check() error {
@@ -161,16 +162,15 @@ func (r *Registry) Lookup(name string) (*Type, bool) {
 	return t, ok
 }
 
-// Names lists the registered types, sorted; with roles, only those with
-// one of them.
+// Names lists the registered types in registration order; with roles,
+// only those with one of them.
 func (r *Registry) Names(roles ...Role) []string {
 	var out []string
-	for n, t := range r.types {
-		if len(roles) == 0 || slices.Contains(roles, t.Role) {
+	for _, n := range r.order {
+		if len(roles) == 0 || slices.Contains(roles, r.types[n].Role) {
 			out = append(out, n)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 
