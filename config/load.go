@@ -127,6 +127,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 	if l.reg == nil {
 		l.reg = builtin.Registry()
 	}
+	l.cfg.registry = l.reg
 	files, err := configFiles(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{

@@ -317,6 +317,10 @@ func (c *Config) ModelProvider(a *Agent) string {
 	return "provider.openai"
 }
 
+// Registry returns the provider types the configuration was loaded with
+// (Options.Registry): the engine builds its providers with them.
+func (c *Config) Registry() *registry.Registry { return c.registry }
+
 // checkCompaction refuses a compaction capability on an agent whose model
 // provider cannot compact: compaction is a Responses API feature, and an
 // openai provider with api = "chat_completions" would drop it silently.

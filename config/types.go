@@ -47,6 +47,8 @@ type Config struct {
 	// evaluation context, built once at load.
 	varsObj, localsObj cty.Value
 	col                *sensitiveCollector
+	// registry holds the provider types the configuration was decoded with.
+	registry *registry.Registry
 	// reach indexes the sandboxes each agent reaches (RunSandboxes),
 	// built once on first use: the agents don't change after loading.
 	reach func() *sandboxReach
@@ -151,7 +153,7 @@ type SandboxInstance struct {
 	// Settings are the provider type's own sandbox arguments as its
 	// decoder returned them, already checked (for example
 	// *docker.SandboxSettings); they become sandbox.Spec.Settings.
-	Settings any
+	Settings  any
 	DeclRange hcl.Range
 }
 

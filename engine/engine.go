@@ -14,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/providers/daytona"
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -67,6 +68,11 @@ type Engine struct {
 	// abandoned at once (with their retries), tool calls in flight finish
 	// and are checkpointed, and nothing new starts (agentloop.Runner).
 	Interrupt <-chan struct{}
+	// Registry holds the provider types: the engine builds each provider
+	// the configuration uses with its type's constructor. nil means the
+	// registry the configuration was loaded with (config.Options.Registry);
+	// another one must hold the same types.
+	Registry *registry.Registry
 
 	provOnce  sync.Once
 	providers *providerSet
