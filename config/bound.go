@@ -48,19 +48,17 @@ func (b *boundBody) JustAttributes() (hcl.Attributes, hcl.Diagnostics) {
 func (b *boundBody) MissingItemRange() hcl.Range { return b.body.MissingItemRange() }
 
 // bind evaluates c's attributes and binds its blocks' bodies; diags are
-// the diagnostics so far, returned with the evaluation's.
+// returned as they are.
 func (b *boundBody) bind(c *hcl.BodyContent, diags hcl.Diagnostics) (*hcl.BodyContent, hcl.Diagnostics) {
 	if c == nil {
 		return &hcl.BodyContent{Attributes: hcl.Attributes{}}, diags
 	}
 	out := &hcl.BodyContent{Attributes: hcl.Attributes{}, MissingItemRange: c.MissingItemRange}
 	for name, a := range c.Attributes {
-		if v, ds, ok := b.value(a); ok {
+		if v, ok := b.value(a); ok {
 			ba := *a
 			ba.Expr = hcl.StaticExpr(v, a.Expr.Range())
 			out.Attributes[name] = &ba
-		} else {
-			diags = append(diags, ds...)
 		}
 	}
 	for _, blk := range c.Blocks {
@@ -77,29 +75,22 @@ func (b *boundBody) bind(c *hcl.BodyContent, diags hcl.Diagnostics) (*hcl.BodyCo
 }
 
 // value evaluates a, returning its unmarked value when it is set, known
-// and allowed here, and the diagnostics of the failure otherwise.
-func (b *boundBody) value(a *hcl.Attribute) (v cty.Value, diags hcl.Diagnostics, ok bool) {
+// and allowed here. A failure is reported by the loader itself (so a
+// decoder's own checks of the other arguments still run) and leaves the
+// attribute out.
+func (b *boundBody) value(a *hcl.Attribute) (cty.Value, bool) {
 	l := b.l
-	n := len(l.diags)
-	defer func() {
-		// Report through the decoder, which returns them, not twice.
-		diags = append(diags, l.diags[n:]...)
-		l.diags = l.diags[:n]
-	}()
-	v, ok = l.eval(a.Expr, b.sc, b.each, nil)
+	v, ok := l.eval(a.Expr, b.sc, b.each, nil)
 	if !ok || !l.known(v, a.Expr.Range(), a.Name) {
-		return cty.NilVal, nil, false
+		return cty.NilVal, false
 	}
 	if v.ContainsMarked() {
 		if b.refuse != "" {
 			l.noSensitive(v, a.Expr.Range(), b.refuse)
-			return cty.NilVal, nil, false
+			return cty.NilVal, false
 		}
 		l.col.addValue(v)
 		v, _ = v.UnmarkDeep()
 	}
-	if v.IsNull() {
-		return cty.NilVal, nil, false
-	}
-	return v, nil, true
+	return v, !v.IsNull()
 }

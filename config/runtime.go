@@ -318,8 +318,14 @@ func (c *Config) ModelProvider(a *Agent) string {
 }
 
 // Registry returns the provider types the configuration was loaded with
-// (Options.Registry): the engine builds its providers with them.
-func (c *Config) Registry() *registry.Registry { return c.registry }
+// (Options.Registry): the engine builds its providers with them. It is
+// nil for a nil Config (commands that only read the state).
+func (c *Config) Registry() *registry.Registry {
+	if c == nil {
+		return nil
+	}
+	return c.registry
+}
 
 // checkCompaction refuses a compaction capability on an agent whose model
 // provider cannot compact: compaction is a Responses API feature, and an
