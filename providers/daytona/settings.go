@@ -219,7 +219,7 @@ func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 // Type is the daytona provider type.
 func Type() *registry.Type {
 	return &registry.Type{
-		Name: "daytona", Role: registry.RoleSandbox,
+		Name: "daytona", Role: registry.RoleSandbox, DefaultRoot: DefaultRoot,
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema, DecodeSandbox: DecodeSandbox,
 		NewSandbox: func(_ context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)

@@ -96,6 +96,9 @@ type Type struct {
 	DecodeSandbox func(args *SandboxArgs) (any, hcl.Diagnostics)
 	// DefaultNetwork is the network of a sandbox that sets none.
 	DefaultNetwork string
+	// DefaultRoot is the workspace root of a sandbox whose manifest sets
+	// none; "" means /workspace.
+	DefaultRoot string
 	// NewSandbox builds the provider from its decoded settings (sandbox
 	// providers only).
 	NewSandbox func(ctx context.Context, settings any, env Env) (sandbox.Provider, error)
