@@ -11,6 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/agentctl/agentctl/providers/daytona"
+	"github.com/agentctl/agentctl/providers/docker"
+	"github.com/agentctl/agentctl/providers/openai"
+	"github.com/agentctl/agentctl/providers/scripted"
 )
 
 // load writes files into a temporary directory and loads it.
@@ -128,8 +133,12 @@ func TestLoadPipeline(t *testing.T) {
 	if sb.Resources.CPUs != 1.5 || sb.Resources.MemoryMB != 512 {
 		t.Errorf("resources = %+v", sb.Resources)
 	}
-	if diff := cmp.Diff(map[string]any{"user": "1000", "commit_snapshot": true, "cap_add": []string{"net_raw"}, "shm_size": int64(128)}, sb.Settings); diff != "" {
+	user, commit, shm := "1000", true, int64(128)
+	if diff := cmp.Diff(&docker.SandboxSettings{User: &user, Commit: &commit, CapAdd: []string{"net_raw"}, ShmSizeMB: &shm}, sb.Settings); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
+	}
+	if js, _ := json.Marshal(sb.Settings); string(js) != `{"cap_add":["net_raw"],"commit_snapshot":true,"shm_size":128,"user":"1000"}` {
+		t.Errorf("settings JSON (digested) = %s", js)
 	}
 
 	m := c.Manifests["m"]
@@ -137,12 +146,12 @@ func TestLoadPipeline(t *testing.T) {
 		t.Errorf("manifest = %+v", m)
 	}
 
-	p := c.Providers["openai.compat"]
-	if p.OpenAI.APIKey != "sk-compat-123" || p.OpenAI.API != "chat_completions" || p.OpenAI.Timeout != 30*time.Second {
-		t.Errorf("provider = %+v", p.OpenAI)
+	p := c.Providers["openai.compat"].Settings.(*openai.ProviderSettings)
+	if p.APIKey != "sk-compat-123" || p.API != "chat_completions" || p.Timeout != 30*time.Second {
+		t.Errorf("provider = %+v", p)
 	}
-	if c.Providers["scripted"].Scripted.Scripts["w"][0].Text != "done" {
-		t.Errorf("script = %+v", c.Providers["scripted"].Scripted)
+	if sp := c.Providers["scripted"].Settings.(*scripted.ProviderSettings); sp.Scripts["w"][0].Text != "done" {
+		t.Errorf("script = %+v", sp)
 	}
 
 	// Sensitive values: the variable and the env() result, for scrubbing.
@@ -349,8 +358,17 @@ sandbox "d" {
 		"public":             true,
 		"create_timeout":     2 * time.Minute,
 	}
-	if diff := cmp.Diff(want, c.SandboxInstances["sandbox.d"].Settings); diff != "" {
+	snap, interval, public := "py", 15, true
+	got := c.SandboxInstances["sandbox.d"].Settings
+	if diff := cmp.Diff(&daytona.Settings{Snapshot: &snap, Labels: map[string]string{"team": "x"}, AutoStopInterval: &interval,
+		NetworkAllowList: []string{"10.0.0.0/8"}, Public: &public, CreateTimeout: 2 * time.Minute}, got); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
+	}
+	// The settings enter the sandbox's configuration digest through their
+	// JSON encoding, which stays that of the settings map it replaced.
+	wantJSON, _ := json.Marshal(want)
+	if gotJSON, _ := json.Marshal(got); string(gotJSON) != string(wantJSON) {
+		t.Errorf("settings JSON = %s, want %s", gotJSON, wantJSON)
 	}
 	if c.Providers["daytona"] == nil {
 		t.Error("implicit daytona provider missing")

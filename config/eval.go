@@ -439,3 +439,33 @@ func quoteList(ss []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// settingAttr evaluates the attribute name of attrs when it is present. A
+// sensitive value is refused with an error that starts with what ("A
+// sandbox argument"), since only ephemeral env entries, provider settings
+// and sensitive outputs may hold one.
+func (l *loader) settingAttr(attrs hcl.Attributes, name string, sc scope, each *eachVal, what string) (cty.Value, hcl.Range, bool) {
+	a, ok := attrs[name]
+	if !ok {
+		return cty.NilVal, hcl.Range{}, false
+	}
+	v, ok := l.eval(a.Expr, sc, each, nil)
+	if !ok || !l.noSensitive(v, a.Expr.Range(), what) {
+		return cty.NilVal, a.Expr.Range(), false
+	}
+	return v, a.Expr.Range(), true
+}
+
+// nonNegativeAttr evaluates an optional whole-number setting (0 when
+// absent) and reports a negative value as an error at its range.
+func (l *loader) nonNegativeAttr(attrs hcl.Attributes, name string, sc scope, each *eachVal, what string) int64 {
+	v, r, ok := l.settingAttr(attrs, name, sc, each, what)
+	if !ok {
+		return 0
+	}
+	n, ok := l.toInt64(v, r, name)
+	if ok && n < 0 {
+		l.errorf(r, "Invalid "+name, "%s must be 0 or more, got %d.", name, n)
+	}
+	return n
+}

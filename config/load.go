@@ -13,6 +13,9 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/agentctl/agentctl/providers/builtin"
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // Options are the inputs of Load besides the configuration itself.
@@ -25,12 +28,17 @@ type Options struct {
 	// Environ is the environment (os.Environ()): AGENTCTL_VAR_name and
 	// env() read from here, never from the process.
 	Environ []string
+	// Registry holds the provider types provider blocks may use and
+	// decodes their settings; nil means the built-in types
+	// (builtin.Registry).
+	Registry *registry.Registry
 }
 
 // loader carries the state of one Load.
 type loader struct {
 	cfg   *Config
 	opts  Options
+	reg   *registry.Registry
 	diags hcl.Diagnostics
 	col   *sensitiveCollector
 	funcs map[string]function.Function
@@ -109,12 +117,17 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			Settings:         Settings{Parallelism: 10},
 		},
 		opts:       opts,
+		reg:        opts.Registry,
 		col:        &sensitiveCollector{},
 		localAttrs: map[string]*hcl.Attribute{},
 		names:      map[string]map[string]hcl.Range{},
 		dependsOn:  map[string][]hcl.Traversal{},
 		capRefs:    map[string]hcl.Range{},
 	}
+	if l.reg == nil {
+		l.reg = builtin.Registry()
+	}
+	l.cfg.registry = l.reg
 	files, err := configFiles(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{

@@ -10,6 +10,8 @@ import (
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // RuntimeValues are the values known only during apply.
@@ -307,7 +309,7 @@ func (c *Config) ModelProvider(a *Agent) string {
 	var only string
 	n := 0
 	for _, p := range c.Providers {
-		if p.OpenAI != nil || p.Scripted != nil {
+		if p.Role == registry.RoleModel {
 			only = p.Addr
 			n++
 		}
@@ -316,6 +318,16 @@ func (c *Config) ModelProvider(a *Agent) string {
 		return only
 	}
 	return openai
+}
+
+// Registry returns the provider types the configuration was loaded with
+// (Options.Registry): the engine builds its providers with them. It is
+// nil for a nil Config (commands that only read the state).
+func (c *Config) Registry() *registry.Registry {
+	if c == nil {
+		return nil
+	}
+	return c.registry
 }
 
 // checkCompaction refuses a compaction capability on an agent whose model
@@ -329,7 +341,10 @@ func (l *loader) checkCompaction() {
 			continue // the loader made the address: it always parses
 		}
 		p := l.cfg.Providers[pa.Name()]
-		if p == nil || p.OpenAI == nil || p.OpenAI.API != "chat_completions" {
+		if p == nil {
+			continue
+		}
+		if c, ok := p.Settings.(registry.Compactor); !ok || c.Compacts() {
 			continue
 		}
 		for _, c := range ag.Capabilities {

@@ -7,6 +7,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // Config is a loaded, validated configuration. Maps are keyed by the
@@ -45,6 +47,8 @@ type Config struct {
 	// evaluation context, built once at load.
 	varsObj, localsObj cty.Value
 	col                *sensitiveCollector
+	// registry holds the provider types the configuration was decoded with.
+	registry *registry.Registry
 	// reach indexes the sandboxes each agent reaches (RunSandboxes),
 	// built once on first use: the agents don't change after loading.
 	reach func() *sandboxReach
@@ -82,63 +86,19 @@ type Output struct {
 	DeclRange   hcl.Range
 }
 
-// Provider is a provider block; exactly one of the typed fields is set.
+// Provider is a provider block, or the implicit default configuration of
+// an unaliased provider that is referred to without one.
 type Provider struct {
-	Type  string // openai, scripted, local, docker, daytona
+	Type  string // a registered provider type: openai, scripted, local, docker, daytona
 	Alias string
 	// Addr is provider.TYPE or provider.TYPE.ALIAS.
-	Addr      string
-	OpenAI    *OpenAIProvider
-	Scripted  *ScriptedProvider
-	Local     *LocalProvider
-	Docker    *DockerProvider
-	Daytona   *DaytonaProvider
+	Addr string
+	Role registry.Role
+	// Settings are the block's arguments as the provider type decoded
+	// them (for example *openai.ProviderSettings); registry.Type's
+	// constructor takes them.
+	Settings  any
 	DeclRange hcl.Range
-}
-
-type OpenAIProvider struct {
-	BaseURL      string
-	API          string // responses (default) | chat_completions
-	APIKey       string // sensitive; from env OPENAI_API_KEY when empty at use time
-	Organization string
-	Project      string
-	Timeout      time.Duration
-	MaxRetries   int
-}
-
-type ScriptedProvider struct {
-	// Scripts maps an agent name to its replies, consumed in order.
-	Scripts map[string][]ScriptReply
-}
-
-// ScriptReply is one model reply: text, tool calls, or both.
-type ScriptReply struct {
-	Text  string
-	Calls []ScriptCall
-	// Usage lets examples show token accounting (optional).
-	DeclRange hcl.Range
-}
-
-type ScriptCall struct {
-	Name string
-	// Arguments is the JSON encoding of the arguments object.
-	Arguments json.RawMessage
-}
-
-type LocalProvider struct {
-	Isolation string // namespaces (default on Linux) | none
-}
-
-type DockerProvider struct {
-	Host string // default DOCKER_HOST / local socket
-}
-
-type DaytonaProvider struct {
-	APIKey         string // sensitive
-	JWTToken       string // sensitive
-	OrganizationID string
-	APIURL         string
-	Target         string
 }
 
 type Manifest struct {
@@ -190,15 +150,10 @@ type SandboxInstance struct {
 	// syntax) of workspace entries left out of this sandbox's snapshots.
 	SnapshotExclude []string
 	Resources       Resources
-	// Settings are provider-specific settings, already validated:
-	//   docker:  "user" string, "commit_snapshot" bool
-	//   daytona: "snapshot" string, "env" and "labels" map[string]string,
-	//            "auto_stop_interval", "auto_archive_interval",
-	//            "auto_delete_interval" int (minutes), "network_block_all"
-	//            and "public" bool, "network_allow_list" []string (CIDRs),
-	//            "create_timeout" and "start_timeout" time.Duration.
-	// Absent keys were not set in the configuration.
-	Settings  map[string]any
+	// Settings are the provider type's own sandbox arguments as its
+	// decoder returned them, already checked (for example
+	// *docker.SandboxSettings); they become sandbox.Spec.Settings.
+	Settings  any
 	DeclRange hcl.Range
 }
 

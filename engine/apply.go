@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/graph"
 	"github.com/agentctl/agentctl/internal/vcs"
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/archive"
 	"github.com/agentctl/agentctl/sandbox/manifest"
@@ -820,7 +821,7 @@ func (a *applier) commitImage(ctx context.Context, addr string, sb sandbox.Sandb
 	if !ok || sbc == nil {
 		return nil
 	}
-	if on, _ := sbc.Settings["commit_snapshot"].(bool); !on {
+	if c, ok := sbc.Settings.(registry.SnapshotCommitter); !ok || !c.CommitSnapshot() {
 		return nil
 	}
 	ref := sandbox.SnapshotImageRef(a.st.Lineage, addr)

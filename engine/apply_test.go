@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -29,7 +30,7 @@ func newTestEngine(t *testing.T, src string) (*Engine, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Engine{Config: cfg, State: sd, Version: "test"}, dir
+	return &Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry()}, dir
 }
 
 func planApply(t *testing.T, e *Engine, opts PlanOptions) *state.State {

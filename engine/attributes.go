@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -87,13 +88,22 @@ func agentAttributes(cfg *config.Config, name string, at *attributes) {
 	provAddr := cfg.ModelProvider(a)
 	set("provider", provAddr, true)
 	if prov := cfg.Providers[providerKey(provAddr)]; prov != nil {
-		switch {
-		case prov.OpenAI != nil:
-			set("provider.base_url", prov.OpenAI.BaseURL, prov.OpenAI.BaseURL != "")
-			set("provider.api", prov.OpenAI.API, prov.OpenAI.API != "")
-		case prov.Scripted != nil:
-			if script := providerDigestData(cfg, provAddr, name)["script"]; script != nil {
-				at.setDigest(p+"provider.script", script)
+		if f, ok := prov.Settings.(registry.Fingerprinter); ok {
+			// What the provider type says determines answers: scalars by
+			// value, anything larger (a scripted provider's script) by
+			// digest.
+			fp := f.Fingerprint(name)
+			for _, k := range slices.Sorted(maps.Keys(fp)) {
+				switch v := fp[k].(type) {
+				case string:
+					set("provider."+k, v, v != "")
+				case bool, int, int64, float64:
+					set("provider."+k, v, true)
+				default:
+					if v != nil {
+						at.setDigest(p+"provider."+k, v)
+					}
+				}
 			}
 		}
 	}
@@ -157,8 +167,10 @@ func sandboxAttributes(cfg *config.Config, sb *config.SandboxInstance, sc *sandb
 	set("provider", sb.Provider, true)
 	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil {
 		set("provider.type", p.Type, true)
-		if p.Local != nil {
-			set("isolation", p.Local.Isolation, p.Local.Isolation != "")
+		if f, ok := p.Settings.(registry.Fingerprinter); ok {
+			if iso, _ := f.Fingerprint("")["isolation"].(string); iso != "" {
+				set("isolation", iso, true)
+			}
 		}
 	}
 	set("image", sb.Image, sb.Image != "")
@@ -170,8 +182,13 @@ func sandboxAttributes(cfg *config.Config, sb *config.SandboxInstance, sc *sandb
 	set("resources.disk", r.DiskGB, r.DiskGB != 0)
 	set("resources.pids", r.PIDs, r.PIDs != 0)
 	set("resources.gpus", r.GPUs, r.GPUs != 0)
-	for _, k := range slices.Sorted(maps.Keys(sb.Settings)) {
-		set("settings."+k, sb.Settings[k], true)
+	// The provider type's settings, by the JSON names the digest uses.
+	var settings map[string]any
+	if b, err := json.Marshal(sb.Settings); err == nil {
+		_ = json.Unmarshal(b, &settings)
+	}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		set("settings."+k, settings[k], true)
 	}
 	set("root", manifestRoot(cfg, sb), true)
 	if m := cfg.Manifests[sb.Manifest]; m != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
@@ -106,7 +107,7 @@ func loadLarge(tb testing.TB, nRuns, nSandboxes int) (*Engine, *state.State) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &Engine{Config: cfg, State: sd}
+	e := &Engine{Config: cfg, State: sd, Registry: builtin.Registry()}
 	return e, completedState(context.Background(), tb, e)
 }
 
@@ -191,7 +192,7 @@ func TestWriteLargeFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{Config: cfg, State: sd}
+	e := &Engine{Config: cfg, State: sd, Registry: builtin.Registry()}
 	if err := sd.Write(completedState(context.Background(), t, e)); err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // digestJSON is the hex SHA-256 of v's JSON encoding (encoding/json sorts
@@ -78,16 +80,8 @@ func providerDigestData(cfg *config.Config, addr, agent string) map[string]any {
 		return map[string]any{"addr": addr}
 	}
 	out := map[string]any{"addr": addr, "type": p.Type}
-	switch {
-	case p.OpenAI != nil:
-		out["base_url"] = p.OpenAI.BaseURL
-		out["api"] = p.OpenAI.API
-	case p.Scripted != nil:
-		script := slices.Clone(p.Scripted.Scripts[agent])
-		for i := range script {
-			script[i].DeclRange = zeroRange
-		}
-		out["script"] = script
+	if f, ok := p.Settings.(registry.Fingerprinter); ok {
+		maps.Copy(out, f.Fingerprint(agent))
 	}
 	return out
 }
@@ -98,8 +92,8 @@ func sandboxConfigDigest(cfg *config.Config, sb *config.SandboxInstance) string 
 	kind := ""
 	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil {
 		kind = p.Type
-		if p.Local != nil {
-			isolation = p.Local.Isolation
+		if f, ok := p.Settings.(registry.Fingerprinter); ok {
+			isolation, _ = f.Fingerprint("")["isolation"].(string)
 		}
 	}
 	return digestJSON(map[string]any{

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
-	"github.com/agentctl/agentctl/providers/daytona"
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -66,6 +66,11 @@ type Engine struct {
 	// abandoned at once (with their retries), tool calls in flight finish
 	// and are checkpointed, and nothing new starts (agentloop.Runner).
 	Interrupt <-chan struct{}
+	// Registry holds the provider types: the engine builds each provider
+	// the configuration uses with its type's constructor. nil means the
+	// registry the configuration was loaded with (config.Options.Registry);
+	// another one must hold the same types.
+	Registry *registry.Registry
 
 	provOnce  sync.Once
 	providers *providerSet
@@ -102,14 +107,17 @@ type PlanOptions struct {
 }
 
 // manifestRoot is the workspace root of a sandbox instance: the
-// manifest's root, or the provider's default (/workspace; daytona:
-// daytona.DefaultRoot, which the default snapshot's user can create).
+// manifest's root, or the provider type's default (registry.Type's
+// DefaultRoot; daytona's is one its default snapshot's user can create),
+// else /workspace.
 func manifestRoot(cfg *config.Config, sb *config.SandboxInstance) string {
 	if m := cfg.Manifests[sb.Manifest]; m != nil && m.Root != "" {
 		return m.Root
 	}
-	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil && p.Type == "daytona" {
-		return daytona.DefaultRoot
+	if p := cfg.Providers[providerKey(sb.Provider)]; p != nil && cfg.Registry() != nil {
+		if t, ok := cfg.Registry().Lookup(p.Type); ok && t.DefaultRoot != "" {
+			return t.DefaultRoot
+		}
 	}
 	return "/workspace"
 }

@@ -8,11 +8,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/model"
-	"github.com/agentctl/agentctl/providers/daytona"
-	"github.com/agentctl/agentctl/providers/docker"
-	"github.com/agentctl/agentctl/providers/local"
-	"github.com/agentctl/agentctl/providers/openai"
-	"github.com/agentctl/agentctl/providers/scripted"
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -43,6 +39,40 @@ func (e *Engine) provs() *providerSet {
 	return e.providers
 }
 
+// errNoRegistry is a programming error: the engine builds providers only
+// through a registry, its own or the configuration's.
+var errNoRegistry = errors.New("the engine has no provider registry")
+
+// provider returns the configuration of the provider at addr with its
+// type: the declared one, else the type's defaults for an unaliased
+// address that was never declared.
+func (e *Engine) provider(addr string) (*config.Provider, *registry.Type, error) {
+	reg := e.Registry
+	if reg == nil {
+		reg = e.Config.Registry()
+	}
+	if reg == nil {
+		return nil, nil, errNoRegistry
+	}
+	p := e.Config.Providers[providerKey(addr)]
+	if p == nil {
+		typ := providerKey(addr)
+		if _, ok := reg.Lookup(typ); !ok {
+			return nil, nil, fmt.Errorf("%s is not declared", addr)
+		}
+		settings, err := reg.Default(typ)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", addr, err)
+		}
+		p = &config.Provider{Type: typ, Addr: addr, Settings: settings}
+	}
+	t, ok := reg.Lookup(p.Type)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: there is no provider type %q", addr, p.Type)
+	}
+	return p, t, nil
+}
+
 // model returns the agent's model client and model name.
 func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, error) {
 	addr := e.Config.ModelProvider(a)
@@ -51,45 +81,16 @@ func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, e
 	if m, ok := ps.models[addr]; ok {
 		return m, a.Model, nil
 	}
-	p := e.Config.Providers[providerKey(addr)]
-	if p == nil {
-		if addr == "provider.openai" {
-			p = &config.Provider{Type: "openai", Addr: addr, OpenAI: &config.OpenAIProvider{}}
-		} else {
-			return nil, "", fmt.Errorf("agent %q: %s is not declared", a.Name, addr)
-		}
+	p, t, err := e.provider(addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("agent %q: %w", a.Name, err)
 	}
-	var m model.Model
-	switch {
-	case p.Scripted != nil:
-		scripts := map[string][]scripted.Reply{}
-		for agent, replies := range p.Scripted.Scripts {
-			for _, r := range replies {
-				sr := scripted.Reply{Text: r.Text}
-				for _, c := range r.Calls {
-					sr.Calls = append(sr.Calls, scripted.Call{Name: c.Name, Arguments: c.Arguments})
-				}
-				scripts[agent] = append(scripts[agent], sr)
-			}
-		}
-		m = scripted.New(scripts)
-	case p.OpenAI != nil:
-		c, err := openai.New(openai.Config{
-			BaseURL:      p.OpenAI.BaseURL,
-			APIKey:       p.OpenAI.APIKey,
-			Organization: p.OpenAI.Organization,
-			Project:      p.OpenAI.Project,
-			API:          p.OpenAI.API,
-			Timeout:      p.OpenAI.Timeout,
-			MaxRetries:   p.OpenAI.MaxRetries,
-			LookupEnv:    openai.EnvLookup(e.Environ),
-		})
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", addr, err)
-		}
-		m = c
-	default:
+	if t.Role != registry.RoleModel {
 		return nil, "", fmt.Errorf("agent %q: %s is a %s provider, not a model provider", a.Name, addr, p.Type)
+	}
+	m, err := t.NewModel(context.Background(), p.Settings, registry.Env{Environ: e.Environ})
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", addr, err)
 	}
 	ps.models[addr] = m
 	return m, a.Model, nil
@@ -130,43 +131,22 @@ func (ps *providerSet) sandboxProvider(ctx context.Context, e *Engine, addr stri
 	return ent.p, ent.err
 }
 
-// newSandboxProvider builds the sandbox provider at addr.
+// newSandboxProvider builds the sandbox provider at addr through its
+// registry type.
 func newSandboxProvider(ctx context.Context, e *Engine, addr string) (sandbox.Provider, error) {
-	p := e.Config.Providers[providerKey(addr)]
-	if p == nil {
-		switch addr {
-		case "provider.local":
-			p = &config.Provider{Type: "local", Addr: addr, Local: &config.LocalProvider{}}
-		case "provider.docker":
-			p = &config.Provider{Type: "docker", Addr: addr, Docker: &config.DockerProvider{}}
-		case "provider.daytona":
-			p = &config.Provider{Type: "daytona", Addr: addr, Daytona: &config.DaytonaProvider{}}
-		default:
-			return nil, fmt.Errorf("%s is not declared", addr)
-		}
+	p, t, err := e.provider(addr)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case p.Local != nil:
-		return local.New(local.Options{Isolation: p.Local.Isolation}), nil
-	case p.Docker != nil:
-		d, err := docker.New(ctx, docker.Options{Host: p.Docker.Host, Environ: e.Environ, Progress: func(line string) {
-			// Image pulls can take minutes: show their progress.
-			e.emit(Event{Type: EventApplyProgress, Address: addr, Message: line})
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", addr, err)
-		}
-		return d, nil
-	case p.Daytona != nil:
-		d, err := daytona.New(daytona.Options{
-			APIKey: p.Daytona.APIKey, JWTToken: p.Daytona.JWTToken, OrganizationID: p.Daytona.OrganizationID,
-			APIURL: p.Daytona.APIURL, Target: p.Daytona.Target, Environ: e.Environ,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", addr, err)
-		}
-		return d, nil
-	default:
+	if t.Role != registry.RoleSandbox {
 		return nil, fmt.Errorf("%s is a %s provider, not a sandbox provider", addr, p.Type)
 	}
+	sp, err := t.NewSandbox(ctx, p.Settings, registry.Env{Environ: e.Environ, Progress: func(line string) {
+		// Image pulls can take minutes: show their progress.
+		e.emit(Event{Type: EventApplyProgress, Address: addr, Message: line})
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	return sp, nil
 }

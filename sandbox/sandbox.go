@@ -72,9 +72,10 @@ type Spec struct {
 	// Ports are exposed container ports.
 	Ports     []int
 	Resources Resources
-	// Settings holds provider-specific sandbox settings already validated
-	// by config (docker: user; daytona: snapshot, labels, intervals, ...).
-	Settings map[string]any
+	// Settings are the provider's own sandbox settings, as its provider
+	// type decoded and checked them from the configuration (for example
+	// *docker.SandboxSettings); nil when there are none.
+	Settings any
 	// StateDir is a directory under the state directory the provider may
 	// use for its own data (the local provider keeps workspaces there).
 	StateDir string

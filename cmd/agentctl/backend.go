@@ -141,6 +141,7 @@ func (b *backend) engine(parallelism int, events func(engine.Event), interrupt <
 		Parallelism: parallelism,
 		Version:     config.Version,
 		Interrupt:   interrupt,
+		Registry:    b.cfg.Registry(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -39,7 +40,7 @@ func (m *meta) view() *views.View {
 // loadConfig loads the configuration at path (a file or a directory,
 // relative to the working directory after -chdir).
 func (m *meta) loadConfig(path string, vars arguments.Vars) (*config.Config, hcl.Diagnostics) {
-	return config.Load(path, config.Options{Vars: vars.Vars, VarFiles: vars.VarFiles, Environ: m.Environ})
+	return config.Load(path, config.Options{Vars: vars.Vars, VarFiles: vars.VarFiles, Environ: m.Environ, Registry: builtin.Registry()})
 }
 
 // files returns the parsed files of cfg for diagnostic snippets.

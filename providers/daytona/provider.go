@@ -3,14 +3,11 @@ package daytona
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -112,219 +109,6 @@ func (p *Provider) Client() *Client { return p.client }
 // Kind implements sandbox.Provider.
 func (p *Provider) Kind() string { return "daytona" }
 
-// Settings are the daytona sandbox settings (spec.Settings), decoded.
-type Settings struct {
-	Snapshot            string
-	Env                 map[string]string
-	Labels              map[string]string
-	AutoStopInterval    *int
-	AutoArchiveInterval *int
-	AutoDeleteInterval  *int
-	NetworkBlockAll     bool
-	NetworkAllowList    string
-	Public              bool
-	CreateTimeout       time.Duration
-	StartTimeout        time.Duration
-	PreviewTTL          time.Duration
-}
-
-var settingKeys = []string{"snapshot", "env", "labels", "auto_stop_interval", "auto_archive_interval", "auto_delete_interval",
-	"network_block_all", "network_allow_list", "public", "create_timeout", "start_timeout", "preview_url_ttl"}
-
-// ParseSettings decodes and validates a sandbox's settings together with
-// its image and resources. Config validation may call it at plan time.
-func ParseSettings(spec sandbox.Spec) (Settings, error) {
-	st := Settings{CreateTimeout: DefaultCreateTimeout, StartTimeout: DefaultStartTimeout, PreviewTTL: DefaultPreviewTTL}
-	bad := func(key, want string, v any) error {
-		return fmt.Errorf("daytona: %s: setting %s must be %s, got %v (%T)", spec.Address, key, want, v, v)
-	}
-	for k, v := range spec.Settings {
-		if !slices.Contains(settingKeys, k) {
-			return st, fmt.Errorf("daytona: %s: unknown setting %q; known settings: %s", spec.Address, k, strings.Join(settingKeys, ", "))
-		}
-		var err error
-		switch k {
-		case "snapshot":
-			s, ok := v.(string)
-			if !ok {
-				return st, bad(k, "a string", v)
-			}
-			st.Snapshot = s
-		case "network_allow_list":
-			// A list of CIDRs (as the configuration gives it) or the API's
-			// comma-separated string.
-			cidrs, ok := toStringList(v)
-			if !ok {
-				return st, bad(k, "a list of CIDRs", v)
-			}
-			for _, c := range cidrs {
-				if _, _, err := net.ParseCIDR(c); err != nil {
-					return st, fmt.Errorf("daytona: %s: setting network_allow_list: %q is not a CIDR such as \"10.0.0.0/8\"", spec.Address, c)
-				}
-			}
-			st.NetworkAllowList = strings.Join(cidrs, ",")
-		case "env", "labels":
-			m, ok := toStringMap(v)
-			if !ok {
-				return st, bad(k, "a map of strings", v)
-			}
-			if k == "env" {
-				st.Env = m
-			} else {
-				st.Labels = m
-			}
-		case "auto_stop_interval", "auto_archive_interval", "auto_delete_interval":
-			n, ok := toInt(v)
-			if !ok {
-				return st, bad(k, "a whole number of minutes", v)
-			}
-			if n < 0 && k != "auto_delete_interval" {
-				return st, fmt.Errorf("daytona: %s: setting %s must not be negative (0 disables it)", spec.Address, k)
-			}
-			switch k {
-			case "auto_stop_interval":
-				st.AutoStopInterval = &n
-			case "auto_archive_interval":
-				st.AutoArchiveInterval = &n
-			default:
-				st.AutoDeleteInterval = &n
-			}
-		case "network_block_all", "public":
-			b, ok := v.(bool)
-			if !ok {
-				return st, bad(k, "true or false", v)
-			}
-			if k == "public" {
-				st.Public = b
-			} else {
-				st.NetworkBlockAll = b
-			}
-		case "create_timeout":
-			st.CreateTimeout, err = toDuration(v)
-		case "start_timeout":
-			st.StartTimeout, err = toDuration(v)
-		case "preview_url_ttl":
-			st.PreviewTTL, err = toDuration(v)
-		}
-		if err != nil {
-			return st, fmt.Errorf("daytona: %s: setting %s: %v; use a duration such as \"90s\" or \"5m\", or a number of seconds", spec.Address, k, err)
-		}
-	}
-	if st.Snapshot != "" && spec.Image != "" {
-		return st, fmt.Errorf("daytona: %s: both image %q and setting snapshot %q are set; a Daytona sandbox starts from one of them: remove one", spec.Address, spec.Image, st.Snapshot)
-	}
-	if st.Snapshot != "" && spec.Resources != (sandbox.Resources{}) {
-		return st, fmt.Errorf("daytona: %s: resources cannot be combined with snapshot %q (Daytona fixes them per snapshot); remove resources, or use image instead of snapshot", spec.Address, st.Snapshot)
-	}
-	if st.Snapshot == "" && spec.Image == "" && spec.Resources != (sandbox.Resources{}) {
-		return st, fmt.Errorf("daytona: %s: resources need an image (without one Daytona's default snapshot is used, whose resources are fixed); set image, or remove resources", spec.Address)
-	}
-	if spec.Resources.PIDs > 0 {
-		return st, fmt.Errorf("daytona: %s: resources.pids is not supported by Daytona; remove it", spec.Address)
-	}
-	if spec.Network != "" && spec.Network != "none" && spec.Network != "bridge" && spec.Network != "host" {
-		return st, fmt.Errorf("daytona: %s: network %q is not supported by Daytona; use network_block_all / network_allow_list settings", spec.Address, spec.Network)
-	}
-	if st.PreviewTTL < time.Second {
-		return st, fmt.Errorf("daytona: %s: preview_url_ttl must be at least 1s", spec.Address)
-	}
-	for _, port := range spec.Ports {
-		if port < 3000 || port > 9999 {
-			return st, fmt.Errorf("daytona: %s: port %d cannot be previewed: Daytona preview URLs serve ports 3000-9999", spec.Address, port)
-		}
-	}
-	return st, nil
-}
-
-func toStringMap(v any) (map[string]string, bool) {
-	switch m := v.(type) {
-	case map[string]string:
-		return m, true
-	case map[string]any:
-		out := make(map[string]string, len(m))
-		for k, x := range m {
-			s, ok := x.(string)
-			if !ok {
-				return nil, false
-			}
-			out[k] = s
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-// toStringList accepts a list of strings or one comma-separated string.
-func toStringList(v any) ([]string, bool) {
-	var items []string
-	switch l := v.(type) {
-	case string:
-		items = strings.Split(l, ",")
-	case []string:
-		items = l
-	case []any:
-		for _, x := range l {
-			s, ok := x.(string)
-			if !ok {
-				return nil, false
-			}
-			items = append(items, s)
-		}
-	default:
-		return nil, false
-	}
-	out := make([]string, 0, len(items))
-	for _, s := range items {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out, true
-}
-
-func toInt(v any) (int, bool) {
-	switch n := v.(type) {
-	case int:
-		return n, true
-	case int64:
-		return int(n), true
-	case float64:
-		if n == math.Trunc(n) {
-			return int(n), true
-		}
-	case json.Number:
-		i, err := n.Int64()
-		return int(i), err == nil
-	}
-	return 0, false
-}
-
-func toDuration(v any) (time.Duration, error) {
-	if d, ok := v.(time.Duration); ok {
-		if d <= 0 {
-			return 0, errors.New("must be positive")
-		}
-		return d, nil
-	}
-	if s, ok := v.(string); ok {
-		if n, err := strconv.Atoi(s); err == nil {
-			return time.Duration(n) * time.Second, nil
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, err
-		}
-		if d <= 0 {
-			return 0, errors.New("must be positive")
-		}
-		return d, nil
-	}
-	if n, ok := toInt(v); ok && n > 0 {
-		return time.Duration(n) * time.Second, nil
-	}
-	return 0, fmt.Errorf("invalid value %v", v)
-}
-
 // sessionData is SessionState.Data. It holds no credentials.
 type sessionData struct {
 	Name string `json:"name,omitempty"`
@@ -333,7 +117,7 @@ type sessionData struct {
 // Create implements sandbox.Provider: it creates the sandbox, waits for
 // it to start and creates the workspace root.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	st, err := ParseSettings(spec)
+	st, err := settingsOf(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -341,12 +125,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	labels := sandbox.Labels(spec, st.Labels)
-	params := CreateParams{
-		Snapshot: st.Snapshot, Image: spec.Image, Env: st.Env, Labels: labels, Public: st.Public,
-		NetworkBlockAll:  st.NetworkBlockAll || (spec.Network == "none" && st.NetworkAllowList == ""),
-		NetworkAllowList: st.NetworkAllowList, AutoStopInterval: st.AutoStopInterval,
-		AutoArchiveInterval: st.AutoArchiveInterval, AutoDeleteInterval: st.AutoDeleteInterval,
+	var labels0 map[string]string
+	if st != nil {
+		labels0 = st.Labels
+	}
+	labels := sandbox.Labels(spec, labels0)
+	params := CreateParams{Snapshot: st.snapshot(), Image: spec.Image, Labels: labels,
+		NetworkBlockAll: spec.Network == "none" && st.allowList() == "", NetworkAllowList: st.allowList()}
+	if st != nil {
+		params.Env, params.Public = st.Env, flag(st.Public)
+		params.NetworkBlockAll = params.NetworkBlockAll || flag(st.NetworkBlockAll)
+		params.AutoStopInterval, params.AutoArchiveInterval, params.AutoDeleteInterval = st.AutoStopInterval, st.AutoArchiveInterval, st.AutoDeleteInterval
 	}
 	if spec.Image != "" {
 		r := spec.Resources
@@ -358,7 +147,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err := p.removeLeftovers(ctx, spec); err != nil {
 		return nil, err
 	}
-	s, err := p.client.Create(ctx, params, spec.Address, st.CreateTimeout)
+	s, err := p.client.Create(ctx, params, spec.Address, st.createTimeout())
 	if err != nil {
 		if s != nil && s.ID != "" {
 			// Do not leave a failed sandbox behind.
@@ -437,7 +226,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 	if ss.ID == "" {
 		return nil, fmt.Errorf("session state has no sandbox id: %w", sandbox.ErrNotFound)
 	}
-	st, err := ParseSettings(spec)
+	st, err := settingsOf(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +255,7 @@ func workspaceRoot(spec sandbox.Spec) (string, error) {
 	return path.Clean(root), nil
 }
 
-func (p *Provider) wrap(s *Sandbox, spec sandbox.Spec, st Settings, root string) *Workspace {
+func (p *Provider) wrap(s *Sandbox, spec sandbox.Spec, st *Settings, root string) *Workspace {
 	return &Workspace{p: p, s: s, spec: spec, st: st, root: root}
 }
 
@@ -475,7 +264,7 @@ type Workspace struct {
 	p    *Provider
 	s    *Sandbox
 	spec sandbox.Spec
-	st   Settings
+	st   *Settings
 	root string
 }
 
@@ -505,7 +294,7 @@ func (w *Workspace) Start(ctx context.Context) error {
 	case StateError, StateBuildFailed:
 		return w.s.failed("start sandbox")
 	case StateStarting, StateCreating, StatePendingBuild, "restoring", "pulling_snapshot", "building_snapshot", "resuming":
-		return w.s.WaitForStart(ctx, w.st.StartTimeout)
+		return w.s.WaitForStart(ctx, w.st.startTimeout())
 	case StateStopping, StateArchiving, "pausing":
 		// Let the transition finish before asking for a start.
 		want := StateStopped
@@ -514,11 +303,11 @@ func (w *Workspace) Start(ctx context.Context) error {
 		} else if w.s.State == "pausing" {
 			want = StatePaused
 		}
-		if err := w.s.waitFor(ctx, "start sandbox", want, w.st.StartTimeout); err != nil {
+		if err := w.s.waitFor(ctx, "start sandbox", want, w.st.startTimeout()); err != nil {
 			return err
 		}
 	}
-	return w.s.Start(ctx, w.st.StartTimeout)
+	return w.s.Start(ctx, w.st.startTimeout())
 }
 
 // Stop implements sandbox.Sandbox (on_exit = "stop").
@@ -526,7 +315,7 @@ func (w *Workspace) Stop(ctx context.Context) error {
 	if err := w.s.RefreshData(ctx); err != nil {
 		return err
 	}
-	return w.s.Stop(ctx, w.st.StartTimeout)
+	return w.s.Stop(ctx, w.st.startTimeout())
 }
 
 // Delete implements sandbox.Sandbox; a missing sandbox is not an error.
@@ -566,5 +355,5 @@ func (w *Workspace) SignedPortURL(ctx context.Context, port int) (*SignedPreview
 	if !slices.Contains(w.spec.Ports, port) {
 		return nil, fmt.Errorf("port %d is not exposed; add it to the sandbox's ports", port)
 	}
-	return w.s.GetSignedPreviewLink(ctx, port, int(w.st.PreviewTTL/time.Second))
+	return w.s.GetSignedPreviewLink(ctx, port, int(w.st.previewTTL()/time.Second))
 }

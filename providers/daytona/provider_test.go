@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
 	"github.com/agentctl/agentctl/internal/fakedaytona"
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -48,7 +52,7 @@ func newEnv(t *testing.T) env {
 		return sleepCtx(ctx, min(d, 5*time.Millisecond))
 	}
 	spec := sandbox.Spec{Address: `sandbox.review["pricing"]`, Lineage: "lin-1", Root: f.Root + "/workspace", Ports: []int{8080},
-		Image: "python:3.12-slim", Settings: map[string]any{"labels": map[string]any{"team": "data"}, "auto_stop_interval": 30}}
+		Image: "python:3.12-slim", Settings: &Settings{Labels: map[string]string{"team": "data"}, AutoStopInterval: ptr(30)}}
 	return env{fake: f, p: p, spec: spec, sleeps: sleeps}
 }
 
@@ -132,35 +136,55 @@ func TestBuildFailedFailsFast(t *testing.T) {
 	}
 }
 
+// decodeSettings decodes src as a sandbox body's daytona arguments with
+// the common arguments in args.
+func decodeSettings(t *testing.T, src string, args registry.SandboxArgs) (*Settings, error) {
+	t.Helper()
+	f, diags := hclsyntax.ParseConfig([]byte(src), "main.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	args.Address, args.Body = "sandbox.a", f.Body
+	st, diags := DecodeSandbox(&args)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return st.(*Settings), nil
+}
+
 func TestSettingsValidation(t *testing.T) {
-	spec := sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"snapshot": "snap"}, Resources: sandbox.Resources{CPUs: 2}}
-	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), "resources cannot be combined with snapshot") {
+	res := hcl.Range{Filename: "main.hcl"}
+	if _, err := decodeSettings(t, `snapshot = "snap"`, registry.SandboxArgs{Resources: sandbox.Resources{CPUs: 2}, ResourcesRange: &res,
+		ResourceRanges: map[string]hcl.Range{"cpus": res}}); err == nil || !strings.Contains(err.Error(), "resources cannot be combined with snapshot") {
 		t.Fatalf("err = %v", err)
 	}
-	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"snapshott": "x"}}
-	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), `unknown setting "snapshott"`) {
+	if _, err := decodeSettings(t, `snapshott = "x"`, registry.SandboxArgs{}); err == nil || !strings.Contains(err.Error(), `"snapshott" is not expected`) {
 		t.Fatalf("err = %v", err)
 	}
-	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"create_timeout": "90s", "start_timeout": 30, "env": map[string]any{"A": "b"}, "network_block_all": true}}
-	st, err := ParseSettings(spec)
-	if err != nil || st.CreateTimeout != 90*time.Second || st.StartTimeout != 30*time.Second || st.Env["A"] != "b" || !st.NetworkBlockAll {
+	st, err := decodeSettings(t, `
+create_timeout = "90s"
+start_timeout = "30s"
+env = { A = "b" }
+network_block_all = true`, registry.SandboxArgs{})
+	if err != nil || st.createTimeout() != 90*time.Second || st.startTimeout() != 30*time.Second || st.Env["A"] != "b" || !flag(st.NetworkBlockAll) {
 		t.Fatalf("%+v %v", st, err)
 	}
-	// The types the configuration loader produces: durations, int
-	// intervals, string maps and a list of CIDRs.
-	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"create_timeout": 5 * time.Minute, "start_timeout": 2 * time.Minute,
-		"auto_stop_interval": 30, "labels": map[string]string{"team": "data"}, "network_allow_list": []string{"10.0.0.0/8", "192.168.1.0/24"}}}
-	st, err = ParseSettings(spec)
-	if err != nil || st.CreateTimeout != 5*time.Minute || st.StartTimeout != 2*time.Minute || *st.AutoStopInterval != 30 ||
-		st.Labels["team"] != "data" || st.NetworkAllowList != "10.0.0.0/8,192.168.1.0/24" {
+	st, err = decodeSettings(t, `
+auto_stop_interval = 30
+labels = { team = "data" }
+network_allow_list = ["10.0.0.0/8", "192.168.1.0/24"]`, registry.SandboxArgs{})
+	if err != nil || st.createTimeout() != 5*time.Minute || st.startTimeout() != 2*time.Minute || *st.AutoStopInterval != 30 ||
+		st.Labels["team"] != "data" || st.allowList() != "10.0.0.0/8,192.168.1.0/24" {
 		t.Fatalf("%+v %v", st, err)
 	}
-	spec = sandbox.Spec{Address: "sandbox.a", Resources: sandbox.Resources{CPUs: 2}}
-	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), "resources need an image") {
+	if _, err := decodeSettings(t, ``, registry.SandboxArgs{Resources: sandbox.Resources{CPUs: 2}, ResourcesRange: &res,
+		ResourceRanges: map[string]hcl.Range{"cpus": res}}); err == nil || !strings.Contains(err.Error(), "resources need an image") {
 		t.Fatalf("err = %v", err)
 	}
-	spec = sandbox.Spec{Address: "sandbox.a", Settings: map[string]any{"network_allow_list": []string{"10.0.0.0/33"}}}
-	if _, err := ParseSettings(spec); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not a CIDR`) {
+	if _, err := decodeSettings(t, `network_allow_list = ["10.0.0.0/33"]`, registry.SandboxArgs{}); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not a CIDR`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := decodeSettings(t, ``, registry.SandboxArgs{Ports: []int{80}}); err == nil || !strings.Contains(err.Error(), "ports 3000 to 9999") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -584,3 +608,5 @@ func TestCreateRootFaultDeletesSandbox(t *testing.T) {
 		t.Errorf("live sandboxes after the failed create: %v", ids)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -34,7 +34,7 @@ func callWithin(t *testing.T, what string, f func(ctx context.Context) error) er
 // command can create the device nodes the tests need.
 func mknodSpec(t *testing.T) sandbox.Spec {
 	spec := testSpec(t)
-	spec.Settings = map[string]any{SettingCapAdd: []string{"MKNOD"}}
+	spec.Settings = &SandboxSettings{CapAdd: []string{"MKNOD"}}
 	return spec
 }
 

@@ -58,22 +58,6 @@ import (
 // Kind is the provider kind.
 const Kind = "docker"
 
-// Sandbox settings read from sandbox.Spec.Settings.
-const (
-	// SettingUser is the user commands run as ("uid", "uid:gid" or a name
-	// from the image's /etc/passwd).
-	SettingUser = "user"
-	// SettingCommitSnapshot enables Sandbox.Commit (docker commit).
-	SettingCommitSnapshot = "commit_snapshot"
-	// SettingCapAdd lists capabilities added back on top of
-	// DefaultCapabilities ([]string, names as in capabilities(7) without
-	// the CAP_ prefix).
-	SettingCapAdd = "cap_add"
-	// SettingShmSize is the size of /dev/shm in MiB (default
-	// DefaultShmSizeMB).
-	SettingShmSize = "shm_size"
-)
-
 // Hardening defaults every container is created with
 // (docs/docker-provider.md, "Hardening defaults").
 const (
@@ -102,63 +86,6 @@ var Capabilities = []string{
 	"NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP",
 	"SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT",
 	"SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
-}
-
-// capAdd reads the cap_add setting: a list of names from Capabilities,
-// with or without the CAP_ prefix, in any case.
-func capAdd(v any) ([]string, error) {
-	var names []string
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case []string:
-		names = v
-	case []any:
-		for _, e := range v {
-			s, ok := e.(string)
-			if !ok {
-				return nil, fmt.Errorf("cap_add must be a list of capability names, not %v", v)
-			}
-			names = append(names, s)
-		}
-	default:
-		return nil, fmt.Errorf("cap_add must be a list of capability names, not %v", v)
-	}
-	out := make([]string, 0, len(names))
-	for _, n := range names {
-		c := strings.TrimPrefix(strings.ToUpper(n), "CAP_")
-		if !slices.Contains(Capabilities, c) {
-			return nil, fmt.Errorf("cap_add: %q is not a Linux capability (for example NET_RAW, SYS_PTRACE, MKNOD)", n)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// shmSizeMB reads the shm_size setting (MiB; 0 or absent: the default).
-func shmSizeMB(v any) (int64, error) {
-	var n int64
-	switch v := v.(type) {
-	case nil:
-	case int:
-		n = int64(v)
-	case int64:
-		n = v
-	case float64:
-		n = int64(v)
-		if float64(n) != v {
-			return 0, fmt.Errorf("shm_size must be a whole number of MiB, not %v", v)
-		}
-	default:
-		return 0, fmt.Errorf("shm_size must be a whole number of MiB, not %v", v)
-	}
-	if n < 0 || n > 1<<20 {
-		return 0, fmt.Errorf("shm_size must be between 0 and 1048576 MiB (1 TiB), not %d", n)
-	}
-	if n == 0 {
-		n = DefaultShmSizeMB
-	}
-	return n, nil
 }
 
 // idleScript keeps the container alive. It works with busybox sh, dash
@@ -412,16 +339,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if spec.Root == "" {
 		root = "/workspace"
 	}
-	user, _ := spec.Settings[SettingUser].(string)
-	commit, _ := spec.Settings[SettingCommitSnapshot].(bool)
-	caps, err := capAdd(spec.Settings[SettingCapAdd])
-	if err != nil {
-		return nil, err
+	settings, ok := spec.Settings.(*SandboxSettings)
+	if !ok && spec.Settings != nil {
+		return nil, fmt.Errorf("sandbox settings are %T, not *docker.SandboxSettings", spec.Settings)
 	}
-	shmMB, err := shmSizeMB(spec.Settings[SettingShmSize])
-	if err != nil {
-		return nil, err
-	}
+	user, commit := settings.user(), settings.CommitSnapshot()
+	caps, shmMB := settings.capabilities(), settings.shmSizeMB()
 	if spec.Resources.DiskGB > 0 || spec.Resources.GPUs > 0 {
 		return nil, errors.New("resources disk and gpus are not supported; remove them")
 	}

@@ -467,7 +467,8 @@ func TestPortsReachableFromHost(t *testing.T) {
 
 func TestUserSetting(t *testing.T) {
 	spec := testSpec(t)
-	spec.Settings = map[string]any{"user": "user"}
+	user := "user"
+	spec.Settings = &SandboxSettings{User: &user}
 	sb := newSandbox(t, spec)
 	ctx := context.Background()
 	if out := strings.TrimSpace(execOK(t, sb, "id -u; touch made-by-user && stat -c %u made-by-user")); out != "1000\n1000" {
@@ -497,7 +498,8 @@ func TestCommitSnapshot(t *testing.T) {
 		t.Fatal("Commit without commit_snapshot succeeded")
 	}
 	spec = testSpec(t)
-	spec.Settings = map[string]any{"commit_snapshot": true}
+	commit := true
+	spec.Settings = &SandboxSettings{Commit: &commit}
 	sb = newSandbox(t, spec)
 	if err := sb.WriteFile(ctx, "state.txt", []byte("committed"), 0o644); err != nil {
 		t.Fatal(err)

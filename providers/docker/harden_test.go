@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -97,15 +98,13 @@ func TestHardenedDefaults(t *testing.T) {
 // refused.
 func TestCapAdd(t *testing.T) {
 	spec := testSpec(t)
-	spec.Settings = map[string]any{SettingCapAdd: []any{"net_raw", "CAP_SYS_PTRACE"}}
+	spec.Settings = &SandboxSettings{CapAdd: []string{"net_raw", "CAP_SYS_PTRACE"}}
 	sb := newSandbox(t, spec)
 	want := capMask(t, append(DefaultCapabilities, "NET_RAW", "SYS_PTRACE")...)
 	if got, err := strconv.ParseUint(statusField(t, sb, "CapEff"), 16, 64); err != nil || got != want {
 		t.Errorf("CapEff with cap_add: %x (%v), want %x", got, err, want)
 	}
-	spec = testSpec(t)
-	spec.Settings = map[string]any{SettingCapAdd: []string{"SYS_EVERYTHING"}}
-	_, err := testProvider(t).Create(context.Background(), spec)
+	_, err := decodeSettings(t, `cap_add = ["SYS_EVERYTHING"]`, registry.SandboxArgs{Image: "alpine"})
 	if err == nil || !strings.Contains(err.Error(), `"SYS_EVERYTHING" is not a Linux capability`) {
 		t.Errorf("unknown capability: %v", err)
 	}
@@ -151,7 +150,8 @@ func TestShmBounded(t *testing.T) {
 		t.Errorf("writing %d MiB to /dev/shm: exit %d, stderr %q", DefaultShmSizeMB+16, res.ExitCode, res.Stderr)
 	}
 	spec := testSpec(t)
-	spec.Settings = map[string]any{SettingShmSize: int64(8)}
+	shm := int64(8)
+	spec.Settings = &SandboxSettings{ShmSizeMB: &shm}
 	small := newSandbox(t, spec)
 	if out := execOK(t, small, "df -k /dev/shm | awk 'NR==2 {print $2}'"); out != "8192\n" {
 		t.Errorf("/dev/shm size with shm_size = 8: %q KiB", out)

@@ -25,7 +25,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/model"
 )
 
@@ -414,20 +413,4 @@ func redactor(key string) func(string) string {
 		}
 		return keyLike.ReplaceAllString(s, "sk-[redacted]")
 	}
-}
-
-// ConfigFrom builds a Config from a provider "openai" block; settings the
-// block leaves empty come from the environment through lookupEnv.
-func ConfigFrom(p *config.OpenAIProvider, lookupEnv func(string) (string, bool)) Config {
-	cfg := Config{LookupEnv: lookupEnv}
-	if p != nil {
-		cfg.BaseURL = p.BaseURL
-		cfg.API = p.API
-		cfg.APIKey = p.APIKey
-		cfg.Organization = p.Organization
-		cfg.Project = p.Project
-		cfg.Timeout = p.Timeout
-		cfg.MaxRetries = p.MaxRetries
-	}
-	return cfg
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -684,7 +683,7 @@ func TestResponsesEncryptedReasoningRefused(t *testing.T) {
 func TestConfigFromBlock(t *testing.T) {
 	fake := fakeopenai.New(t)
 	fake.Enqueue(fakeopenai.Text("via ollama"))
-	cfg := openai.ConfigFrom(&config.OpenAIProvider{BaseURL: fake.URL, API: "chat_completions", Project: "p1"},
+	cfg := (&openai.ProviderSettings{BaseURL: fake.URL, API: "chat_completions", Project: "p1"}).Config(
 		openai.EnvLookup([]string{"OPENAI_API_KEY=" + sentinelKey, "OPENAI_BASE_URL=http://ignored.invalid/v1"}))
 	c, err := openai.New(cfg)
 	if err != nil {

@@ -1,0 +1,219 @@
+package config
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/agentctl/agentctl/providers/registry"
+)
+
+var agentSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "model"}, {Name: "provider"}, {Name: "instructions"}, {Name: "sandbox"},
+		{Name: "capabilities"}, {Name: "handoffs"}, {Name: "output_schema"}, {Name: "max_turns"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}},
+}
+
+var toolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "agent", Required: true}, {Name: "description"}}}
+
+var agentSettingsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "reasoning_effort"}, {Name: "reasoning_summary"}, {Name: "verbosity"}, {Name: "temperature"},
+	{Name: "top_p"}, {Name: "max_output_tokens"}, {Name: "parallel_tool_calls"}, {Name: "tool_choice"},
+}}
+
+func (l *loader) decodeAgent(b *hcl.Block) {
+	name := b.Labels[0]
+	ag := &Agent{Name: name, DeclRange: b.DefRange}
+	l.cfg.Agents[name] = ag
+	content, diags := b.Body.Content(agentSchema)
+	l.diags = append(l.diags, diags...)
+	attrs := content.Attributes
+	sc := scope{where: "an agent"}
+	val := func(attr, what string) (cty.Value, hcl.Range, bool) {
+		a, ok := attrs[attr]
+		if !ok {
+			return cty.NilVal, hcl.Range{}, false
+		}
+		v, ok := l.eval(a.Expr, sc, nil, nil)
+		if !ok || !l.noSensitive(v, a.Expr.Range(), what) {
+			return cty.NilVal, a.Expr.Range(), false
+		}
+		return v, a.Expr.Range(), true
+	}
+	if v, r, ok := val("model", "An agent's model"); ok {
+		ag.Model, _ = l.toString(v, r, "model")
+	}
+	if a, ok := attrs["provider"]; ok {
+		ag.Provider, _ = l.resolveProvider(a.Expr, registry.RoleModel, "An agent")
+	}
+	if ag.Model == "" && !diags.HasErrors() && !strings.HasPrefix(ag.Provider, "provider.scripted") {
+		if _, ok := attrs["model"]; !ok {
+			l.errorf(b.DefRange, "Missing required argument", "Agent %q needs model = \"...\" (for example model = var.model). Only agents using a scripted provider may omit it.", name)
+		}
+	}
+	if v, r, ok := val("instructions", "Instructions (they are sent to the model)"); ok {
+		ag.Instructions, _ = l.toString(v, r, "instructions")
+	}
+	if a, ok := attrs["sandbox"]; ok {
+		ag.Sandbox, _ = l.sandboxRef(a, nil)
+	}
+	if a, ok := attrs["capabilities"]; ok {
+		exprs, diags := hcl.ExprList(a.Expr)
+		l.diags = append(l.diags, diags...)
+		for _, e := range exprs {
+			tr, ok := l.traversalAddr(e, "capability", "capability.TYPE.NAME")
+			if !ok {
+				continue
+			}
+			typ, _, ok1 := stepName(tr, 1)
+			cn, _, ok2 := stepName(tr, 2)
+			if !ok1 || !ok2 || len(tr) != 3 {
+				l.errorf(e.Range(), "Invalid reference", "Expected capability.TYPE.NAME, like capability.shell.default.")
+				continue
+			}
+			key := typ + "." + cn
+			if !l.declared("capability", key) {
+				l.errorf(e.Range(), "Reference to undeclared capability", "There is no capability %q %q.%s Declare it with capability %q %q {}.", typ, cn, suggest(key, l.declaredNames("capability")), typ, cn)
+				continue
+			}
+			if oneOf("capability."+key, ag.Capabilities...) {
+				l.errorf(e.Range(), "Duplicate capability", "capability.%s is listed twice.", key)
+				continue
+			}
+			ag.Capabilities = append(ag.Capabilities, "capability."+key)
+			l.capRefs[name+" capability."+key] = e.Range()
+		}
+		if ag.Sandbox == "" {
+			for i, c := range ag.Capabilities {
+				if strings.HasPrefix(c, "capability.shell.") || strings.HasPrefix(c, "capability.filesystem.") || strings.HasPrefix(c, "capability.command.") {
+					l.errorf(exprs[i].Range(), "Capability needs a sandbox", "%s runs in a sandbox, but agent %q has none. Set sandbox = sandbox.NAME on the agent.", c, name)
+					break
+				}
+			}
+		}
+	}
+	if a, ok := attrs["handoffs"]; ok {
+		exprs, diags := hcl.ExprList(a.Expr)
+		l.diags = append(l.diags, diags...)
+		for _, e := range exprs {
+			if n, ok := l.namedRef(e, "agent", "agent"); ok {
+				ag.Handoffs = append(ag.Handoffs, n)
+			}
+		}
+	}
+	if v, r, ok := val("output_schema", "An output schema"); ok && l.known(v, r, "output_schema") && !v.IsNull() {
+		if !v.Type().IsObjectType() && !v.Type().IsMapType() {
+			l.typeErr(r, "output_schema", "a JSON Schema object, like { type = \"object\", properties = {...} }", nil)
+		} else if js, err := ctyjson.Marshal(v, v.Type()); err != nil {
+			l.typeErr(r, "output_schema", "representable as JSON", err)
+		} else {
+			var m map[string]any
+			_ = json.Unmarshal(js, &m)
+			if t, _ := m["type"].(string); t != "object" {
+				l.errorf(r, "Invalid output_schema", "output_schema must describe an object: set type = \"object\" with properties.")
+			}
+			ag.OutputSchema = js
+		}
+	}
+	if v, r, ok := val("max_turns", "max_turns"); ok {
+		if n, ok := l.toInt(v, r, "max_turns"); ok {
+			if n < 1 {
+				l.errorf(r, "Invalid max_turns", "max_turns must be at least 1, got %d.", n)
+			}
+			ag.MaxTurns = n
+		}
+	}
+	seenSettings := false
+	for _, tb := range content.Blocks {
+		switch tb.Type {
+		case "tool":
+			l.decodeAgentTool(ag, tb)
+		case "settings":
+			if seenSettings {
+				l.errorf(tb.DefRange, "Duplicate settings block", "An agent may have one settings block.")
+				continue
+			}
+			seenSettings = true
+			l.decodeAgentSettings(ag, tb)
+		}
+	}
+}
+
+func (l *loader) decodeAgentTool(ag *Agent, tb *hcl.Block) {
+	tname := tb.Labels[0]
+	if !toolNameRe.MatchString(tname) {
+		l.errorf(tb.LabelRanges[0], "Invalid tool name", "%q is not a valid tool name: use 1 to 64 letters, digits, underscores or dashes.", tname)
+		return
+	}
+	for _, t := range ag.Tools {
+		if t.Name == tname {
+			l.errorf(tb.LabelRanges[0], "Duplicate tool", "Agent %q already has a tool named %q at %s.", ag.Name, tname, rangeString(t.DeclRange))
+			return
+		}
+	}
+	tc, diags := tb.Body.Content(toolSchema)
+	l.diags = append(l.diags, diags...)
+	if diags.HasErrors() {
+		return
+	}
+	t := AgentTool{Name: tname, DeclRange: tb.DefRange}
+	var ok bool
+	if t.Agent, ok = l.namedRef(tc.Attributes["agent"].Expr, "agent", "agent"); !ok {
+		return
+	}
+	if a, has := tc.Attributes["description"]; has {
+		if v, good := l.eval(a.Expr, scope{where: "an agent"}, nil, nil); good && l.noSensitive(v, a.Expr.Range(), "A tool description") {
+			t.Description, _ = l.toString(v, a.Expr.Range(), "description")
+		}
+	}
+	ag.Tools = append(ag.Tools, t)
+}
+
+func (l *loader) decodeAgentSettings(ag *Agent, b *hcl.Block) {
+	content, diags := b.Body.Content(agentSettingsSchema)
+	l.diags = append(l.diags, diags...)
+	s := &ag.Settings
+	for name, a := range content.Attributes {
+		v, ok := l.eval(a.Expr, scope{where: "agent settings"}, nil, nil)
+		if !ok || !l.noSensitive(v, a.Expr.Range(), "An agent setting") {
+			continue
+		}
+		r := a.Expr.Range()
+		enum := func(allowed ...string) string {
+			str, ok := l.toString(v, r, name)
+			if ok && !oneOf(str, allowed...) {
+				l.errorf(r, "Invalid "+name, "%s must be one of %s, not %q.%s", name, quoteList(allowed), str, suggest(str, allowed))
+			}
+			return str
+		}
+		switch name {
+		case "reasoning_effort":
+			s.ReasoningEffort = enum("none", "minimal", "low", "medium", "high", "xhigh")
+		case "reasoning_summary":
+			s.ReasoningSummary = enum("auto", "concise", "detailed")
+		case "verbosity":
+			s.Verbosity = enum("low", "medium", "high")
+		case "tool_choice":
+			s.ToolChoice, _ = l.toString(v, r, name)
+		case "temperature", "top_p":
+			if f, ok := l.toFloat(v, r, name); ok && !v.IsNull() {
+				if name == "temperature" {
+					s.Temperature = &f
+				} else {
+					s.TopP = &f
+				}
+			}
+		case "max_output_tokens":
+			s.MaxOutputTokens, _ = l.toInt64(v, r, name)
+		case "parallel_tool_calls":
+			if bv, ok := l.toBool(v, r, name); ok && !v.IsNull() {
+				s.ParallelToolCalls = &bv
+			}
+		}
+	}
+}

@@ -1,0 +1,47 @@
+// Package layering holds the import rules between agentctl's packages
+// (docs/architecture.md) and the test that enforces them.
+package layering
+
+// Rule forbids packages matching From to import packages matching To.
+// Patterns are module-relative import paths; a trailing "/..." matches
+// the package and everything below it.
+type Rule struct {
+	From, To []string
+	Why      string
+}
+
+// Rules are the allowed import directions, written as what is forbidden.
+// They apply to the code that ships (non-test files); tests may reach
+// upward to drive a real peer end to end.
+var Rules = []Rule{
+	{
+		From: []string{"addrs", "model", "graph", "internal/..."},
+		To:   []string{"config/...", "state/...", "engine/...", "providers/...", "sandbox/...", "cmd/..."},
+		Why:  "leaf packages depend on nothing of the project but each other",
+	},
+	{
+		From: []string{"sandbox/..."},
+		To:   []string{"config/...", "state/...", "engine/...", "providers/...", "cmd/..."},
+		Why:  "the sandbox contract sits below everything that uses it",
+	},
+	{
+		From: []string{"providers/..."},
+		To:   []string{"config/...", "state/...", "engine/...", "cmd/..."},
+		Why:  "providers implement the sandbox and model contracts; config and the engine call them, never the reverse",
+	},
+	{
+		From: []string{"state/...", "config/..."},
+		To:   []string{"engine/...", "cmd/..."},
+		Why:  "state and config are the engine's inputs",
+	},
+	{
+		From: []string{"state/..."},
+		To:   []string{"config/...", "providers/..."},
+		Why:  "the state records results; it does not load configuration or talk to providers",
+	},
+	{
+		From: []string{"engine/..."},
+		To:   []string{"cmd/..."},
+		Why:  "the engine knows nothing of the command line",
+	},
+}

@@ -1,0 +1,87 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/providers/registry"
+)
+
+// ProviderSettings are the arguments of a provider "openai" block; empty
+// ones come from the environment (see Config).
+type ProviderSettings struct {
+	BaseURL      string
+	API          string // APIResponses (default) or APIChatCompletions
+	APIKey       string // a credential: scrubbed from every output
+	Organization string
+	Project      string
+	Timeout      time.Duration
+	MaxRetries   int
+}
+
+var providerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "base_url"}, {Name: "api"}, {Name: "organization"}, {Name: "project"},
+	{Name: "api_key"}, {Name: "timeout"}, {Name: "max_retries"},
+}}
+
+// DecodeProvider decodes a provider "openai" block
+// (registry.Type.DecodeProvider).
+func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
+	s := &ProviderSettings{API: APIResponses}
+	content, diags := body.Content(providerSchema)
+	attrs := content.Attributes
+	registry.Attr(attrs, "base_url", &s.BaseURL, &diags)
+	if registry.Attr(attrs, "api", &s.API, &diags) {
+		if allowed := []string{APIResponses, APIChatCompletions}; !slices.Contains(allowed, s.API) {
+			diags = append(diags, registry.Errorf(attrs["api"].Expr.Range(), "Invalid api", "api must be \"responses\" or \"chat_completions\", not %q.%s", s.API, registry.Suggest(s.API, allowed)))
+		}
+	}
+	registry.Attr(attrs, "organization", &s.Organization, &diags)
+	registry.Attr(attrs, "project", &s.Project, &diags)
+	registry.Attr(attrs, "api_key", &s.APIKey, &diags)
+	s.Timeout, _ = registry.Duration(attrs, "timeout", &diags)
+	if registry.Attr(attrs, "max_retries", &s.MaxRetries, &diags) && s.MaxRetries < 0 {
+		diags = append(diags, registry.Errorf(attrs["max_retries"].Expr.Range(), "Invalid max_retries", "max_retries must be 0 or more, got %d.", s.MaxRetries))
+	}
+	return s, diags
+}
+
+// Config is the client configuration of these settings; settings left
+// empty come from the environment through lookupEnv.
+func (s *ProviderSettings) Config(lookupEnv func(string) (string, bool)) Config {
+	return Config{
+		BaseURL: s.BaseURL, API: s.API, APIKey: s.APIKey, Organization: s.Organization, Project: s.Project,
+		Timeout: s.Timeout, MaxRetries: s.MaxRetries, LookupEnv: lookupEnv,
+	}
+}
+
+// Secrets implements registry.Secrets.
+func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey} }
+
+// Fingerprint implements registry.Fingerprinter: the endpoint and API
+// decide the answers; credentials and transport settings don't.
+func (s *ProviderSettings) Fingerprint(string) map[string]any {
+	return map[string]any{"base_url": s.BaseURL, "api": s.API}
+}
+
+// Compacts implements registry.Compactor: only the Responses API compacts.
+func (s *ProviderSettings) Compacts() bool { return s.API != APIChatCompletions }
+
+// Type is the openai provider type.
+func Type() *registry.Type {
+	return &registry.Type{
+		Name: "openai", Role: registry.RoleModel, DecodeProvider: DecodeProvider,
+		NewModel: func(_ context.Context, settings any, env registry.Env) (model.Model, error) {
+			s, ok := settings.(*ProviderSettings)
+			if !ok {
+				return nil, fmt.Errorf("openai: provider settings are %T, not *openai.ProviderSettings", settings)
+			}
+			return New(s.Config(EnvLookup(env.Environ)))
+		},
+	}
+}

@@ -1,0 +1,229 @@
+// Package registry is the contract between the configuration, the engine
+// and the provider types: a provider type names itself, says whether it
+// serves models or sandboxes, decodes its own settings from the
+// configuration into typed values with located diagnostics, and builds
+// its provider from them. config decodes with a Registry and the engine
+// constructs with the same one, so neither imports a concrete provider;
+// tests register in-memory types.
+//
+// Decoders receive bodies whose expressions the configuration already
+// evaluates: they read them with gohcl (or hcl.Body.Content and
+// gohcl.DecodeExpression) and need no evaluation context.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// Role says what a provider type provides.
+type Role int
+
+const (
+	// RoleModel types answer agents (openai, scripted).
+	RoleModel Role = iota + 1
+	// RoleSandbox types create sandboxes (local, docker, daytona).
+	RoleSandbox
+)
+
+// Env is what a constructor may use besides the decoded settings.
+type Env struct {
+	// Environ is the environment (os.Environ() in production): providers
+	// read their credentials' fallbacks from here, never from the process.
+	Environ []string
+	// Progress reports long operations (image pulls) as lines of text;
+	// nil discards them.
+	Progress func(line string)
+}
+
+// SandboxArgs are a sandbox instance's arguments common to every type,
+// already decoded by the configuration, with where they were written, and
+// the rest of its body for the type's own arguments.
+type SandboxArgs struct {
+	// Address is the instance address, e.g. sandbox.review["pricing"].
+	Address string
+	// Body holds the type-specific arguments (the sandbox body without
+	// the common ones). Its expressions are already bound to the
+	// configuration's evaluation context.
+	Body hcl.Body
+	// Provider is the decoded settings of the sandbox's provider block.
+	Provider any
+	// ProviderAddr is the provider's address (provider.docker.gpu).
+	ProviderAddr string
+
+	Image      string
+	ImageRange *hcl.Range // the image argument's name; nil when not set
+	// Network is "" when the sandbox sets none; NetworkRange is then nil.
+	Network      string
+	NetworkRange *hcl.Range // the argument's name
+	NetworkValue hcl.Range  // the argument's value
+	Ports        []int
+	PortsRange   hcl.Range
+	Resources    sandbox.Resources
+	// ResourcesRange is the resources block's header; nil without one.
+	ResourcesRange *hcl.Range
+	// ResourceRanges are the names of the resources arguments set to
+	// more than 0 (a 0 means no limit and is accepted by every type).
+	ResourceRanges map[string]hcl.Range
+	// MissingItemRange is where a missing argument would go.
+	MissingItemRange hcl.Range
+}
+
+// Type is one provider type.
+type Type struct {
+	// Name is the type as written in provider "NAME" {} and
+	// provider.NAME references.
+	Name string
+	Role Role
+	// DecodeProvider decodes the body of a provider "NAME" {} block (the
+	// alias argument removed) into the type's settings value. It is
+	// called with hcl.EmptyBody() for an undeclared, unaliased provider,
+	// which must then yield the defaults.
+	DecodeProvider func(body hcl.Body) (any, hcl.Diagnostics)
+	// SandboxSchema lists the type-specific sandbox arguments (sandbox
+	// providers only); the configuration uses it to tell an argument of
+	// another type from a misspelt one.
+	SandboxSchema *hcl.BodySchema
+	// DecodeSandbox decodes and checks one sandbox instance's
+	// type-specific arguments with the common ones (sandbox providers
+	// only). The value becomes sandbox.Spec.Settings.
+	DecodeSandbox func(args *SandboxArgs) (any, hcl.Diagnostics)
+	// DefaultNetwork is the network of a sandbox that sets none.
+	DefaultNetwork string
+	// DefaultRoot is the workspace root of a sandbox whose manifest sets
+	// none; "" means /workspace.
+	DefaultRoot string
+	// NewSandbox builds the provider from its decoded settings (sandbox
+	// providers only).
+	NewSandbox func(ctx context.Context, settings any, env Env) (sandbox.Provider, error)
+	// NewModel builds the model client from its decoded settings (model
+	// providers only).
+	NewModel func(ctx context.Context, settings any, env Env) (model.Model, error)
+}
+
+// Registry is a set of provider types. The zero value is empty; it is not
+// safe for concurrent registration, and is meant to be filled before use.
+type Registry struct {
+	types map[string]*Type
+	order []string // registration order, for messages
+}
+
+// New returns a registry holding types. It panics on a malformed or
+// duplicate type, a programming error.
+func New(types ...*Type) *Registry {
+	r := &Registry{types: map[string]*Type{}}
+	for _, t := range types {
+		r.Register(t)
+	}
+	return r
+}
+
+// Register adds t. It panics on a malformed or duplicate type, a
+// programming error.
+func (r *Registry) Register(t *Type) {
+	if err := t.check(); err != nil {
+		panic(err)
+	}
+	if r.types == nil {
+		r.types = map[string]*Type{}
+	}
+	if _, dup := r.types[t.Name]; dup {
+		panic(fmt.Sprintf("registry: provider type %q registered twice", t.Name))
+	}
+	r.types[t.Name] = t
+	r.order = append(r.order, t.Name)
+}
+
+func (t *Type) check() error {
+	if t.Name == "" || t.DecodeProvider == nil {
+		return fmt.Errorf("registry: provider type %q needs a name and DecodeProvider", t.Name)
+	}
+	switch t.Role {
+	case RoleModel:
+		if t.NewModel == nil {
+			return fmt.Errorf("registry: model provider type %q needs NewModel", t.Name)
+		}
+	case RoleSandbox:
+		if t.NewSandbox == nil || t.DecodeSandbox == nil {
+			return fmt.Errorf("registry: sandbox provider type %q needs NewSandbox and DecodeSandbox", t.Name)
+		}
+	default:
+		return fmt.Errorf("registry: provider type %q has no role", t.Name)
+	}
+	return nil
+}
+
+// Lookup returns the type called name.
+func (r *Registry) Lookup(name string) (*Type, bool) {
+	t, ok := r.types[name]
+	return t, ok
+}
+
+// Names lists the registered types in registration order; with roles,
+// only those with one of them.
+func (r *Registry) Names(roles ...Role) []string {
+	var out []string
+	for _, n := range r.order {
+		if len(roles) == 0 || slices.Contains(roles, r.types[n].Role) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Default returns the settings of an undeclared, unaliased provider of
+// type name: its provider block decoded from an empty body.
+func (r *Registry) Default(name string) (any, error) {
+	t, ok := r.types[name]
+	if !ok {
+		return nil, fmt.Errorf("there is no provider type %q", name)
+	}
+	s, diags := t.DecodeProvider(hcl.EmptyBody())
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("provider type %q has no default configuration: %s", name, diags.Error())
+	}
+	return s, nil
+}
+
+// Optional interfaces of decoded settings values.
+
+// Secrets is implemented by provider settings that hold credentials: the
+// configuration scrubs the returned values from every output.
+type Secrets interface {
+	Secrets() []string
+}
+
+// Fingerprinter is implemented by provider settings whose non-secret
+// parts determine what the provider does: a change of the returned data
+// changes the digests of the agents (for agent, a model provider's data
+// about that agent) or sandboxes using the provider.
+type Fingerprinter interface {
+	Fingerprint(agent string) map[string]any
+}
+
+// Compactor is implemented by model provider settings that can tell
+// whether the provider compacts conversations; settings without it are
+// taken to.
+type Compactor interface {
+	Compacts() bool
+}
+
+// ScriptRefs is implemented by model provider settings that name agents
+// (scripted scripts): the configuration checks each name refers to a
+// declared agent.
+type ScriptRefs interface {
+	ScriptAgents() map[string]hcl.Range
+}
+
+// SnapshotCommitter is implemented by sandbox settings that ask for the
+// whole sandbox to be committed as an image with each snapshot
+// (sandbox.Committer).
+type SnapshotCommitter interface {
+	CommitSnapshot() bool
+}
