@@ -343,7 +343,14 @@ func TestOpenAIFaults(t *testing.T) {
 				}
 				return "ok", nil
 			}}
-			c, err := openai.New(openai.Config{APIKey: testKey, BaseURL: srv.URL, MaxRetries: 3, Timeout: 2 * time.Second, RetryBaseDelay: time.Millisecond})
+			// Only the hang case needs a short per-request timeout; the
+			// others get a generous one, so a loaded machine does not turn
+			// a slow answer into an extra retry.
+			timeout := 30 * time.Second
+			if strings.HasPrefix(tc.name, "timeout") {
+				timeout = 2 * time.Second
+			}
+			c, err := openai.New(openai.Config{APIKey: testKey, BaseURL: srv.URL, MaxRetries: 3, Timeout: timeout, RetryBaseDelay: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
