@@ -2,7 +2,7 @@ package config
 
 import (
 	"encoding/json"
-	"strings"
+	"github.com/agentctl/agentctl/addrs"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -51,7 +51,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 	if a, ok := attrs["provider"]; ok {
 		ag.Provider, _ = l.resolveProvider(a.Expr, registry.RoleModel, "An agent")
 	}
-	if ag.Model == "" && !diags.HasErrors() && !strings.HasPrefix(ag.Provider, "provider.scripted") {
+	if pa, _ := addrs.ParseProvider(ag.Provider); ag.Model == "" && !diags.HasErrors() && pa.Type != "scripted" {
 		if _, ok := attrs["model"]; !ok {
 			l.errorf(b.DefRange, "Missing required argument", "Agent %q needs model = \"...\" (for example model = var.model). Only agents using a scripted provider may omit it.", name)
 		}
@@ -76,21 +76,22 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 				l.errorf(e.Range(), "Invalid reference", "Expected capability.TYPE.NAME, like capability.shell.default.")
 				continue
 			}
-			key := typ + "." + cn
+			ca := addrs.Capability{Type: typ, Name: cn}
+			key := ca.Key()
 			if !l.declared("capability", key) {
 				l.errorf(e.Range(), "Reference to undeclared capability", "There is no capability %q %q.%s Declare it with capability %q %q {}.", typ, cn, suggest(key, l.declaredNames("capability")), typ, cn)
 				continue
 			}
-			if oneOf("capability."+key, ag.Capabilities...) {
-				l.errorf(e.Range(), "Duplicate capability", "capability.%s is listed twice.", key)
+			if oneOf(ca.String(), ag.Capabilities...) {
+				l.errorf(e.Range(), "Duplicate capability", "%s is listed twice.", ca)
 				continue
 			}
-			ag.Capabilities = append(ag.Capabilities, "capability."+key)
-			l.capRefs[name+" capability."+key] = e.Range()
+			ag.Capabilities = append(ag.Capabilities, ca.String())
+			l.capRefs[name+" "+ca.String()] = e.Range()
 		}
 		if ag.Sandbox == "" {
 			for i, c := range ag.Capabilities {
-				if strings.HasPrefix(c, "capability.shell.") || strings.HasPrefix(c, "capability.filesystem.") || strings.HasPrefix(c, "capability.command.") {
+				if ca, err := addrs.ParseCapability(c); err == nil && (ca.Type == "shell" || ca.Type == "filesystem" || ca.Type == "command") {
 					l.errorf(exprs[i].Range(), "Capability needs a sandbox", "%s runs in a sandbox, but agent %q has none. Set sandbox = sandbox.NAME on the agent.", c, name)
 					break
 				}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"github.com/agentctl/agentctl/addrs"
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
@@ -30,7 +31,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		l.errorf(b.LabelRanges[0], "Unknown capability type", "There is no capability type %q.%s Capability types are %s.", typ, suggest(typ, capabilityTypes), quoteList(capabilityTypes))
 		return
 	}
-	c := &Capability{Type: typ, Name: name, Addr: "capability." + typ + "." + name, DeclRange: b.DefRange}
+	c := &Capability{Type: typ, Name: name, Addr: addrs.Capability{Type: typ, Name: name}.String(), DeclRange: b.DefRange}
 	l.cfg.Capabilities[typ+"."+name] = c
 	content, diags := b.Body.Content(schema)
 	l.diags = append(l.diags, diags...)

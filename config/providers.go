@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/agentctl/agentctl/addrs"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -32,11 +33,9 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 			return
 		}
 	}
-	key := typ
-	if p.Alias != "" {
-		key = typ + "." + p.Alias
-	}
-	p.Addr = "provider." + key
+	pa := addrs.Provider{Type: typ, Alias: p.Alias}
+	key := pa.Name()
+	p.Addr = pa.String()
 	if prev, ok := l.cfg.Providers[key]; ok {
 		detail := "Give the second one an alias (alias = \"NAME\") and refer to it as provider.%s.NAME."
 		l.errorf(b.DefRange, "Duplicate provider configuration",
@@ -100,15 +99,15 @@ func (l *loader) resolveProvider(expr hcl.Expression, role registry.Role, what s
 			"%s needs one of the provider types %s.%s", what, quoteList(roles), hint)
 		return "", false
 	}
-	key := typ
+	pa := addrs.Provider{Type: typ}
 	if len(tr) == 3 {
 		alias, arng, ok := stepName(tr, 2)
 		if !ok {
 			l.errorf(expr.Range(), "Invalid provider reference", "Expected provider.TYPE.ALIAS.")
 			return "", false
 		}
-		key = typ + "." + alias
-		if _, ok := l.cfg.Providers[key]; !ok {
+		pa.Alias = alias
+		if _, ok := l.cfg.Providers[pa.Name()]; !ok {
 			var aliases []string
 			for k, p := range l.cfg.Providers {
 				if p.Type == typ && p.Alias != "" {
@@ -120,13 +119,14 @@ func (l *loader) resolveProvider(expr hcl.Expression, role registry.Role, what s
 			return "", false
 		}
 	}
+	key := pa.Name()
 	if _, ok := l.cfg.Providers[key]; !ok {
 		settings, err := l.reg.Default(typ)
 		if err != nil {
 			l.errorf(expr.Range(), "Provider needs a configuration", "%s. Declare it with provider %q { ... }.", err, typ)
 			return "", false
 		}
-		l.cfg.Providers[key] = &Provider{Type: typ, Role: role, Addr: "provider." + key, Settings: settings, DeclRange: expr.Range()}
+		l.cfg.Providers[key] = &Provider{Type: typ, Role: role, Addr: pa.String(), Settings: settings, DeclRange: expr.Range()}
 	}
-	return "provider." + key, true
+	return pa.String(), true
 }

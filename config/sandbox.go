@@ -2,7 +2,7 @@ package config
 
 import (
 	"fmt"
-	"strings"
+	"github.com/agentctl/agentctl/addrs"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -114,7 +114,11 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 	if !ok {
 		return
 	}
-	prov := l.cfg.Providers[strings.TrimPrefix(provAddr, "provider.")]
+	pa, err := addrs.ParseProvider(provAddr)
+	if err != nil {
+		return // resolveProvider made the address: it always parses
+	}
+	prov := l.cfg.Providers[pa.Name()]
 	if l.foreignArgs(attrs, prov) {
 		return
 	}
@@ -257,7 +261,7 @@ func (l *loader) sandboxAddrValue() cty.Value {
 	m := map[string]cty.Value{}
 	for name, s := range l.cfg.Sandboxes {
 		if s.ForEach == nil {
-			m[name] = cty.StringVal("sandbox." + name)
+			m[name] = cty.StringVal(addrs.Sandbox(name, nil).String())
 			continue
 		}
 		keys := map[string]cty.Value{}
