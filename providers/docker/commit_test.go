@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
@@ -61,7 +63,7 @@ run "work" {
 func commitCLI(t *testing.T, p *Provider, commitLine string) *cli {
 	t.Helper()
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	testfiles.WriteTree(t, dir, map[string]string{
 		"commit.hcl": strings.NewReplacer("@IMAGE@", TestImage, "@COMMIT@", commitLine).Replace(commitHCL),
 	})
 	c := newCLI(t, dir, "commit.hcl")

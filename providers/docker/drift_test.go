@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"github.com/moby/moby/client"
 )
 
@@ -45,7 +47,7 @@ func TestDockerImageDrift(t *testing.T) {
 		_, _ = p.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"drift.hcl": driftHCL})
+	testfiles.WriteTree(t, dir, map[string]string{"drift.hcl": driftHCL})
 	c := newCLI(t, dir, "drift.hcl", "AGENTCTL_VAR_image="+tag)
 	c.destroyOnCleanup(p)
 
@@ -131,7 +133,7 @@ func TestDockerAnalystExampleSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"docker-analyst.hcl": string(example)})
+	testfiles.WriteTree(t, dir, map[string]string{"docker-analyst.hcl": string(example)})
 	c := newCLI(t, dir, "docker-analyst.hcl", "AGENTCTL_VAR_image="+TestImage)
 	c.destroyOnCleanup(p)
 	c.ok("apply", "-auto-approve", "-target=sandbox.analysis", "docker-analyst.hcl")

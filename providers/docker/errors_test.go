@@ -3,6 +3,8 @@ package docker
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 // TestCreateErrorNamesProviderOnce: a sandbox Docker cannot create fails
@@ -13,7 +15,7 @@ func TestCreateErrorNamesProviderOnce(t *testing.T) {
 	dir := t.TempDir()
 	// A registry on a closed local port: the pull fails fast, offline.
 	const image = "127.0.0.1:9/agentctl/no-such-image:1"
-	writeFiles(t, dir, map[string]string{"main.hcl": `
+	testfiles.WriteTree(t, dir, map[string]string{"main.hcl": `
 provider "docker" {}
 sandbox "box" {
   provider = provider.docker

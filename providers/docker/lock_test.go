@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"github.com/moby/moby/client"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
@@ -190,7 +192,7 @@ func logSteps(t *testing.T, sb sandbox.Sandbox) []int {
 func startHeldApply(t *testing.T, p *Provider) (*cli, *bg, sandbox.Sandbox) {
 	t.Helper()
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"race.hcl": raceHCL()})
+	testfiles.WriteTree(t, dir, map[string]string{"race.hcl": raceHCL()})
 	c := newCLI(t, dir, "race.hcl")
 	c.destroyOnCleanup(p)
 	c.ok("apply", "-auto-approve", "-target=sandbox.box", "race.hcl")

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"github.com/moby/moby/client"
 
 	"github.com/agentctl/agentctl/internal/testenv"
@@ -197,19 +199,6 @@ func mustNotContain(t *testing.T, what, out string, nots ...string) {
 	}
 }
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func gitCmd(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
@@ -232,7 +221,7 @@ func bareRepo(t *testing.T) string {
 	}
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
-	writeFiles(t, src, map[string]string{"README.md": "lib from git\n", "lib/code.txt": "code\n"})
+	testfiles.WriteTree(t, src, map[string]string{"README.md": "lib from git\n", "lib/code.txt": "code\n"})
 	gitCmd(t, src, "init", "-q", "-b", "main")
 	gitCmd(t, src, "add", ".")
 	gitCmd(t, src, "commit", "-q", "-m", "init")
@@ -442,7 +431,7 @@ func TestDockerPipeline(t *testing.T) {
 	repo := bareRepo(t)
 	dir := t.TempDir()
 	const token = "tok-5e4f1d9a7c3b"
-	writeFiles(t, dir, map[string]string{
+	testfiles.WriteTree(t, dir, map[string]string{
 		"pipeline.hcl":                    strings.NewReplacer("@REPO@", repo, "@IMAGE@", TestImage).Replace(pipelineHCL),
 		"brief.md":                        "the brief\n",
 		"project/src/app.txt":             "name demo\nversion 1\n",
@@ -548,7 +537,7 @@ func TestDockerOfflineExampleResumeAfterKill(t *testing.T) {
 	}
 	setup := func() *cli {
 		dir := t.TempDir()
-		writeFiles(t, dir, map[string]string{"docker-offline.hcl": string(example)})
+		testfiles.WriteTree(t, dir, map[string]string{"docker-offline.hcl": string(example)})
 		c := newCLI(t, dir, "docker-offline.hcl", "AGENTCTL_VAR_image="+TestImage)
 		c.destroyOnCleanup(p)
 		return c

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 const urlsHCL = `
@@ -58,7 +60,7 @@ run "visit" {
 func TestDockerRunInputURL(t *testing.T) {
 	p := testProvider(t)
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"urls.hcl": strings.ReplaceAll(urlsHCL, "@IMAGE@", TestImage)})
+	testfiles.WriteTree(t, dir, map[string]string{"urls.hcl": strings.ReplaceAll(urlsHCL, "@IMAGE@", TestImage)})
 	c := newCLI(t, dir, "urls.hcl")
 	c.destroyOnCleanup(p)
 

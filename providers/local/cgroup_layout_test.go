@@ -8,24 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 // The cgroup v2 path cannot run on a cgroup v1 machine; these tests check
 // what it writes against a directory laid out as the kernel lays out
 // cgroupfs (the kernel's own behaviour is TestMemoryLimitEnforced's).
-
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func readFile(t *testing.T, p string) string {
 	t.Helper()
@@ -39,7 +28,7 @@ func readFile(t *testing.T, p string) string {
 func TestCgroupV2Delegated(t *testing.T) {
 	root := t.TempDir()
 	self := strconv.Itoa(os.Getpid())
-	writeFiles(t, root, map[string]string{
+	testfiles.WriteTree(t, root, map[string]string{
 		"cgroup.controllers":                          "cpuset cpu io memory pids",
 		"user.slice/run.scope/cgroup.controllers":     "cpu memory pids",
 		"user.slice/run.scope/cgroup.subtree_control": "",
@@ -76,7 +65,7 @@ func TestCgroupV2Delegated(t *testing.T) {
 
 func TestCgroupV2NotUsable(t *testing.T) {
 	root := t.TempDir()
-	writeFiles(t, root, map[string]string{
+	testfiles.WriteTree(t, root, map[string]string{
 		"cgroup.controllers":                  "cpu memory",
 		"a/cgroup.controllers":                "cpu pids",
 		"a/cgroup.subtree_control":            "",
@@ -101,7 +90,7 @@ func TestCgroupV2NotUsable(t *testing.T) {
 
 func TestCgroupV1(t *testing.T) {
 	root := t.TempDir()
-	writeFiles(t, root, map[string]string{
+	testfiles.WriteTree(t, root, map[string]string{
 		"memory/job/memory.limit_in_bytes":   "9223372036854771712",
 		"cpu,cpuacct/job/cpu.cfs_quota_us":   "-1",
 		"pids/job/pids.max":                  "max",

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentctl/agentctl/sandbox"
@@ -43,7 +45,7 @@ func TestSparseSnapshotRestore(t *testing.T) {
 		}
 	}
 	f.Close()
-	writeTree(t, h.Path(), map[string]string{"small.txt": "hello\n"})
+	testfiles.WriteTree(t, h.Path(), map[string]string{"small.txt": "hello\n"})
 	if err := os.WriteFile(filepath.Join(h.Path(), "holes-only"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -119,13 +121,13 @@ func TestSparseSnapshotRestore(t *testing.T) {
 func TestSnapshotLimit(t *testing.T) {
 	ctx := context.Background()
 	h := newHostDir(t)
-	writeTree(t, h.Path(), map[string]string{"notes.txt": "n"})
+	testfiles.WriteTree(t, h.Path(), map[string]string{"notes.txt": "n"})
 	dst := filepath.Join(t.TempDir(), "snapshots", "sandbox.box.tar")
 	first, err := SnapshotWith(ctx, h, "", dst, SnapshotOptions{MaxBytes: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeTree(t, h.Path(), map[string]string{
+	testfiles.WriteTree(t, h.Path(), map[string]string{
 		"data/a.bin": strings.Repeat("a", 3<<20),
 		"data/b.bin": strings.Repeat("b", 2<<20),
 		"c.txt":      "c",
@@ -166,7 +168,7 @@ func (s tarSandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 func TestSnapshotOfProviderArchive(t *testing.T) {
 	ctx := context.Background()
 	h := newHostDir(t)
-	arch := tarOf(t, reg("a.txt", "A"), &tar.Header{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644},
+	arch := testfiles.Tar(t, testfiles.Reg("a.txt", "A"), &tar.Header{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644},
 		&tar.Header{Name: "zero", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 5, Mode: 0o666})
 	dst := filepath.Join(t.TempDir(), "s.tar")
 	if _, err := Snapshot(ctx, tarSandbox{h, arch}, "", nil, dst); err != nil {
@@ -180,7 +182,7 @@ func TestSnapshotOfProviderArchive(t *testing.T) {
 		t.Errorf("a.txt = %q", got)
 	}
 	deep := strings.Repeat("d/", 2100) + "f"
-	if _, err := Snapshot(ctx, tarSandbox{h, tarOf(t, reg(deep, "x"))}, "", nil, dst); !errors.Is(err, hostfs.ErrPathTooLong) {
+	if _, err := Snapshot(ctx, tarSandbox{h, testfiles.Tar(t, testfiles.Reg(deep, "x"))}, "", nil, dst); !errors.Is(err, hostfs.ErrPathTooLong) {
 		t.Fatalf("snapshot of a %d-byte path: %v, want hostfs.ErrPathTooLong", len(deep), err)
 	}
 }
@@ -286,7 +288,7 @@ func TestDeepTree(t *testing.T) {
 
 func TestRemoveSnapshotTemps(t *testing.T) {
 	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{
+	testfiles.WriteTree(t, dir, map[string]string{
 		"sandbox.box.tar": "keep", ".sandbox.box.tar.tmp-12ab": "stale", ".sandbox.other.tar.tmp-x": "stale", "notes": "keep",
 	})
 	removed, err := RemoveSnapshotTemps(dir)
@@ -319,7 +321,7 @@ type opaque struct{ sandbox.Sandbox }
 func TestSnapshotOfLegacyArchive(t *testing.T) {
 	ctx := t.Context()
 	const secret = "hunter22-token"
-	arch := legacyTar(t, "old.txt", "legacy\n", "d/", "", "d/key", "k="+secret+"\n")
+	arch := testfiles.LegacyTar(t, "old.txt", "legacy\n", "d/", "", "d/key", "k="+secret+"\n")
 	dst := filepath.Join(t.TempDir(), "s.tar")
 	info, err := Snapshot(ctx, tarSandbox{newHostDir(t), arch}, "", nil, dst)
 	if err != nil {
@@ -342,7 +344,7 @@ func TestSnapshotOfLegacyArchive(t *testing.T) {
 		t.Errorf("SensitiveMembers = %q, %v; want d/key", got, err)
 	}
 	// Budget: the legacy members' contents count towards the limit.
-	_, err = SnapshotWith(ctx, tarSandbox{newHostDir(t), legacyTar(t, "big", strings.Repeat("x", 4<<10))}, "", dst, SnapshotOptions{MaxBytes: 2 << 10})
+	_, err = SnapshotWith(ctx, tarSandbox{newHostDir(t), testfiles.LegacyTar(t, "big", strings.Repeat("x", 4<<10))}, "", dst, SnapshotOptions{MaxBytes: 2 << 10})
 	if !errors.Is(err, ErrSnapshotTooLarge) {
 		t.Errorf("snapshot over the limit: %v, want ErrSnapshotTooLarge", err)
 	}

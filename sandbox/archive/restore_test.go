@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 // TestRestoreSnapshotChecksTheFile: RestoreSnapshot restores a snapshot
@@ -18,7 +20,7 @@ import (
 func TestRestoreSnapshotChecksTheFile(t *testing.T) {
 	ctx := context.Background()
 	h := newHostDir(t)
-	writeTree(t, h.Path(), map[string]string{"data.txt": strings.Repeat("abc\n", 1000)})
+	testfiles.WriteTree(t, h.Path(), map[string]string{"data.txt": strings.Repeat("abc\n", 1000)})
 	if err := os.Symlink("/etc/passwd", filepath.Join(h.Path(), "abslink")); err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 func TestSnapshotRestore(t *testing.T) {
 	ctx := context.Background()
 	h := newHostDir(t)
-	writeTree(t, h.Path(), map[string]string{
+	testfiles.WriteTree(t, h.Path(), map[string]string{
 		"src/main.py": "print(1)\n", "run.sh": "#!/bin/sh\n", ".cache/pip/x": "junk", "out/a.tmp": "tmp", "out/keep.txt": "k",
 	})
 	os.Symlink("src/main.py", filepath.Join(h.Path(), "main"))
@@ -48,7 +50,7 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Errorf("run.sh mode %v", st)
 	}
 	// A second snapshot replaces the first atomically.
-	writeTree(t, h.Path(), map[string]string{"new.txt": "n"})
+	testfiles.WriteTree(t, h.Path(), map[string]string{"new.txt": "n"})
 	info2, err := Snapshot(ctx, h, "", nil, dst)
 	if err != nil || info2.SHA256 == info.SHA256 {
 		t.Errorf("second snapshot: %+v %v", info2, err)

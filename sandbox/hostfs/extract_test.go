@@ -15,41 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"github.com/agentctl/agentctl/sandbox"
 )
-
-// tarOf builds a tar stream from headers; a regular file's content is
-// its Linkname field when Size is set (test shorthand).
-func tarOf(t testing.TB, hdrs ...*tar.Header) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range hdrs {
-		body := ""
-		if h.Typeflag == tar.TypeReg {
-			body, h.Linkname = h.Linkname, ""
-			h.Size = int64(len(body))
-		}
-		if h.Mode == 0 && h.Typeflag != tar.TypeXGlobalHeader {
-			h.Mode = 0o644
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if body != "" {
-			tw.Write([]byte(body))
-		}
-	}
-	tw.Close()
-	return buf.Bytes()
-}
-
-func reg(name, body string) *tar.Header {
-	return &tar.Header{Typeflag: tar.TypeReg, Name: name, Linkname: body, ModTime: time.Unix(1700000000, 0)}
-}
-func sym(name, target string) *tar.Header {
-	return &tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target}
-}
 
 func TestExtractHostileArchives(t *testing.T) {
 	tests := []struct {
@@ -59,35 +28,35 @@ func TestExtractHostileArchives(t *testing.T) {
 		lim  ExtractLimits
 		want error // sandbox.ErrPathEscape or ErrUnsafeArchive
 	}{
-		{name: "absolute path", hdrs: []*tar.Header{reg("/etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "dotdot", hdrs: []*tar.Header{reg("../pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "dotdot deep", hdrs: []*tar.Header{reg("a/b/../../../pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "dotdot staying inside", hdrs: []*tar.Header{reg("a/../b", "x")}, want: sandbox.ErrPathEscape},
-		{name: "backslash", hdrs: []*tar.Header{reg(`..\..\pwned`, "x")}, want: sandbox.ErrPathEscape},
-		{name: "hardlink", hdrs: []*tar.Header{reg("f1", "x"), {Typeflag: tar.TypeLink, Name: "f2", Linkname: "f1"}}, want: ErrUnsafeArchive},
+		{name: "absolute path", hdrs: []*tar.Header{testfiles.Reg("/etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "dotdot", hdrs: []*tar.Header{testfiles.Reg("../pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "dotdot deep", hdrs: []*tar.Header{testfiles.Reg("a/b/../../../pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "dotdot staying inside", hdrs: []*tar.Header{testfiles.Reg("a/../b", "x")}, want: sandbox.ErrPathEscape},
+		{name: "backslash", hdrs: []*tar.Header{testfiles.Reg(`..\..\pwned`, "x")}, want: sandbox.ErrPathEscape},
+		{name: "hardlink", hdrs: []*tar.Header{testfiles.Reg("f1", "x"), {Typeflag: tar.TypeLink, Name: "f2", Linkname: "f1"}}, want: ErrUnsafeArchive},
 		{name: "hardlink to host file", hdrs: []*tar.Header{{Typeflag: tar.TypeLink, Name: "shadow", Linkname: "/etc/shadow"}}, want: ErrUnsafeArchive},
 		{name: "char device", hdrs: []*tar.Header{{Typeflag: tar.TypeChar, Name: "null", Devmajor: 1, Devminor: 3}}, want: ErrUnsafeArchive},
 		{name: "block device", hdrs: []*tar.Header{{Typeflag: tar.TypeBlock, Name: "sda", Devmajor: 8}}, want: ErrUnsafeArchive},
 		{name: "fifo", hdrs: []*tar.Header{{Typeflag: tar.TypeFifo, Name: "fifo"}}, want: ErrUnsafeArchive},
-		{name: "symlink to /etc then write through it", hdrs: []*tar.Header{sym("etc", "/etc"), reg("etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "symlink to /etc then mkdir through it", hdrs: []*tar.Header{sym("etc", "/etc"), {Typeflag: tar.TypeDir, Name: "etc/agentctl-pwned/"}}, want: sandbox.ErrPathEscape},
-		{name: "symlink to /etc then a directory in its place", hdrs: []*tar.Header{sym("etc", "/etc"), {Typeflag: tar.TypeDir, Name: "etc/"}, reg("etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "symlink to / then write deep through it", hdrs: []*tar.Header{sym("root", "/"), reg("root/etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "symlink up from subdir then write through it", hdrs: []*tar.Header{sym("a/b/up", "../../../sibling"), reg("a/b/up/secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
-		{name: "symlink then write through it", hdrs: []*tar.Header{sym("s", "../sibling"), reg("s/secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
-		{name: "symlink dotdot chain", hdrs: []*tar.Header{sym("c/d", "../.."), reg("c/d/x", "pwned")}, want: sandbox.ErrPathEscape},
-		{name: "symlink to dot then dotdot under it", hdrs: []*tar.Header{sym("cur", "."), sym("cur/up", "..")}, want: sandbox.ErrPathEscape},
-		{name: "inside symlink then member under it", hdrs: []*tar.Header{sym("alias", "a"), reg("alias/x", "z")}, want: sandbox.ErrPathEscape},
-		{name: "copy-in dir is a planted symlink", into: "planted", hdrs: []*tar.Header{reg("x", "pwned")}, want: sandbox.ErrPathEscape},
-		{name: "copy-in dir is a planted absolute symlink", into: "link_sibling_abs", hdrs: []*tar.Header{reg("secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
-		{name: "write through planted absolute workspace symlink", hdrs: []*tar.Header{reg("link_etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
-		{name: "write through planted workspace symlink", hdrs: []*tar.Header{reg("planted/secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
+		{name: "symlink to /etc then write through it", hdrs: []*tar.Header{testfiles.Sym("etc", "/etc"), testfiles.Reg("etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "symlink to /etc then mkdir through it", hdrs: []*tar.Header{testfiles.Sym("etc", "/etc"), {Typeflag: tar.TypeDir, Name: "etc/agentctl-pwned/"}}, want: sandbox.ErrPathEscape},
+		{name: "symlink to /etc then a directory in its place", hdrs: []*tar.Header{testfiles.Sym("etc", "/etc"), {Typeflag: tar.TypeDir, Name: "etc/"}, testfiles.Reg("etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "symlink to / then write deep through it", hdrs: []*tar.Header{testfiles.Sym("root", "/"), testfiles.Reg("root/etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "symlink up from subdir then write through it", hdrs: []*tar.Header{testfiles.Sym("a/b/up", "../../../sibling"), testfiles.Reg("a/b/up/secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
+		{name: "symlink then write through it", hdrs: []*tar.Header{testfiles.Sym("s", "../sibling"), testfiles.Reg("s/secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
+		{name: "symlink dotdot chain", hdrs: []*tar.Header{testfiles.Sym("c/d", "../.."), testfiles.Reg("c/d/x", "pwned")}, want: sandbox.ErrPathEscape},
+		{name: "symlink to dot then dotdot under it", hdrs: []*tar.Header{testfiles.Sym("cur", "."), testfiles.Sym("cur/up", "..")}, want: sandbox.ErrPathEscape},
+		{name: "inside symlink then member under it", hdrs: []*tar.Header{testfiles.Sym("alias", "a"), testfiles.Reg("alias/x", "z")}, want: sandbox.ErrPathEscape},
+		{name: "copy-in dir is a planted symlink", into: "planted", hdrs: []*tar.Header{testfiles.Reg("x", "pwned")}, want: sandbox.ErrPathEscape},
+		{name: "copy-in dir is a planted absolute symlink", into: "link_sibling_abs", hdrs: []*tar.Header{testfiles.Reg("secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
+		{name: "write through planted absolute workspace symlink", hdrs: []*tar.Header{testfiles.Reg("link_etc/agentctl-pwned", "x")}, want: sandbox.ErrPathEscape},
+		{name: "write through planted workspace symlink", hdrs: []*tar.Header{testfiles.Reg("planted/secret.txt", "pwned")}, want: sandbox.ErrPathEscape},
 		{name: "mkdir through planted workspace symlink", hdrs: []*tar.Header{{Typeflag: tar.TypeDir, Name: "planted/newdir/"}}, want: sandbox.ErrPathEscape},
-		{name: "too many members", hdrs: []*tar.Header{reg("f1", "1"), reg("f2", "2"), reg("f3", "3")}, lim: ExtractLimits{MaxMembers: 2}, want: ErrUnsafeArchive},
-		{name: "too many bytes", hdrs: []*tar.Header{reg("f1", "12345"), reg("f2", "67890")}, lim: ExtractLimits{MaxBytes: 8}, want: ErrUnsafeArchive},
+		{name: "too many members", hdrs: []*tar.Header{testfiles.Reg("f1", "1"), testfiles.Reg("f2", "2"), testfiles.Reg("f3", "3")}, lim: ExtractLimits{MaxMembers: 2}, want: ErrUnsafeArchive},
+		{name: "too many bytes", hdrs: []*tar.Header{testfiles.Reg("f1", "12345"), testfiles.Reg("f2", "67890")}, lim: ExtractLimits{MaxBytes: 8}, want: ErrUnsafeArchive},
 		{name: "unknown type", hdrs: []*tar.Header{{Typeflag: 'Z', Name: "z"}}, want: ErrUnsafeArchive},
 		{name: "dotdot dir", hdrs: []*tar.Header{{Typeflag: tar.TypeDir, Name: ".."}}, want: sandbox.ErrPathEscape},
-		{name: "empty symlink", hdrs: []*tar.Header{sym("l", "")}, want: ErrUnsafeArchive},
+		{name: "empty symlink", hdrs: []*tar.Header{testfiles.Sym("l", "")}, want: ErrUnsafeArchive},
 	}
 	ctx := context.Background()
 	for _, tt := range tests {
@@ -101,7 +70,7 @@ func TestExtractHostileArchives(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			archive := tarOf(t, tt.hdrs...)
+			archive := testfiles.Tar(t, tt.hdrs...)
 			err = Extract(ctx, d, tt.into, bytes.NewReader(archive), tt.lim)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Extract = %v, want %v", err, tt.want)
@@ -144,16 +113,16 @@ func TestExtractSanitizesAndReplaces(t *testing.T) {
 	if err := os.Symlink("../sibling/secret.txt", filepath.Join(ws, "victim")); err != nil {
 		t.Fatal(err)
 	}
-	setuid := reg("bin/tool", "#!/bin/sh\n")
+	setuid := testfiles.Reg("bin/tool", "#!/bin/sh\n")
 	setuid.Mode = 0o4755 | 0o2000 | 0o1000
-	worldw := reg("data/open.txt", "x")
+	worldw := testfiles.Reg("data/open.txt", "x")
 	worldw.Mode = 0o666
-	ro := reg("data/ro.txt", "y")
+	ro := testfiles.Reg("data/ro.txt", "y")
 	ro.Mode = 0o400
 	dir := &tar.Header{Typeflag: tar.TypeDir, Name: "./data/", Mode: 0o7777}
-	archive := tarOf(t, dir, setuid, worldw, ro, reg("victim", "replaced"), sym("data/link", "../bin/tool"),
+	archive := testfiles.Tar(t, dir, setuid, worldw, ro, testfiles.Reg("victim", "replaced"), testfiles.Sym("data/link", "../bin/tool"),
 		&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{"comment": "x"}},
-		&tar.Header{Typeflag: tar.TypeDir, Name: "./"}, reg("dup.txt", "one"), reg("dup.txt", "two"))
+		&tar.Header{Typeflag: tar.TypeDir, Name: "./"}, testfiles.Reg("dup.txt", "one"), testfiles.Reg("dup.txt", "two"))
 	if err := Extract(ctx, d, "", bytes.NewReader(archive), ExtractLimits{}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +152,12 @@ func TestExtractSanitizesAndReplaces(t *testing.T) {
 		t.Errorf("mtime = %v", st.ModTime())
 	}
 	// A member may not replace a non-empty directory.
-	err = Extract(ctx, d, "", bytes.NewReader(tarOf(t, reg("data", "x"))), ExtractLimits{})
+	err = Extract(ctx, d, "", bytes.NewReader(testfiles.Tar(t, testfiles.Reg("data", "x"))), ExtractLimits{})
 	if err == nil {
 		t.Error("a file replaced a non-empty directory")
 	}
 	// A truncated stream is an error.
-	full := tarOf(t, reg("big.txt", strings.Repeat("z", 5000)))
+	full := testfiles.Tar(t, testfiles.Reg("big.txt", strings.Repeat("z", 5000)))
 	if err := Extract(ctx, d, "", bytes.NewReader(full[:1200]), ExtractLimits{}); err == nil {
 		t.Error("truncated archive accepted")
 	}
@@ -228,10 +197,10 @@ func TestExtractKeepsForeignSymlinks(t *testing.T) {
 			defer d.Close()
 			var hdrs []*tar.Header
 			for name, target := range links {
-				hdrs = append(hdrs, sym(name, target))
+				hdrs = append(hdrs, testfiles.Sym(name, target))
 			}
-			hdrs = append(hdrs, reg("venv/lib/site.py", "x"), reg("victim_abs", "replaced"))
-			archive := tarOf(t, hdrs...)
+			hdrs = append(hdrs, testfiles.Reg("venv/lib/site.py", "x"), testfiles.Reg("victim_abs", "replaced"))
+			archive := testfiles.Tar(t, hdrs...)
 			if err := Extract(ctx, d, into, bytes.NewReader(archive), ExtractLimits{}); err != nil {
 				t.Fatal(err)
 			}
@@ -337,17 +306,17 @@ func TestArchiveExtractRoundTrip(t *testing.T) {
 	if err := SanitizeTar(ctx, "", bytes.NewReader(buf.Bytes()), &out, SanitizeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := SanitizeTar(ctx, "", bytes.NewReader(tarOf(t, sym("x", "/etc"), reg("x/passwd", "pwned"))), &out, SanitizeOptions{}); !errors.Is(err, sandbox.ErrPathEscape) {
+	if err := SanitizeTar(ctx, "", bytes.NewReader(testfiles.Tar(t, testfiles.Sym("x", "/etc"), testfiles.Reg("x/passwd", "pwned"))), &out, SanitizeOptions{}); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("SanitizeTar hostile = %v", err)
 	}
 }
 
 func FuzzExtract(f *testing.F) {
-	f.Add(tarOf(f, reg("a/b.txt", "hello"), sym("a/l", "b.txt"), &tar.Header{Typeflag: tar.TypeDir, Name: "d/"}))
-	f.Add(tarOf(f, sym("s", "../x"), reg("s/y", "z")))
-	f.Add(tarOf(f, reg("../../x", "z")))
-	f.Add(tarOf(f, &tar.Header{Typeflag: tar.TypeLink, Name: "h", Linkname: "/etc/passwd"}))
-	f.Add(tarOf(f, sym("a", "."), sym("a/b", ".."), reg("a/b/c", "z")))
+	f.Add(testfiles.Tar(f, testfiles.Reg("a/b.txt", "hello"), testfiles.Sym("a/l", "b.txt"), &tar.Header{Typeflag: tar.TypeDir, Name: "d/"}))
+	f.Add(testfiles.Tar(f, testfiles.Sym("s", "../x"), testfiles.Reg("s/y", "z")))
+	f.Add(testfiles.Tar(f, testfiles.Reg("../../x", "z")))
+	f.Add(testfiles.Tar(f, &tar.Header{Typeflag: tar.TypeLink, Name: "h", Linkname: "/etc/passwd"}))
+	f.Add(testfiles.Tar(f, testfiles.Sym("a", "."), testfiles.Sym("a/b", ".."), testfiles.Reg("a/b/c", "z")))
 	f.Add([]byte("not a tar"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()

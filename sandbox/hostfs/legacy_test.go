@@ -5,67 +5,19 @@ package hostfs
 import (
 	"archive/tar"
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-)
 
-// legacyTar builds a tar stream as pre-POSIX tar wrote it: regular files
-// (and directories, as names ending in a slash) carry the type flag NUL
-// (the deprecated tar.TypeRegA). Members are name, content pairs.
-func legacyTar(t testing.TB, members ...string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	var offs []int // where each member's header starts
-	for i := 0; i < len(members); i += 2 {
-		offs = append(offs, buf.Len())
-		// tar.Writer refuses a regular file named with a trailing slash:
-		// write "d_" and make it "d/" below.
-		name := strings.TrimSuffix(members[i], "/")
-		if name != members[i] {
-			name += "_"
-		}
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(members[i+1])), Format: tar.FormatUSTAR}
-		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(members[i+1])); err != nil {
-			t.Fatal(err)
-		}
-		if err := tw.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	for i, off := range offs {
-		h := b[off : off+512]
-		if name := members[2*i]; strings.HasSuffix(name, "/") {
-			h[len(name)-1] = '/'
-		}
-		h[156] = 0
-		copy(h[148:156], "        ")
-		sum := 0
-		for _, c := range h {
-			sum += int(c)
-		}
-		// The checksum field: six octal digits, NUL, space.
-		copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	}
-	return b
-}
+	"github.com/agentctl/agentctl/internal/testfiles"
+)
 
 // TestExtractLegacyRegularFiles: members of old archives typed NUL are
 // regular files (directories when the name ends in a slash), for Extract
 // and SanitizeTar alike.
 func TestExtractLegacyRegularFiles(t *testing.T) {
-	arch := legacyTar(t, "old.txt", "legacy\n", "d/", "", "d/f", "x")
+	arch := testfiles.LegacyTar(t, "old.txt", "legacy\n", "d/", "", "d/f", "x")
 	if arch[156] != 0 {
 		t.Fatalf("type flag %q, want NUL", arch[156])
 	}

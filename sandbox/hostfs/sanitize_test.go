@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -42,7 +44,7 @@ func sanitized(t *testing.T, base string, in []byte, opts SanitizeOptions) ([]*t
 }
 
 func TestSanitizeTarRewrites(t *testing.T) {
-	in := tarOf(t,
+	in := testfiles.Tar(t,
 		&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
 		&tar.Header{Name: "a/b/c.txt", Typeflag: tar.TypeReg, Mode: 0o4755, Linkname: "data",
 			PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "x"}},
@@ -97,7 +99,7 @@ func TestSanitizeTarRewrites(t *testing.T) {
 
 	// A file replacing a directory sent earlier is refused: a remote
 	// extractor would delete the directory with everything in it.
-	_, err = sanitized(t, "", tarOf(t, reg("d/x", "1"), reg("d", "2")), SanitizeOptions{})
+	_, err = sanitized(t, "", testfiles.Tar(t, testfiles.Reg("d/x", "1"), testfiles.Reg("d", "2")), SanitizeOptions{})
 	if !errors.Is(err, ErrUnsafeArchive) {
 		t.Errorf("file over a directory of the archive: %v, want ErrUnsafeArchive", err)
 	}
@@ -164,12 +166,12 @@ func TestSparseFiles(t *testing.T) {
 // and no directory in place of one, no special mode bits, parents before
 // children.
 func FuzzSanitizeTar(f *testing.F) {
-	f.Add(tarOf(f, reg("a/b", "x")), "")
-	f.Add(tarOf(f, sym("l", "../x")), "sub")
-	f.Add(tarOf(f, reg("../x", "x")), "")
-	f.Add(tarOf(f, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "a"}), "")
-	f.Add(tarOf(f, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o7777}), "x/y")
-	f.Add(tarOf(f, sym("a", "."), reg("a/b", "x")), "")
+	f.Add(testfiles.Tar(f, testfiles.Reg("a/b", "x")), "")
+	f.Add(testfiles.Tar(f, testfiles.Sym("l", "../x")), "sub")
+	f.Add(testfiles.Tar(f, testfiles.Reg("../x", "x")), "")
+	f.Add(testfiles.Tar(f, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "a"}), "")
+	f.Add(testfiles.Tar(f, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o7777}), "x/y")
+	f.Add(testfiles.Tar(f, testfiles.Sym("a", "."), testfiles.Reg("a/b", "x")), "")
 	f.Fuzz(func(t *testing.T, data []byte, base string) {
 		if _, err := sandbox.CleanPath("", base); err != nil {
 			return

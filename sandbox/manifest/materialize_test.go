@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentctl/agentctl/internal/testenv"
@@ -27,23 +29,6 @@ func newHostDir(t *testing.T) *hostfs.HostDir {
 	return h
 }
 
-func writeTree(t testing.TB, root string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(p, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(full, []byte(c), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func readWS(t *testing.T, h *hostfs.HostDir, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(h.Path(), filepath.FromSlash(p)))
@@ -56,7 +41,7 @@ func readWS(t *testing.T, h *hostfs.HostDir, p string) string {
 func TestMaterializeEntryTypes(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
-	writeTree(t, src, map[string]string{
+	testfiles.WriteTree(t, src, map[string]string{
 		"brief.md":                 "# Brief\n",
 		"repo/main.go":             "package main\n",
 		"repo/run.sh":              "#!/bin/sh\necho hi\n",
@@ -134,7 +119,7 @@ func TestMaterializeEntryTypes(t *testing.T) {
 	}
 
 	// Change one source file, one inline file, drop an entry.
-	writeTree(t, src, map[string]string{"repo/main.go": "package main // v2\n"})
+	testfiles.WriteTree(t, src, map[string]string{"repo/main.go": "package main // v2\n"})
 	os.WriteFile(filepath.Join(h.Path(), "data/sales.csv"), []byte("edited by the agent"), 0o644)
 	m2 := m
 	m2.Entries = slices.Clone(m.Entries)
@@ -184,7 +169,7 @@ func TestManifestDigest(t *testing.T) {
 func TestMaterializeOrderAndOverlap(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
-	writeTree(t, src, map[string]string{"cfg/settings.json": "from dir", "cfg/other": "o"})
+	testfiles.WriteTree(t, src, map[string]string{"cfg/settings.json": "from dir", "cfg/other": "o"})
 	m := Manifest{Entries: []Entry{
 		{Kind: EntryLocalDir, Path: "cfg", Source: filepath.Join(src, "cfg")},
 		{Kind: EntryFile, Path: "cfg/settings.json", Content: []byte("from file")},
@@ -201,7 +186,7 @@ func TestMaterializeOrderAndOverlap(t *testing.T) {
 			t.Fatalf("run %d: declaration order not kept: %q", i, got)
 		}
 		// Changing the directory re-applies the file declared after it.
-		writeTree(t, src, map[string]string{"cfg/other": "changed"})
+		testfiles.WriteTree(t, src, map[string]string{"cfg/other": "changed"})
 		res2, err := Materialize(ctx, h, m, res.Digests, 4)
 		if err != nil {
 			t.Fatal(err)
@@ -212,14 +197,14 @@ func TestMaterializeOrderAndOverlap(t *testing.T) {
 		if !slices.Contains(res2.Applied, "cfg/settings.json") || slices.Contains(res2.Applied, "x/1") {
 			t.Errorf("update applied %v", res2.Applied)
 		}
-		writeTree(t, src, map[string]string{"cfg/other": "o"})
+		testfiles.WriteTree(t, src, map[string]string{"cfg/other": "o"})
 	}
 }
 
 func TestMaterializeRefusals(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
-	writeTree(t, src, map[string]string{"d/a.txt": "a", "real.txt": "r"})
+	testfiles.WriteTree(t, src, map[string]string{"d/a.txt": "a", "real.txt": "r"})
 	os.Symlink("/etc/passwd", filepath.Join(src, "d", "passwd"))
 	os.Symlink("real.txt", filepath.Join(src, "link.txt"))
 	os.Symlink("d", filepath.Join(src, "linkdir"))
@@ -277,16 +262,16 @@ func gitRepo(t *testing.T) (bare string, commits map[string]string) {
 	}
 	run(dir, "init", "-q", "--bare", "-b", "main", bare)
 	run(dir, "init", "-q", "-b", "main", work)
-	writeTree(t, work, map[string]string{"README.md": "v1\n", "pkg/lib/lib.go": "package lib\n", "pkg/tool.sh": "#!/bin/sh\n"})
+	testfiles.WriteTree(t, work, map[string]string{"README.md": "v1\n", "pkg/lib/lib.go": "package lib\n", "pkg/tool.sh": "#!/bin/sh\n"})
 	run(work, "add", ".")
 	run(work, "commit", "-q", "-m", "one")
 	commits = map[string]string{"v1": run(work, "rev-parse", "HEAD")}
 	run(work, "tag", "-a", "v1", "-m", "v1")
-	writeTree(t, work, map[string]string{"README.md": "v2\n"})
+	testfiles.WriteTree(t, work, map[string]string{"README.md": "v2\n"})
 	run(work, "commit", "-q", "-am", "two")
 	commits["main"] = run(work, "rev-parse", "HEAD")
 	run(work, "checkout", "-q", "-b", "dev")
-	writeTree(t, work, map[string]string{"README.md": "dev\n"})
+	testfiles.WriteTree(t, work, map[string]string{"README.md": "dev\n"})
 	run(work, "commit", "-q", "-am", "dev")
 	commits["dev"] = run(work, "rev-parse", "HEAD")
 	run(work, "push", "-q", bare, "main", "dev", "v1")
