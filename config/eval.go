@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agext/levenshtein"
+	"github.com/agentctl/agentctl/providers/registry"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
@@ -34,20 +35,8 @@ type scope struct {
 var valueRoots = []string{"var", "local", "each", "run", "sandbox", "agent", "manifest", "capability", "provider"}
 
 // suggest returns a "Did you mean ...?" sentence for the closest
-// candidate, or "".
-func suggest(given string, candidates []string) string {
-	best, bestDist := "", 1000
-	for _, c := range candidates {
-		d := levenshtein.Distance(given, c, nil)
-		if d < 3 && d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" Did you mean %q?", best)
-}
+// candidate, or "" (the provider types' decoders use the same).
+func suggest(given string, candidates []string) string { return registry.Suggest(given, candidates) }
 
 // checkRefs validates every reference in expr against the declared names
 // and the scope. It reports and returns false on any problem.

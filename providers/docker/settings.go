@@ -105,11 +105,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 		diags = append(diags, registry.Errorf(args.PortsRange, "Ports need a container network",
 			"%s has ports but %s: Docker publishes ports only from a container network and refuses to create this container. Set network = \"bridge\" (or the name of a Docker network), or remove ports.", args.Address, desc))
 	}
-	for _, name := range []string{"cpus", "memory", "disk", "pids", "gpus"} {
-		if rng, ok := args.ResourceRanges[name]; ok && unenforced[name] != "" {
-			diags = append(diags, registry.Errorf(rng, "Unsupported resource for this provider", "%s", unenforced[name]))
-		}
-	}
+	diags = append(diags, registry.Unenforced(args, unenforced)...)
 	content, ds := args.Body.Content(sandboxSchema)
 	diags = append(diags, ds...)
 	if ds.HasErrors() {

@@ -63,11 +63,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 	if args.NetworkRange != nil && args.Network != "none" && args.Network != "host" {
 		diags = append(diags, registry.Errorf(args.NetworkValue, "Invalid network", "A local sandbox's network must be \"none\" or \"host\", not %q.", args.Network))
 	}
-	for _, name := range []string{"cpus", "memory", "disk", "pids", "gpus"} {
-		if rng, ok := args.ResourceRanges[name]; ok && unenforced[name] != "" {
-			diags = append(diags, registry.Errorf(rng, "Unsupported resource for this provider", "%s", unenforced[name]))
-		}
-	}
+	diags = append(diags, registry.Unenforced(args, unenforced)...)
 	isolation := IsolationNamespaces
 	if p, ok := args.Provider.(*ProviderSettings); ok && p.Isolation != "" {
 		isolation = p.Isolation

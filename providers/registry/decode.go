@@ -60,3 +60,16 @@ func Suggest(given string, candidates []string) string {
 	}
 	return fmt.Sprintf(" Did you mean %q?", best)
 }
+
+// Unenforced reports each resources argument the sandbox sets (more than
+// 0) that the provider type cannot enforce, at the argument, with the
+// type's reason from why (resource name → reason).
+func Unenforced(args *SandboxArgs, why map[string]string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, name := range []string{"cpus", "memory", "disk", "pids", "gpus"} {
+		if rng, ok := args.ResourceRanges[name]; ok && why[name] != "" {
+			diags = append(diags, Errorf(rng, "Unsupported resource for this provider", "%s", why[name]))
+		}
+	}
+	return diags
+}
