@@ -242,12 +242,12 @@ type Run struct {
 // RunInstance is one run after for_each expansion. Its input may depend
 // on upstream runs' outputs, so it is evaluated late with Input.
 type RunInstance struct {
-	Addr      string // run.NAME or run.NAME["key"]
-	Name      string
-	Key       string
-	Agent     string // agent name
-	Sandbox   string // sandbox instance address override, "" = the agent's
-	MaxTurns  int
+	Addr     string // run.NAME or run.NAME["key"]
+	Name     string
+	Key      string
+	Agent    string // agent name
+	Sandbox  string // sandbox instance address override, "" = the agent's
+	MaxTurns int
 	// Continue is the run instance whose conversation this run continues
 	// (continue = run.NAME), "" for none. It is also in DependsOn; when
 	// the run sets no sandbox and its agent names none, Sandbox is the
