@@ -240,6 +240,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": agentAddr(ri.Agent)}}
+	if ri.Continue != "" {
+		c.Attributes["continue"] = ri.Continue
+	}
 	prev := st.Runs[addr]
 	var pending []string // upstream runs that execute in this apply
 	standIn := ""
