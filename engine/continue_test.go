@@ -193,3 +193,39 @@ func TestContinueWaitsForFailedRun(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestContinueForEachInstances(t *testing.T) {
+	e, _ := newTestEngine(t, `
+provider "scripted" {
+  script "a" {
+    reply { text = "noted" }
+  }
+}
+agent "a" {
+  provider = provider.scripted
+  model    = "m"
+}
+run "many" {
+  for_each = toset(["x", "y"])
+  agent    = agent.a
+  input    = "topic ${each.key}"
+}
+run "next" {
+  for_each = toset(["x", "y"])
+  agent    = agent.a
+  input    = "more on ${each.key}"
+  continue = run.many[each.key]
+}
+`)
+	st := planApply(t, e, PlanOptions{})
+	for _, k := range []string{"x", "y"} {
+		addr := `run.next["` + k + `"]`
+		steps := journalSteps(t, e, st, addr)
+		if len(steps[0].Prior) != 2 || steps[0].Prior[0].Text != "topic "+k || steps[0].Input != "more on "+k {
+			t.Errorf("%s starts from %+v, input %q", addr, steps[0].Prior, steps[0].Input)
+		}
+		if st.Runs[addr].DigestInputs[`run.many["`+k+`"].transcript`] == "" {
+			t.Errorf("%s digest inputs %v", addr, st.Runs[addr].DigestInputs)
+		}
+	}
+}
