@@ -182,7 +182,7 @@ func (r *sandboxReach) forRun(ri *RunInstance) []string {
 
 // DependencyGraph returns the graph of sandbox and run instances: a run
 // depends on the sandboxes it uses, on the runs and sandboxes its input
-// refers to, and on its depends_on entries. A cycle is one error
+// refers to, on the run it continues and on its depends_on entries. A cycle is one error
 // diagnostic naming every member and its source range.
 func (c *Config) DependencyGraph() (*graph.Graph, hcl.Diagnostics) {
 	g := graph.New()
@@ -214,7 +214,7 @@ func (c *Config) DependencyGraph() (*graph.Graph, hcl.Diagnostics) {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Dependency cycle",
-			Detail: fmt.Sprintf("These runs and sandboxes depend on each other in a cycle, so none of them can start first:\n%s\nRemove a reference to an upstream run's output or a depends_on entry to break the cycle.",
+			Detail: fmt.Sprintf("These runs and sandboxes depend on each other in a cycle, so none of them can start first:\n%s\nRemove a reference to an upstream run's output, a depends_on entry or a continue argument to break the cycle.",
 				strings.Join(parts, "\n")),
 			Subject: first,
 		})

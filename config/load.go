@@ -387,6 +387,8 @@ func (l *loader) decodeAll() {
 	for _, b := range l.runBlocks {
 		l.decodeRun(b)
 	}
+	l.resolveContinues()
+	l.checkScriptRuns()
 	for _, b := range l.outputBlocks {
 		l.decodeOutput(b)
 	}

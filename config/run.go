@@ -10,7 +10,7 @@ import (
 
 var runSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "agent", Required: true}, {Name: "input", Required: true}, {Name: "sandbox"},
-	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"},
+	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"},
 }}
 
 func (l *loader) decodeRun(b *hcl.Block) {
@@ -62,7 +62,9 @@ func (l *loader) decodeRun(b *hcl.Block) {
 		}
 		if a, ok := attrs["sandbox"]; ok {
 			ri.Sandbox, _ = l.sandboxRef(a, each)
+			ri.sandboxSet = true
 		}
+		ri.continueAttr = attrs["continue"]
 		if a, ok := attrs["max_turns"]; ok {
 			if v, good := l.eval(a.Expr, scope{each: each != nil, where: "max_turns"}, each, nil); good {
 				if n, good := l.toInt(v, a.Expr.Range(), "max_turns"); good {

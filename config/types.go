@@ -242,12 +242,17 @@ type Run struct {
 // RunInstance is one run after for_each expansion. Its input may depend
 // on upstream runs' outputs, so it is evaluated late with Input.
 type RunInstance struct {
-	Addr      string // run.NAME or run.NAME["key"]
-	Name      string
-	Key       string
-	Agent     string // agent name
-	Sandbox   string // sandbox instance address override, "" = the agent's
-	MaxTurns  int
+	Addr     string // run.NAME or run.NAME["key"]
+	Name     string
+	Key      string
+	Agent    string // agent name
+	Sandbox  string // sandbox instance address override, "" = the agent's
+	MaxTurns int
+	// Continue is the run instance whose conversation this run continues
+	// (continue = run.NAME), "" for none. It is also in DependsOn; when
+	// the run sets no sandbox and its agent names none, Sandbox is the
+	// one the continued run's agent used.
+	Continue  string
 	DependsOn []string // addresses, from depends_on and from references
 	// InputSandboxes are the sandbox instances the input refers to (for
 	// their URLs), sorted.
@@ -257,4 +262,8 @@ type RunInstance struct {
 
 	// eachValue is each.value for a for_each instance (each.key is Key).
 	eachValue cty.Value
+	// continueAttr is the continue argument, resolved once every run is
+	// decoded; sandboxSet says the run sets sandbox itself.
+	continueAttr *hcl.Attribute
+	sandboxSet   bool
 }

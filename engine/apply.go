@@ -647,6 +647,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		Agents:    agents,
 		MaxTurns:  ri.MaxTurns,
 		Interrupt: e.Interrupt,
+		Prior:     in.prior, // continue = run.X (continue.go)
 		// Journals and events hold nothing sensitive: model text and tool
 		// calls are scrubbed as they are recorded.
 		Checkpoint: func(_ context.Context, s agentloop.Step) error { return journal.Append(scrubStep(scrub, s)) },

@@ -71,9 +71,9 @@ func attributeJSON(v any) json.RawMessage {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// agentAttributes records what agentDigest covers for agent name, under
-// agent.NAME.
-func agentAttributes(cfg *config.Config, name string, at *attributes) {
+// agentAttributes records what agentDigest covers for agent name in the
+// run block named run, under agent.NAME.
+func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 	a := cfg.Agents[name]
 	if a == nil {
 		return
@@ -88,7 +88,8 @@ func agentAttributes(cfg *config.Config, name string, at *attributes) {
 	provAddr := cfg.ModelProvider(a)
 	set("provider", provAddr, true)
 	if prov := cfg.Providers[providerKey(provAddr)]; prov != nil {
-		if f, ok := prov.Settings.(registry.Fingerprinter); ok {
+		settings, _ := runSettings(prov.Settings, run)
+		if f, ok := settings.(registry.Fingerprinter); ok {
 			// What the provider type says determines answers: scalars by
 			// value, anything larger (a scripted provider's script) by
 			// digest.

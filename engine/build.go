@@ -67,7 +67,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 		if a == nil {
 			return nil, fmt.Errorf("agent %q is not declared", name)
 		}
-		m, modelName, err := e.provs().model(e, a)
+		m, modelName, err := e.provs().model(e, a, ri.Name)
 		if err != nil {
 			return nil, err
 		}

@@ -30,11 +30,12 @@ func digestString(s string) string {
 }
 
 // agentDigest covers everything about one agent that determines what it
-// does: model and non-secret provider settings (the scripted provider's
-// script for it included), instructions, settings, capabilities, handoffs,
-// agent tools and output schema. Credentials never enter it, nor does
+// does in the run block named run: model and non-secret provider settings
+// as that run sees them (the scripted provider's script for it in that
+// run included), instructions, settings, capabilities, handoffs, agent
+// tools and output schema. Credentials never enter it, nor does
 // max_turns.
-func agentDigest(cfg *config.Config, name string) string {
+func agentDigest(cfg *config.Config, name, run string) string {
 	a := cfg.Agents[name]
 	if a == nil {
 		return digestString("missing agent " + name)
@@ -59,7 +60,7 @@ func agentDigest(cfg *config.Config, name string) string {
 	}
 	return digestJSON(map[string]any{
 		"model":         a.Model,
-		"provider":      providerDigestData(cfg, cfg.ModelProvider(a), name),
+		"provider":      providerDigestData(cfg, cfg.ModelProvider(a), name, run),
 		"instructions":  a.Instructions,
 		"settings":      a.Settings,
 		"capabilities":  caps,
@@ -73,17 +74,27 @@ func agentDigest(cfg *config.Config, name string) string {
 }
 
 // providerDigestData is the non-secret part of a model provider that
-// determines answers.
-func providerDigestData(cfg *config.Config, addr, agent string) map[string]any {
+// determines agent's answers in the run block named run.
+func providerDigestData(cfg *config.Config, addr, agent, run string) map[string]any {
 	p := cfg.Providers[providerKey(addr)]
 	if p == nil {
 		return map[string]any{"addr": addr}
 	}
 	out := map[string]any{"addr": addr, "type": p.Type}
-	if f, ok := p.Settings.(registry.Fingerprinter); ok {
+	settings, _ := runSettings(p.Settings, run)
+	if f, ok := settings.(registry.Fingerprinter); ok {
 		maps.Copy(out, f.Fingerprint(agent))
 	}
 	return out
+}
+
+// runSettings returns model provider settings as the run block named run
+// sees them (registry.RunScoper), and whether they differ from settings.
+func runSettings(settings any, run string) (any, bool) {
+	if rs, ok := settings.(registry.RunScoper); ok && run != "" {
+		return rs.ForRun(run)
+	}
+	return settings, false
 }
 
 // sandboxConfigDigest covers the settings whose change replaces a sandbox.

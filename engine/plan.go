@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
@@ -239,6 +240,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": agentAddr(ri.Agent)}}
+	if ri.Continue != "" {
+		c.Attributes["continue"] = ri.Continue
+	}
 	prev := st.Runs[addr]
 	var pending []string // upstream runs that execute in this apply
 	standIn := ""
@@ -355,6 +359,8 @@ type runInputs struct {
 	digests map[string]string
 	attrs   map[string]state.Attribute
 	input   string
+	// prior is the transcript of the run it continues (continue.go).
+	prior []model.Item
 }
 
 // runInputs evaluates a run's input against the upstream outputs in st,
@@ -397,16 +403,20 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	}
 	inputs["input"] = digestString(input)
 	attrs.set("input", input)
+	prior, err := e.continuedTranscript(st, ri, inputs)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range cfg.AgentClosure(ri.Agent) {
-		inputs[agentAddr(name)] = agentDigest(cfg, name)
-		agentAttributes(cfg, name, attrs)
+		inputs[agentAddr(name)] = agentDigest(cfg, name, ri.Name)
+		agentAttributes(cfg, name, ri.Name, attrs)
 	}
 	for _, sb := range cfg.RunSandboxes(ri) {
 		if d, ok := sbDigest[sb]; ok {
 			inputs[sb] = d
 		}
 	}
-	return &runInputs{digests: inputs, attrs: attrs.m, input: input}, nil
+	return &runInputs{digests: inputs, attrs: attrs.m, input: input, prior: prior}, nil
 }
 
 // urlSandboxes lists the sandboxes with exposed ports a run's input
@@ -552,7 +562,7 @@ func (e *Engine) checkModels(p *Plan) error {
 				continue
 			}
 			checked[name] = true
-			if _, _, err := e.provs().model(e, a); err != nil {
+			if _, _, err := e.provs().model(e, a, ri.Name); err != nil {
 				return fmt.Errorf("%s: %w", c.Address, err)
 			}
 		}

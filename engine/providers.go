@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/registry"
@@ -73,14 +74,14 @@ func (e *Engine) provider(addr string) (*config.Provider, *registry.Type, error)
 	return p, t, nil
 }
 
-// model returns the agent's model client and model name.
-func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, error) {
+// model returns the agent's model client and model name in the run block
+// named run ("" outside a run). Settings that differ for that run
+// (registry.RunScoper) get a model of their own, built once per run
+// block.
+func (ps *providerSet) model(e *Engine, a *config.Agent, run string) (model.Model, string, error) {
 	addr := e.Config.ModelProvider(a)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if m, ok := ps.models[addr]; ok {
-		return m, a.Model, nil
-	}
 	p, t, err := e.provider(addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("agent %q: %w", a.Name, err)
@@ -88,11 +89,19 @@ func (ps *providerSet) model(e *Engine, a *config.Agent) (model.Model, string, e
 	if t.Role != registry.RoleModel {
 		return nil, "", fmt.Errorf("agent %q: %s is a %s provider, not a model provider", a.Name, addr, p.Type)
 	}
-	m, err := t.NewModel(context.Background(), p.Settings, registry.Env{Environ: e.Environ})
+	key := addr
+	settings, scoped := runSettings(p.Settings, run)
+	if scoped {
+		key = addr + " " + addrs.Run(run, nil).String()
+	}
+	if m, ok := ps.models[key]; ok {
+		return m, a.Model, nil
+	}
+	m, err := t.NewModel(context.Background(), settings, registry.Env{Environ: e.Environ})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", addr, err)
 	}
-	ps.models[addr] = m
+	ps.models[key] = m
 	return m, a.Model, nil
 }
 

@@ -75,7 +75,7 @@ agent "a" {
 	if p, err := ps.sandboxProvider(ctx, e, "provider.local"); err != nil || p.Kind() != "local" {
 		t.Fatalf("provider.local while docker is dialed: %v, %v", p, err)
 	}
-	if m, _, err := ps.model(e, e.Config.Agents["a"]); err != nil || m == nil {
+	if m, _, err := ps.model(e, e.Config.Agents["a"], ""); err != nil || m == nil {
 		t.Fatalf("model while docker is dialed: %v, %v", m, err)
 	}
 

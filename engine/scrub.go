@@ -32,6 +32,13 @@ func scrubStep(sc *sandbox.Scrubber, s agentloop.Step) agentloop.Step {
 		return s
 	}
 	s.Input = sc.String(s.Input)
+	if len(s.Prior) > 0 {
+		prior := make([]model.Item, len(s.Prior))
+		for i, it := range s.Prior {
+			prior[i] = scrubItem(sc, it)
+		}
+		s.Prior = prior
+	}
 	if s.Response != nil {
 		r := *s.Response
 		r.Output = make([]model.Item, len(s.Response.Output))

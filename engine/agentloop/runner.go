@@ -76,6 +76,10 @@ type Runner struct {
 	// MaxTurns bounds the run's top-level conversation (0 = the start
 	// agent's MaxTurns, else DefaultMaxTurns).
 	MaxTurns int
+	// Prior are the items a new run's conversation starts from, before
+	// its input (the transcript of the run it continues). They are
+	// recorded in its input step, so a resume does not need them again.
+	Prior []model.Item
 }
 
 // Result is a finished run.
@@ -230,6 +234,9 @@ func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
 			return nil, fmt.Errorf("unknown agent %q", f.agent)
 		}
 		s := Step{Kind: StepInput, Path: f.path, Agent: f.agent, Input: f.input}
+		if f.path == "" {
+			s.Prior = f.st.r.Prior
+		}
 		if err := f.st.checkpoint(ctx, s); err != nil {
 			return nil, err
 		}
@@ -275,7 +282,7 @@ func (f *frame) replay(s Step) error {
 	case StepInput:
 		f.agent = s.Agent
 		f.input = s.Input
-		f.conv = append(f.conv[:0], model.Item{Type: model.ItemMessage, Role: "user", Text: s.Input})
+		f.conv = append(append(f.conv[:0], s.Prior...), model.Item{Type: model.ItemMessage, Role: "user", Text: s.Input})
 	case StepModel:
 		if s.Response == nil {
 			return fmt.Errorf("journal: model step without a response")

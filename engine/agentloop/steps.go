@@ -31,6 +31,9 @@ type Step struct {
 	Agent string `json:"agent"`
 	// Input is the input text (StepInput).
 	Input string `json:"input,omitempty"`
+	// Prior are the items the conversation starts from, before Input
+	// (StepInput of a run that continues another run's transcript).
+	Prior []model.Item `json:"prior,omitempty"`
 	// Response is the model's response (StepModel).
 	Response *model.Response `json:"response,omitempty"`
 	// Result is the function_call_output item (StepTool).
@@ -38,4 +41,25 @@ type Step struct {
 	// Handoff names the agent the conversation moved to (StepTool of a
 	// transfer_to_ call that was taken).
 	Handoff string `json:"handoff,omitempty"`
+}
+
+// Transcript is the conversation of a run's steps, as the model would see
+// it next: its top-level steps' items in order (the prior items and the
+// input message, then each model response's output items followed by
+// their calls' outputs in call order), as the Agents SDK's
+// result.to_input_list() gives them. Nested agent-tool runs are not part
+// of it; their results are, as the outputs of the calls that started
+// them.
+func Transcript(steps []Step) ([]model.Item, error) {
+	f := &frame{st: &runState{r: &Runner{}}}
+	for _, s := range steps {
+		if s.Path != "" {
+			continue
+		}
+		if err := f.replay(s); err != nil {
+			return nil, err
+		}
+	}
+	f.flush()
+	return f.conv, nil
 }

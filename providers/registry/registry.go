@@ -221,6 +221,22 @@ type ScriptRefs interface {
 	ScriptAgents() map[string]hcl.Range
 }
 
+// RunRefs is implemented by model provider settings that name run blocks
+// (scripted scripts scoped to a run): the configuration checks each name
+// refers to a declared run.
+type RunRefs interface {
+	ScriptRuns() map[string]hcl.Range
+}
+
+// RunScoper is implemented by model provider settings that differ for
+// some runs (scripted scripts scoped to a run). ForRun returns the
+// settings as the run block named run sees them, and whether they differ
+// from the provider's own; the engine builds the model of that run's
+// agents from them, and digests the run with their fingerprint.
+type RunScoper interface {
+	ForRun(run string) (settings any, scoped bool)
+}
+
 // SnapshotCommitter is implemented by sandbox settings that ask for the
 // whole sandbox to be committed as an image with each snapshot
 // (sandbox.Committer).

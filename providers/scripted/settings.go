@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/hashicorp/hcl/v2"
@@ -16,9 +17,16 @@ import (
 // ProviderSettings are a provider "scripted" block: the replies of each
 // agent, from its script "AGENT" { reply { ... } } blocks.
 type ProviderSettings struct {
+	// Scripts are the agent-wide scripts, by agent.
 	Scripts map[string][]ScriptReply
-	// agents are where each script names its agent.
+	// RunScripts are the scripts scoped to one run block
+	// (script "AGENT" { run = "RUN" ... }), by run name, then agent. For
+	// that run they win over the agent-wide script.
+	RunScripts map[string]map[string][]ScriptReply
+	// agents are where each script names its agent; runs where each
+	// scoped script names its run.
 	agents map[string]hcl.Range
+	runs   map[string]hcl.Range
 }
 
 // ScriptReply is one reply block: text, tool calls, or both.
@@ -30,8 +38,11 @@ type ScriptReply struct {
 
 var (
 	providerSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "script", LabelNames: []string{"agent"}}}}
-	scriptSchema   = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "reply"}}}
-	replySchema    = &hcl.BodySchema{
+	scriptSchema   = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "run"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "reply"}},
+	}
+	replySchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "text"}},
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "call", LabelNames: []string{"tool"}}},
 	}
@@ -41,24 +52,71 @@ var (
 // DecodeProvider decodes a provider "scripted" block
 // (registry.Type.DecodeProvider).
 func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
-	s := &ProviderSettings{Scripts: map[string][]ScriptReply{}, agents: map[string]hcl.Range{}}
+	s := &ProviderSettings{
+		Scripts: map[string][]ScriptReply{}, RunScripts: map[string]map[string][]ScriptReply{},
+		agents: map[string]hcl.Range{}, runs: map[string]hcl.Range{},
+	}
 	content, diags := body.Content(providerSchema)
 	for _, sb := range content.Blocks {
 		agent := sb.Labels[0]
-		if _, dup := s.Scripts[agent]; dup {
-			diags = append(diags, registry.Errorf(sb.DefRange, "Duplicate script", "The scripted provider already has a script for agent %q. Put all its replies in one script block.", agent))
+		sc, ds := decodeScript(sb)
+		diags = append(diags, ds...)
+		if sc.badRun {
+			continue // the script's scope is unknown
+		}
+		scripts := s.Scripts
+		if sc.run != "" {
+			if s.RunScripts[sc.run] == nil {
+				s.RunScripts[sc.run] = map[string][]ScriptReply{}
+			}
+			scripts = s.RunScripts[sc.run]
+			if _, seen := s.runs[sc.run]; !seen {
+				s.runs[sc.run] = sc.runRange
+			}
+		}
+		if _, dup := scripts[agent]; dup {
+			if sc.run != "" {
+				diags = append(diags, registry.Errorf(sb.DefRange, "Duplicate script", "The scripted provider already has a script for agent %q scoped to run %q. Put all its replies for that run in one script block.", agent, sc.run))
+			} else {
+				diags = append(diags, registry.Errorf(sb.DefRange, "Duplicate script", "The scripted provider already has a script for agent %q. Put all its replies in one script block, or scope one to a run with run = \"NAME\".", agent))
+			}
 			continue
 		}
-		s.agents[agent] = sb.LabelRanges[0]
-		var ds hcl.Diagnostics
-		s.Scripts[agent], ds = decodeScript(sb)
-		diags = append(diags, ds...)
+		if _, seen := s.agents[agent]; !seen {
+			s.agents[agent] = sb.LabelRanges[0]
+		}
+		scripts[agent] = sc.replies
 	}
 	return s, diags
 }
 
-func decodeScript(b *hcl.Block) ([]ScriptReply, hcl.Diagnostics) {
+// script is one decoded script block.
+type script struct {
+	// run is the run block the script is scoped to, "" for agent-wide;
+	// runRange is where it is named; badRun says the run argument is
+	// invalid.
+	run      string
+	runRange hcl.Range
+	badRun   bool
+	replies  []ScriptReply
+}
+
+func decodeScript(b *hcl.Block) (script, hcl.Diagnostics) {
 	content, diags := b.Body.Content(scriptSchema)
+	var sc script
+	if a, ok := content.Attributes["run"]; ok {
+		sc.runRange = a.Expr.Range()
+		var ds hcl.Diagnostics
+		registry.Attr(content.Attributes, "run", &sc.run, &ds)
+		diags = append(diags, ds...)
+		switch {
+		case ds.HasErrors():
+			sc.badRun = true
+		case sc.run == "":
+			sc.badRun = true
+			diags = append(diags, registry.Errorf(a.Expr.Range(), "Invalid run", "run names the run block this script is for, like run = \"followup\"; it can't be empty. Leave run out for a script every run of the agent uses."))
+		}
+	}
 	replies := []ScriptReply{}
 	for _, rb := range content.Blocks {
 		rc, ds := rb.Body.Content(replySchema)
@@ -92,14 +150,33 @@ func decodeScript(b *hcl.Block) ([]ScriptReply, hcl.Diagnostics) {
 		}
 		replies = append(replies, r)
 	}
-	return replies, diags
+	sc.replies = replies
+	return sc, diags
 }
 
 // ScriptAgents implements registry.ScriptRefs.
 func (s *ProviderSettings) ScriptAgents() map[string]hcl.Range { return s.agents }
 
+// ScriptRuns implements registry.RunRefs: the runs scripts are scoped to.
+func (s *ProviderSettings) ScriptRuns() map[string]hcl.Range { return s.runs }
+
+// ForRun implements registry.RunScoper: the settings as run (a run
+// block's name) sees them, its scoped scripts replacing the agent-wide
+// ones of the same agents. scoped is false when no script is scoped to
+// run.
+func (s *ProviderSettings) ForRun(run string) (settings any, scoped bool) {
+	rs := s.RunScripts[run]
+	if len(rs) == 0 {
+		return s, false
+	}
+	out := &ProviderSettings{Scripts: maps.Clone(s.Scripts), agents: s.agents, runs: s.runs}
+	maps.Copy(out.Scripts, rs)
+	return out, true
+}
+
 // Fingerprint implements registry.Fingerprinter: an agent's script
-// decides its answers (where it is written does not).
+// decides its answers (where it is written does not). For the script a
+// run uses, fingerprint the settings ForRun returns.
 func (s *ProviderSettings) Fingerprint(agent string) map[string]any {
 	script := slices.Clone(s.Scripts[agent])
 	for i := range script {

@@ -145,6 +145,9 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 		switch s.Kind {
 		case agentloop.StepInput:
 			if s.Path == "" {
+				if len(s.Prior) > 0 {
+					fmt.Fprintf(w, "\n[continues a conversation of %d items]\n", len(s.Prior))
+				}
 				fmt.Fprintf(w, "\n%s[input → %s]\n%s%s\n", indent, s.Agent, indent, indented(s.Input, indent))
 			} else {
 				fmt.Fprintf(w, "%s[agent tool run of %s] input: %s\n", indent, s.Agent, indented(s.Input, indent+"  "))
