@@ -99,6 +99,11 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
 			return nil
 		}
+		if errors.Is(err, errRunAwaiting) {
+			// Reported (EventApprovalRequired) once the state recorded it;
+			// the runs that depend on it wait with it.
+			return err
+		}
 		if errors.Is(err, errRunInterrupted) {
 			e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
 			return err
@@ -119,6 +124,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		switch {
 		case errors.Is(err, errNotStarted):
 			notStarted = append(notStarted, c.Address)
+		case errors.Is(err, errRunAwaiting):
 		case err != nil && !errors.Is(err, graph.ErrSkipped):
 			all = append(all, err)
 		}
@@ -634,6 +640,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 		if resume && prev != nil {
 			r.Provenance.StartedAt = prev.Provenance.StartedAt
+			r.Approvals = prev.Approvals
 		}
 		st.Runs[addr] = r
 	}); err != nil {
@@ -651,6 +658,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		// calls are scrubbed as they are recorded.
 		Checkpoint: func(_ context.Context, s agentloop.Step) error { return journal.Append(scrubStep(scrub, s)) },
 		Events:     events.Event,
+		Decisions:  decisions(prev, resume),
 	}
 	stop := a.progress(addr, c.Action)
 	res, runErr := runner.Run(ctx, ri.Agent, input, history)
@@ -663,6 +671,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	case errors.Is(runErr, agentloop.ErrInterrupted) || errors.Is(runErr, context.Canceled):
 		status = RunInterrupted
 		errText = runErr.Error()
+	case isAwaiting(runErr):
+		status = RunAwaiting
 	default:
 		status = RunFailed
 		errText = runErr.Error()
@@ -690,8 +700,12 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		if status == RunCompleted {
 			r.Provenance.CompletedAt = time.Now().UTC()
 		}
+		recordPending(r, runErr, scrub)
 	}); err != nil {
 		return err
+	}
+	if status == RunAwaiting {
+		return a.awaiting(addr)
 	}
 	if status == RunInterrupted {
 		turns := 0

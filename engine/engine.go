@@ -33,6 +33,9 @@ const (
 	EventApplyInterrupted EventType = "apply_interrupted"
 	EventRefresh          EventType = "refresh_complete"
 	EventRuntime          EventType = "run_event"
+	// EventApprovalRequired: a run ended awaiting approval of the tool
+	// calls in Approvals (recorded in the state before the event).
+	EventApprovalRequired EventType = "approval_required"
 )
 
 // Event is what the engine reports while it works; views render it.
@@ -43,6 +46,8 @@ type Event struct {
 	Message string           `json:"message,omitempty"`
 	Elapsed time.Duration    `json:"elapsed,omitempty"`
 	Runtime *agentloop.Event `json:"run_event,omitempty"`
+	// Approvals are the pending calls of EventApprovalRequired.
+	Approvals []*state.Approval `json:"approvals,omitempty"`
 }
 
 // Engine plans and applies one configuration against one state directory.
