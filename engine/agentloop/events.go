@@ -12,7 +12,6 @@ const (
 	EventAgentToolDone EventType = "agent_tool_result"
 	EventTurn          EventType = "turn"
 	EventFinal         EventType = "final_output"
-
 )
 
 // Event is one runtime event. Path is the nested conversation's path as
