@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
@@ -67,4 +69,63 @@ func (a *applier) awaiting(addr string) error {
 	a.mu.Unlock()
 	a.e.emit(Event{Type: EventApprovalRequired, Address: addr, Message: fmt.Sprintf("awaiting approval of %d tool %s", len(pending), plural(len(pending), "call", "calls")), Approvals: pending})
 	return fmt.Errorf("%s: %w", addr, errRunAwaiting)
+}
+
+// Answer is a reviewer's answer to a question about one call.
+type Answer struct {
+	// Decision is state.ApprovalApproved, state.ApprovalRejected, or
+	// state.ApprovalPending to defer the call.
+	Decision string
+	Reason   string
+	// Always approves the later calls of the same tool in this run, for
+	// the rest of this apply.
+	Always bool
+	// By names the reviewer.
+	By string
+}
+
+// Approver asks a reviewer about a call while apply runs (agentctl's
+// terminal prompt). The call's arguments are scrubbed.
+type Approver interface {
+	Approve(ctx context.Context, run string, call state.Approval) Answer
+}
+
+// asker is the Runner.Ask of run addr: it asks the engine's Approver and
+// records each decision in the state before the call runs. nil without an
+// Approver.
+func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Context, agentloop.PendingCall) (agentloop.Decision, bool) {
+	ap := a.e.Approver
+	if ap == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	always := map[string]string{} // tool → reviewer
+	return func(ctx context.Context, c agentloop.PendingCall) (agentloop.Decision, bool) {
+		call := state.Approval{CallID: c.CallID, Path: c.Path, Agent: c.Agent, Tool: c.Tool, Arguments: scrubJSONString(scrub, c.Arguments), RequestedAt: time.Now().UTC()}
+		mu.Lock()
+		by, ok := always[c.Tool]
+		mu.Unlock()
+		ans := Answer{Decision: state.ApprovalApproved, By: by, Reason: "always approved for this run"}
+		if !ok {
+			ans = ap.Approve(ctx, addr, call)
+		}
+		if ans.Decision != state.ApprovalApproved && ans.Decision != state.ApprovalRejected {
+			return agentloop.Decision{}, false
+		}
+		if ans.Always && ans.Decision == state.ApprovalApproved {
+			mu.Lock()
+			always[c.Tool] = ans.By
+			mu.Unlock()
+		}
+		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, time.Now().UTC(), ans.Reason
+		if err := a.update(func(st *state.State) {
+			if r := st.Runs[addr]; r != nil {
+				r.Approvals = append(r.Approvals, &call)
+			}
+		}); err != nil {
+			// Not recorded: the call is not decided; it waits.
+			return agentloop.Decision{}, false
+		}
+		return agentloop.Decision{Approved: ans.Decision == state.ApprovalApproved, Reason: ans.Reason}, true
+	}
 }

@@ -56,6 +56,9 @@ type Engine struct {
 	State  *state.Dir
 	// Environ is the process environment (credentials are read from it).
 	Environ []string
+	// Approver, when set, is asked during apply about each tool call that
+	// needs approval and has no recorded decision; nil defers them all.
+	Approver Approver
 	// Events receives progress; nil discards it. It may be called from
 	// several goroutines at once.
 	Events func(Event)

@@ -1,6 +1,7 @@
 package agentloop
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -75,7 +76,7 @@ const (
 
 // approval decides whether call may run now. text is the call's output
 // for gateReject and gateError.
-func (f *frame) approval(a *Agent, call model.Item) (g gate, text string) {
+func (f *frame) approval(ctx context.Context, a *Agent, call model.Item) (g gate, text string) {
 	policy := a.Approvals[call.Name]
 	if policy == nil {
 		return gateRun, ""
@@ -87,11 +88,15 @@ func (f *frame) approval(a *Agent, call model.Item) (g gate, text string) {
 	if !need {
 		return gateRun, ""
 	}
-	if d, ok := f.st.r.Decisions[call.CallID]; ok {
-		if d.Approved {
-			return gateRun, ""
-		}
-		return gateReject, RejectedOutput(d.Reason)
+	d, ok := f.st.r.Decisions[call.CallID]
+	if !ok && f.st.r.Ask != nil {
+		d, ok = f.st.r.Ask(ctx, PendingCall{CallID: call.CallID, Path: f.path, Agent: a.Name, Tool: call.Name, Arguments: call.Arguments})
 	}
-	return gatePending, ""
+	if !ok {
+		return gatePending, ""
+	}
+	if d.Approved {
+		return gateRun, ""
+	}
+	return gateReject, RejectedOutput(d.Reason)
 }

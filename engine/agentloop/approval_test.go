@@ -157,3 +157,41 @@ func TestApprovalInsideAgentTool(t *testing.T) {
 		t.Errorf("output %s, writes %d", res.Output, writes.Load())
 	}
 }
+
+// Ask decides inline: an approved call runs, a rejected one tells the
+// model why, a deferred one ends the run awaiting.
+func TestApprovalAsk(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		d       Decision
+		ok      bool
+		writes  int32
+		waiting bool
+	}{
+		{"yes", Decision{Approved: true}, true, 2, false},
+		{"no", Decision{Reason: "nope"}, true, 1, false},
+		{"defer", Decision{}, false, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var writes atomic.Int32
+			var asked []PendingCall
+			r := &Runner{Agents: map[string]*Agent{"a": approvalAgent(&writes)}, Ask: func(_ context.Context, c PendingCall) (Decision, bool) {
+				asked = append(asked, c)
+				return tc.d, tc.ok
+			}}
+			_, err := r.Run(context.Background(), "a", "go", nil)
+			if isAwaitingErr(err) != tc.waiting {
+				t.Fatalf("err = %v", err)
+			}
+			if !tc.waiting && err != nil {
+				t.Fatal(err)
+			}
+			if len(asked) != 1 || asked[0].CallID != "call_a_0_1" {
+				t.Errorf("asked about %+v, want the one call that needs approval", asked)
+			}
+			if writes.Load() != tc.writes {
+				t.Errorf("write ran %d times, want %d", writes.Load(), tc.writes)
+			}
+		})
+	}
+}

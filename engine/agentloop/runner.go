@@ -84,6 +84,10 @@ type Runner struct {
 	// by call id. A call that needs approval and has none ends the run
 	// with an *AwaitingApprovalError once the calls that may run did.
 	Decisions map[string]Decision
+	// Ask, when set, is asked about a call that needs approval and has no
+	// decision, one call at a time, before the response's calls run; ok
+	// false defers it (the run ends awaiting approval).
+	Ask func(ctx context.Context, c PendingCall) (d Decision, ok bool)
 }
 
 // Result is a finished run.
@@ -439,7 +443,7 @@ func (f *frame) answerCalls(ctx context.Context) error {
 			continue
 		}
 		if !isH {
-			j.gate, j.text = f.approval(a, c)
+			j.gate, j.text = f.approval(ctx, a, c)
 		}
 		if j.gate == gatePending {
 			pending = append(pending, PendingCall{CallID: c.CallID, Path: f.path, Agent: a.Name, Tool: c.Name, Arguments: c.Arguments})
