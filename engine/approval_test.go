@@ -114,6 +114,20 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 			if dangerous(t, dir) {
 				t.Fatal("DANGEROUS was written before approval")
 			}
+			// The journal records the deferral too.
+			js, err := e.readJournal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deferred := 0
+			for _, s := range js {
+				if s.Kind == agentloop.StepApproval && s.Approval != nil && s.Approval.CallID == pending[0].CallID && strings.Contains(s.Approval.Arguments, "DANGEROUS") {
+					deferred++
+				}
+			}
+			if deferred != 1 {
+				t.Errorf("the journal records the deferred call %d times, want 1: %+v", deferred, js)
+			}
 
 			// A second apply without a decision keeps it awaiting.
 			st = planApply(t, e, PlanOptions{})

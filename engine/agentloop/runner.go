@@ -446,7 +446,11 @@ func (f *frame) answerCalls(ctx context.Context) error {
 			j.gate, j.text = f.approval(ctx, a, c)
 		}
 		if j.gate == gatePending {
-			pending = append(pending, PendingCall{CallID: c.CallID, Path: f.path, Agent: a.Name, Tool: c.Name, Arguments: c.Arguments})
+			pc := PendingCall{CallID: c.CallID, Path: f.path, Agent: a.Name, Tool: c.Name, Arguments: c.Arguments}
+			if err := f.st.checkpoint(ctx, Step{Kind: StepApproval, Path: f.path, Agent: a.Name, Approval: &pc}); err != nil {
+				return err
+			}
+			pending = append(pending, pc)
 			continue
 		}
 		jobs = append(jobs, j)

@@ -172,6 +172,11 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 			if s.Handoff != "" {
 				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
 			}
+		case agentloop.StepApproval:
+			if s.Approval == nil {
+				continue
+			}
+			fmt.Fprintf(w, "%s(awaiting approval: %s %s)\n", indent, termtext.Line(s.Approval.Tool), termtext.Line(s.Approval.CallID))
 		}
 	}
 	if len(r.Output) > 0 {
