@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentctl/agentctl/config"
@@ -41,6 +42,9 @@ type applier struct {
 	// gitCommit is the commit of the configuration's git checkout, looked
 	// up once before the walk for every run's provenance.
 	gitCommit string
+	// asking counts the questions to a reviewer under way (asker); no
+	// progress lines are printed meanwhile.
+	asking atomic.Int32
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -169,6 +173,9 @@ func (a *applier) progress(addr string, action Action) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
+				if a.asking.Load() > 0 {
+					continue // a reviewer is answering a question
+				}
 				a.e.emit(Event{Type: EventApplyProgress, Address: addr, Action: action, Elapsed: time.Since(start).Round(time.Second)})
 			}
 		}

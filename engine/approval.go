@@ -107,7 +107,9 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 		mu.Unlock()
 		ans := Answer{Decision: state.ApprovalApproved, By: by, Reason: "always approved for this run"}
 		if !ok {
+			a.asking.Add(1)
 			ans = ap.Approve(ctx, addr, call)
+			a.asking.Add(-1)
 		}
 		if ans.Decision != state.ApprovalApproved && ans.Decision != state.ApprovalRejected {
 			return agentloop.Decision{}, false
