@@ -121,6 +121,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		}
 		return nil
 	})
+	e.reportWaiting(g, p, errs)
 	var all []error
 	var notStarted []string
 	for _, c := range p.Changes {

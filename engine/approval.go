@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/graph"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -129,5 +130,45 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 			return agentloop.Decision{}, false
 		}
 		return agentloop.Decision{Approved: ans.Decision == state.ApprovalApproved, Reason: ans.Reason}, true
+	}
+}
+
+// reportWaiting reports the objects not started because a run they
+// depend on (directly or through other such objects) ended awaiting
+// approval, and no dependency of theirs failed: they wait, they did not
+// fail, and the apply that follows the decision starts them.
+func (e *Engine) reportWaiting(g *graph.Graph, p *Plan, errs map[string]error) {
+	waitingOn := map[string]string{} // object → the run awaiting approval
+	for addr, err := range errs {
+		if errors.Is(err, errRunAwaiting) {
+			waitingOn[addr] = addr
+		}
+	}
+	for changed := len(waitingOn) > 0; changed; {
+		changed = false
+		for _, c := range p.Changes {
+			if _, done := waitingOn[c.Address]; done || !errors.Is(errs[c.Address], graph.ErrSkipped) {
+				continue
+			}
+			root, blocked := "", false
+			for _, d := range g.DependenciesOf(c.Address) {
+				err := errs[d]
+				switch r, ok := waitingOn[d]; {
+				case ok:
+					root = r
+				case err != nil:
+					blocked = true // failed, or skipped for another reason (so far)
+				}
+			}
+			if root != "" && !blocked {
+				waitingOn[c.Address] = root
+				changed = true
+			}
+		}
+	}
+	for _, c := range p.Changes {
+		if root := waitingOn[c.Address]; root != "" && root != c.Address {
+			e.emit(Event{Type: EventApplyWaiting, Address: c.Address, Action: c.Action, Message: fmt.Sprintf("not started: it waits for %s, which awaits approval", root)})
+		}
 	}
 }

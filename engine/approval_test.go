@@ -80,7 +80,14 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 			e, dir := newTestEngine(t, approvalConfig)
 			var mu sync.Mutex
 			var required []Event
+			var waiting []string
 			e.Events = func(ev Event) {
+				if ev.Type == EventApplyWaiting {
+					mu.Lock()
+					waiting = append(waiting, ev.Address+": "+ev.Message)
+					mu.Unlock()
+					return
+				}
 				if ev.Type != EventApprovalRequired {
 					return
 				}
@@ -113,6 +120,9 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 			}
 			if dangerous(t, dir) {
 				t.Fatal("DANGEROUS was written before approval")
+			}
+			if len(waiting) != 1 || waiting[0] != "run.after: not started: it waits for run.guarded, which awaits approval" {
+				t.Errorf("waiting events = %q", waiting)
 			}
 			// The journal records the deferral too.
 			js, err := e.readJournal(r)

@@ -36,6 +36,9 @@ const (
 	// EventApprovalRequired: a run ended awaiting approval of the tool
 	// calls in Approvals (recorded in the state before the event).
 	EventApprovalRequired EventType = "approval_required"
+	// EventApplyWaiting: an object not started because a run it depends
+	// on awaits approval; the next apply after the decision starts it.
+	EventApplyWaiting EventType = "apply_waiting"
 )
 
 // Event is what the engine reports while it works; views render it.

@@ -169,6 +169,9 @@ func (v *humanEvents) Event(ev engine.Event) {
 	case engine.EventApplyInterrupted:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s: Interrupted after %s; checkpointed%s\n", c.Yellow+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
+	case engine.EventApplyWaiting:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: %s%s\n", c.Yellow+c.Bold, ev.Address, termtext.Printable(ev.Message), c.Reset)
 	case engine.EventApprovalRequired:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s: Awaiting approval of %d tool call(s)%s\n", c.Yellow+c.Bold, ev.Address, len(ev.Approvals), c.Reset)
