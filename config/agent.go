@@ -19,7 +19,7 @@ var agentSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}},
 }
 
-var toolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "agent", Required: true}, {Name: "description"}}}
+var toolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "agent", Required: true}, {Name: "description"}, {Name: "needs_approval"}}}
 
 var agentSettingsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "reasoning_effort"}, {Name: "reasoning_summary"}, {Name: "verbosity"}, {Name: "temperature"},
@@ -172,6 +172,7 @@ func (l *loader) decodeAgentTool(ag *Agent, tb *hcl.Block) {
 			t.Description, _ = l.toString(v, a.Expr.Range(), "description")
 		}
 	}
+	t.NeedsApproval = l.approvalPolicy(tc.Attributes["needs_approval"])
 	ag.Tools = append(ag.Tools, t)
 }
 

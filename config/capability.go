@@ -14,7 +14,7 @@ var capabilityTypes = []string{"shell", "filesystem", "compaction", "command"}
 
 var capabilitySchemas = map[string]*hcl.BodySchema{
 	"shell":      {Attributes: []hcl.AttributeSchema{{Name: "timeout"}, {Name: "max_output_tokens"}, {Name: "needs_approval"}}},
-	"filesystem": {Attributes: []hcl.AttributeSchema{{Name: "max_image_bytes"}}},
+	"filesystem": {Attributes: []hcl.AttributeSchema{{Name: "max_image_bytes"}, {Name: "needs_approval"}}},
 	"compaction": {Attributes: []hcl.AttributeSchema{{Name: "threshold"}}},
 	"command": {Attributes: []hcl.AttributeSchema{
 		{Name: "description", Required: true}, {Name: "parameters"}, {Name: "command", Required: true},
@@ -52,12 +52,10 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 			s.Timeout = defaultShellTimeout
 		}
 		s.MaxOutputTokens = int(positive("max_output_tokens"))
-		if v, r, ok := val("needs_approval"); ok {
-			s.NeedsApproval, _ = l.toBool(v, r, "needs_approval")
-		}
+		s.NeedsApproval = l.approvalPolicy(content.Attributes["needs_approval"])
 		c.Shell = s
 	case "filesystem":
-		c.Filesystem = &FilesystemCapability{MaxImageBytes: positive("max_image_bytes")}
+		c.Filesystem = &FilesystemCapability{MaxImageBytes: positive("max_image_bytes"), NeedsApproval: l.approvalPolicy(content.Attributes["needs_approval"])}
 	case "compaction":
 		c.Compaction = &CompactionCapability{Threshold: positive("threshold")}
 	case "command":
@@ -73,9 +71,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		if v, r, ok := val("timeout"); ok {
 			cc.Timeout, _ = l.toDuration(v, r, "timeout")
 		}
-		if v, r, ok := val("needs_approval"); ok {
-			cc.NeedsApproval, _ = l.toBool(v, r, "needs_approval")
-		}
+		cc.NeedsApproval = l.approvalPolicy(content.Attributes["needs_approval"])
 		cc.Parameters = l.commandParameters(content.Attributes["parameters"])
 		c.Command = cc
 	}

@@ -83,7 +83,9 @@ type Output struct {
 	Expr        hcl.Expression
 	Sensitive   bool
 	Description string
-	DeclRange   hcl.Range
+	// NeedsApproval guards calls of this agent tool.
+	NeedsApproval ApprovalPolicy `json:",omitzero"`
+	DeclRange     hcl.Range
 }
 
 // Provider is a provider block, or the implicit default configuration of
@@ -180,11 +182,14 @@ type Capability struct {
 type ShellCapability struct {
 	Timeout         time.Duration // default 120s
 	MaxOutputTokens int
-	NeedsApproval   bool
+	// NeedsApproval guards exec_command.
+	NeedsApproval ApprovalPolicy
 }
 
 type FilesystemCapability struct {
 	MaxImageBytes int64
+	// NeedsApproval guards apply_patch.
+	NeedsApproval ApprovalPolicy `json:",omitzero"`
 }
 
 type CompactionCapability struct {
@@ -197,7 +202,7 @@ type CommandCapability struct {
 	Parameters    json.RawMessage
 	Command       []string
 	Timeout       time.Duration
-	NeedsApproval bool
+	NeedsApproval ApprovalPolicy
 }
 
 type Agent struct {
@@ -219,7 +224,9 @@ type AgentTool struct {
 	Name        string
 	Agent       string // agent name
 	Description string
-	DeclRange   hcl.Range
+	// NeedsApproval guards calls of this agent tool.
+	NeedsApproval ApprovalPolicy `json:",omitzero"`
+	DeclRange     hcl.Range
 }
 
 type AgentSettings struct {

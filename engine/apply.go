@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentctl/agentctl/config"
@@ -41,6 +42,9 @@ type applier struct {
 	// gitCommit is the commit of the configuration's git checkout, looked
 	// up once before the walk for every run's provenance.
 	gitCommit string
+	// asking counts the questions to a reviewer under way (asker); no
+	// progress lines are printed meanwhile.
+	asking atomic.Int32
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -99,6 +103,11 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
 			return nil
 		}
+		if errors.Is(err, errRunAwaiting) {
+			// Reported (EventApprovalRequired) once the state recorded it;
+			// the runs that depend on it wait with it.
+			return err
+		}
 		if errors.Is(err, errRunInterrupted) {
 			e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
 			return err
@@ -112,6 +121,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		}
 		return nil
 	})
+	e.reportWaiting(g, p, errs)
 	var all []error
 	var notStarted []string
 	for _, c := range p.Changes {
@@ -119,6 +129,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		switch {
 		case errors.Is(err, errNotStarted):
 			notStarted = append(notStarted, c.Address)
+		case errors.Is(err, errRunAwaiting):
 		case err != nil && !errors.Is(err, graph.ErrSkipped):
 			all = append(all, err)
 		}
@@ -163,6 +174,9 @@ func (a *applier) progress(addr string, action Action) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
+				if a.asking.Load() > 0 {
+					continue // a reviewer is answering a question
+				}
 				a.e.emit(Event{Type: EventApplyProgress, Address: addr, Action: action, Elapsed: time.Since(start).Round(time.Second)})
 			}
 		}
@@ -634,6 +648,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 		if resume && prev != nil {
 			r.Provenance.StartedAt = prev.Provenance.StartedAt
+			r.Approvals = prev.Approvals
 		}
 		st.Runs[addr] = r
 	}); err != nil {
@@ -652,6 +667,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		// calls are scrubbed as they are recorded.
 		Checkpoint: func(_ context.Context, s agentloop.Step) error { return journal.Append(scrubStep(scrub, s)) },
 		Events:     events.Event,
+		Decisions:  decisions(prev, resume),
+		Ask:        a.asker(addr, scrub),
 	}
 	stop := a.progress(addr, c.Action)
 	res, runErr := runner.Run(ctx, ri.Agent, input, history)
@@ -664,6 +681,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	case errors.Is(runErr, agentloop.ErrInterrupted) || errors.Is(runErr, context.Canceled):
 		status = RunInterrupted
 		errText = runErr.Error()
+	case isAwaiting(runErr):
+		status = RunAwaiting
 	default:
 		status = RunFailed
 		errText = runErr.Error()
@@ -691,8 +710,12 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		if status == RunCompleted {
 			r.Provenance.CompletedAt = time.Now().UTC()
 		}
+		recordPending(r, runErr, scrub)
 	}); err != nil {
 		return err
+	}
+	if status == RunAwaiting {
+		return a.awaiting(addr)
 	}
 	if status == RunInterrupted {
 		turns := 0

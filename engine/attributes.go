@@ -135,9 +135,10 @@ func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 		case c.Shell != nil:
 			set(cp+"timeout", c.Shell.Timeout, c.Shell.Timeout != 0)
 			set(cp+"max_output_tokens", c.Shell.MaxOutputTokens, c.Shell.MaxOutputTokens != 0)
-			set(cp+"needs_approval", c.Shell.NeedsApproval, c.Shell.NeedsApproval)
+			set(cp+"needs_approval", c.Shell.NeedsApproval.Value(), approvalSet(c.Shell.NeedsApproval))
 		case c.Filesystem != nil:
 			set(cp+"max_image_bytes", c.Filesystem.MaxImageBytes, c.Filesystem.MaxImageBytes != 0)
+			set(cp+"needs_approval", c.Filesystem.NeedsApproval.Value(), approvalSet(c.Filesystem.NeedsApproval))
 		case c.Compaction != nil:
 			set(cp+"threshold", c.Compaction.Threshold, c.Compaction.Threshold != 0)
 		case c.Command != nil:
@@ -146,12 +147,13 @@ func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 			set(cp+"parameters", cc.Parameters, len(cc.Parameters) > 0)
 			set(cp+"command", cc.Command, len(cc.Command) > 0)
 			set(cp+"timeout", cc.Timeout, cc.Timeout != 0)
-			set(cp+"needs_approval", cc.NeedsApproval, cc.NeedsApproval)
+			set(cp+"needs_approval", cc.NeedsApproval.Value(), approvalSet(cc.NeedsApproval))
 		}
 	}
 	set("handoffs", a.Handoffs, len(a.Handoffs) > 0)
 	for _, t := range a.Tools {
 		set("tool."+t.Name, map[string]string{"agent": agentAddr(t.Agent), "description": t.Description}, true)
+		set("tool."+t.Name+".needs_approval", t.NeedsApproval.Value(), approvalSet(t.NeedsApproval))
 	}
 	set("output_schema", a.OutputSchema, len(a.OutputSchema) > 0)
 }
@@ -333,4 +335,11 @@ func inputReasons(sc *sandbox.Scrubber, prev *state.Run, inputs map[string]strin
 		}
 	}
 	return out
+}
+
+// approvalSet reports a needs_approval worth recording: an expression,
+// or the constant true (false asks nothing, as when it is absent).
+func approvalSet(p config.ApprovalPolicy) bool {
+	v, constant := p.Constant()
+	return v || !constant
 }

@@ -99,6 +99,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 				return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)
 			}
 			ra.Tools = append(ra.Tools, ts...)
+			addApprovals(ra, c, ts)
 			if instr != "" {
 				capInstr = append(capInstr, instr)
 			}
@@ -112,6 +113,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 		}
 		for _, t := range a.Tools {
 			ra.AgentTools = append(ra.AgentTools, agentloop.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
+			setApproval(ra, tools.FunctionName(t.Name), t.NeedsApproval)
 		}
 		if ws == nil {
 			ra.Instructions = a.Instructions
@@ -126,6 +128,37 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 		agents[name] = ra
 	}
 	return agents, nil
+}
+
+// addApprovals gives ra the approval policy of capability c for the
+// tools ts it gave: exec_command (shell), apply_patch (filesystem; viewing
+// an image never asks) and a command tool.
+func addApprovals(ra *agentloop.Agent, c *config.Capability, ts []tools.Tool) {
+	for _, t := range ts {
+		name := t.Definition().Name
+		switch {
+		case c.Shell != nil:
+			setApproval(ra, name, c.Shell.NeedsApproval)
+		case c.Filesystem != nil && name == "apply_patch":
+			setApproval(ra, name, c.Filesystem.NeedsApproval)
+		case c.Command != nil:
+			setApproval(ra, name, c.Command.NeedsApproval)
+		}
+	}
+}
+
+// setApproval sets the policy of the tool the model calls as name, unless
+// it never asks.
+func setApproval(ra *agentloop.Agent, name string, p config.ApprovalPolicy) {
+	if v, constant := p.Constant(); constant && !v {
+		return
+	}
+	if ra.Approvals == nil {
+		ra.Approvals = map[string]agentloop.ApprovalPolicy{}
+	}
+	ra.Approvals[name] = func(call model.Item) (bool, error) {
+		return p.NeedsApproval(call.Name, call.Arguments)
+	}
 }
 
 func firstLine(s string) string {

@@ -33,6 +33,12 @@ const (
 	EventApplyInterrupted EventType = "apply_interrupted"
 	EventRefresh          EventType = "refresh_complete"
 	EventRuntime          EventType = "run_event"
+	// EventApprovalRequired: a run ended awaiting approval of the tool
+	// calls in Approvals (recorded in the state before the event).
+	EventApprovalRequired EventType = "approval_required"
+	// EventApplyWaiting: an object not started because a run it depends
+	// on awaits approval; the next apply after the decision starts it.
+	EventApplyWaiting EventType = "apply_waiting"
 )
 
 // Event is what the engine reports while it works; views render it.
@@ -43,6 +49,8 @@ type Event struct {
 	Message string           `json:"message,omitempty"`
 	Elapsed time.Duration    `json:"elapsed,omitempty"`
 	Runtime *agentloop.Event `json:"run_event,omitempty"`
+	// Approvals are the pending calls of EventApprovalRequired.
+	Approvals []*state.Approval `json:"approvals,omitempty"`
 }
 
 // Engine plans and applies one configuration against one state directory.
@@ -51,6 +59,9 @@ type Engine struct {
 	State  *state.Dir
 	// Environ is the process environment (credentials are read from it).
 	Environ []string
+	// Approver, when set, is asked during apply about each tool call that
+	// needs approval and has no recorded decision; nil defers them all.
+	Approver Approver
 	// Events receives progress; nil discards it. It may be called from
 	// several goroutines at once.
 	Events func(Event)

@@ -157,7 +157,8 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 		case RunFailed:
 			c.Reasons = []string{fmt.Sprintf("failed at turn %d: %s", turns, prev.Error)}
 		case RunAwaiting:
-			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d", turns)}
+			ap, rej, pend := prev.ApprovalCounts()
+			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d: %d approved, %d rejected, %d pending", turns, ap, rej, pend)}
 		default:
 			c.Reasons = []string{fmt.Sprintf("interrupted at turn %d", turns)}
 		}

@@ -74,6 +74,8 @@ func (p *Plan) Change(addr string) *Change {
 type Summary struct {
 	Create, Change, Destroy int
 	Execute, Resume, Forget int
+	// Awaiting counts runs that ended awaiting approval.
+	Awaiting int
 }
 
 // Summary counts the plan's actions.
@@ -114,6 +116,9 @@ func (s *Summary) Count(ev Event) {
 	if ev.Type == EventApplyComplete {
 		s.Add(ev.Action)
 	}
+	if ev.Type == EventApprovalRequired {
+		s.Awaiting++
+	}
 }
 
 // HasChanges reports whether applying the plan would do anything.
@@ -137,8 +142,12 @@ func (s Summary) ApplyMessage(destroy bool) string {
 	if destroy {
 		return fmt.Sprintf("Destroy complete! Resources: %d destroyed%s.", s.Destroy, s.forgets("forgotten"))
 	}
-	return fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed%s.",
-		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"))
+	awaiting := ""
+	if s.Awaiting > 0 {
+		awaiting = fmt.Sprintf("; %d %s awaiting approval", s.Awaiting, plural(s.Awaiting, "run", "runs"))
+	}
+	return fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed%s%s.",
+		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"), awaiting)
 }
 
 // Counts is the summary as -json's change_summary and apply_summary

@@ -51,6 +51,11 @@ func scrubStep(sc *sandbox.Scrubber, s agentloop.Step) agentloop.Step {
 		it := scrubItem(sc, *s.Result)
 		s.Result = &it
 	}
+	if s.Approval != nil {
+		pc := *s.Approval
+		pc.Arguments = scrubJSONString(sc, pc.Arguments)
+		s.Approval = &pc
+	}
 	return s
 }
 

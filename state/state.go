@@ -161,6 +161,98 @@ type Run struct {
 	// progress appends more without rewriting the state); fewer, or no
 	// journal at all, means checkpointed progress was lost.
 	Steps int `json:"steps"`
+	// Approvals are the run's tool calls that needed a reviewer's
+	// approval: pending ones (status awaiting_approval) and decided ones,
+	// in the order they were requested. Absent in states written before
+	// approvals existed, and for runs that never asked.
+	Approvals []*Approval `json:"approvals,omitempty"`
+}
+
+// Decisions on a tool call.
+const (
+	ApprovalPending  = ""
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+)
+
+// Approval is one tool call that needs a reviewer's approval, and the
+// decision once made.
+type Approval struct {
+	CallID string `json:"call_id"`
+	// Path is the nested agent-tool conversation of the call ("" for the
+	// run's own), as in the journal's steps.
+	Path      string `json:"path,omitempty"`
+	Agent     string `json:"agent"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"` // JSON, scrubbed
+	// RequestedAt is when the run stopped awaiting it.
+	RequestedAt time.Time `json:"requested_at,omitzero"`
+	// Decision is ApprovalApproved, ApprovalRejected or ApprovalPending.
+	Decision  string    `json:"decision,omitempty"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
+}
+
+// Pending lists the calls with no decision yet.
+func (r *Run) Pending() []*Approval {
+	var out []*Approval
+	for _, a := range r.Approvals {
+		if a.Decision == ApprovalPending {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ApprovalCounts counts the run's approved, rejected and pending calls.
+func (r *Run) ApprovalCounts() (approved, rejected, pending int) {
+	for _, a := range r.Approvals {
+		switch a.Decision {
+		case ApprovalApproved:
+			approved++
+		case ApprovalRejected:
+			rejected++
+		default:
+			pending++
+		}
+	}
+	return
+}
+
+// Decide records a decision (ApprovalApproved or ApprovalRejected) on the
+// pending calls ids, or on every pending call when ids is empty and all is
+// set. It changes nothing and returns an error when the run is not
+// awaiting approval or an id is not one of its pending calls.
+func (r *Run) Decide(ids []string, all bool, decision, by, reason string, at time.Time) ([]*Approval, error) {
+	if r.Status != RunAwaitingApproval {
+		return nil, fmt.Errorf("%s is not awaiting approval (its status is %s)", r.Address, r.Status)
+	}
+	pending := r.Pending()
+	var picked []*Approval
+	if all && len(ids) == 0 {
+		picked = pending
+	}
+	for _, id := range ids {
+		i := slices.IndexFunc(r.Approvals, func(a *Approval) bool { return a.CallID == id })
+		switch {
+		case i < 0:
+			known := make([]string, len(pending))
+			for j, a := range pending {
+				known[j] = a.CallID
+			}
+			return nil, fmt.Errorf("%s has no tool call %q awaiting approval; its pending calls are: %s", r.Address, id, strings.Join(known, ", "))
+		case r.Approvals[i].Decision != ApprovalPending:
+			return nil, fmt.Errorf("%s: tool call %q was already %s by %s at %s", r.Address, id, r.Approvals[i].Decision, r.Approvals[i].DecidedBy, r.Approvals[i].DecidedAt.Format(time.RFC3339))
+		}
+		if !slices.Contains(picked, r.Approvals[i]) {
+			picked = append(picked, r.Approvals[i])
+		}
+	}
+	for _, a := range picked {
+		a.Decision, a.DecidedBy, a.DecidedAt, a.Reason = decision, by, at.UTC(), reason
+	}
+	return picked, nil
 }
 
 // Attribute is the value of one attribute a digest covers. A sensitive

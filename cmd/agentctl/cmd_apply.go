@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +111,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	})
 	defer stop()
 	e := b.engine(args.Parallelism, events, interrupt)
+	if args.Input && args.ViewType != arguments.ViewJSON && stdinIsTerminal() {
+		e.Approver = &terminalApprover{m: m}
+	}
 
 	var p *engine.Plan
 	if saved != nil {
@@ -179,7 +181,7 @@ func (m *meta) confirm(destroy bool) bool {
 	} else {
 		fmt.Fprint(m.Stdout, "\nDo you want to perform these actions?\n  agentctl will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
 	}
-	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	line, err := m.stdinReader().ReadString('\n')
 	if err != nil && line == "" {
 		fmt.Fprintln(m.Stdout)
 		return false

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
@@ -22,6 +24,18 @@ type meta struct {
 	noColor bool
 	// log is the AGENTCTL_LOG logger (discarding when unset).
 	log *slog.Logger
+	// stdin reads standard input for the prompts of one command (the
+	// plan's confirmation, then questions about tool calls), so no
+	// prompt's buffer swallows another's answer.
+	stdin *bufio.Reader
+}
+
+// stdinReader returns the command's reader of standard input.
+func (m *meta) stdinReader() *bufio.Reader {
+	if m.stdin == nil {
+		m.stdin = bufio.NewReader(os.Stdin)
+	}
+	return m.stdin
 }
 
 // view returns the streams and colors that the command's view (chosen

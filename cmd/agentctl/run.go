@@ -81,6 +81,8 @@ func commands() []*command {
 		showCommand(),
 		outputCommand(),
 		stateCommand(),
+		approveCommand(),
+		rejectCommand(),
 		forceUnlockCommand(),
 		execCommand(),
 		toolCommand(),

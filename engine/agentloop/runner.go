@@ -44,6 +44,10 @@ type Agent struct {
 	Tools      []tools.Tool
 	Handoffs   []Handoff
 	AgentTools []AgentTool
+	// Approvals are the approval policies of the agent's tools, by the
+	// function name the model calls (exec_command, apply_patch, a
+	// command or agent tool's name). A tool without one never asks.
+	Approvals map[string]ApprovalPolicy
 }
 
 // Handoff lets an agent transfer the conversation to another agent.
@@ -80,6 +84,14 @@ type Runner struct {
 	// its input (the transcript of the run it continues). They are
 	// recorded in its input step, so a resume does not need them again.
 	Prior []model.Item
+	// Decisions are the reviewer's decisions on calls that need approval,
+	// by call id. A call that needs approval and has none ends the run
+	// with an *AwaitingApprovalError once the calls that may run did.
+	Decisions map[string]Decision
+	// Ask, when set, is asked about a call that needs approval and has no
+	// decision, one call at a time, before the response's calls run; ok
+	// false defers it (the run ends awaiting approval).
+	Ask func(ctx context.Context, c PendingCall) (d Decision, ok bool)
 }
 
 // Result is a finished run.
@@ -413,10 +425,13 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	calls := f.pending.FunctionCalls()
 	handoff := takenHandoff(a, calls)
 	handoffSeen := false
+	var pending []PendingCall
 	type job struct {
 		call        model.Item
 		isHandoff   bool
 		ignoreExtra bool
+		gate        gate
+		text        string
 	}
 	var jobs []job
 	for _, c := range calls {
@@ -431,9 +446,21 @@ func (f *frame) answerCalls(ctx context.Context) error {
 			j.ignoreExtra = handoffSeen
 			handoffSeen = true
 		}
-		if _, done := f.outputs[c.CallID]; !done {
-			jobs = append(jobs, j)
+		if _, done := f.outputs[c.CallID]; done {
+			continue
 		}
+		if !isH {
+			j.gate, j.text = f.approval(ctx, a, c)
+		}
+		if j.gate == gatePending {
+			pc := PendingCall{CallID: c.CallID, Path: f.path, Agent: a.Name, Tool: c.Name, Arguments: c.Arguments}
+			if err := f.st.checkpoint(ctx, Step{Kind: StepApproval, Path: f.path, Agent: a.Name, Approval: &pc}); err != nil {
+				return err
+			}
+			pending = append(pending, pc)
+			continue
+		}
+		jobs = append(jobs, j)
 	}
 	var (
 		mu       sync.Mutex
@@ -442,7 +469,24 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	)
 	for _, j := range jobs {
 		wg.Go(func() {
-			item, handoffTo, err := f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
+			var (
+				item      model.Item
+				handoffTo string
+				err       error
+			)
+			if j.gate == gateRun {
+				item, handoffTo, err = f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
+			} else {
+				item = f.refuse(a, j.call, j.text)
+			}
+			if calls, ok := IsAwaitingApproval(err); ok {
+				// A nested agent-tool run waits for approval: so does
+				// this one, with its calls.
+				mu.Lock()
+				pending = append(pending, calls...)
+				mu.Unlock()
+				return
+			}
 			if err == nil {
 				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo})
 			}
@@ -460,6 +504,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	wg.Wait()
 	if firstErr != nil {
 		return firstErr
+	}
+	if len(pending) > 0 {
+		return &AwaitingApprovalError{Calls: pending}
 	}
 	if handoff != "" {
 		f.st.emit(Event{Type: EventHandoff, Path: f.path, Agent: a.Name, Text: handoff})
@@ -532,6 +579,14 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 	return out, "", nil
 }
 
+// refuse answers a call that does not run: rejected by the reviewer, or
+// whose approval policy failed.
+func (f *frame) refuse(a *Agent, call model.Item, text string) model.Item {
+	f.st.emit(Event{Type: EventToolCall, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Arguments: call.Arguments})
+	f.st.emit(Event{Type: EventToolResult, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Text: preview(text), IsError: true})
+	return model.Item{Type: model.ItemFunctionCallOutput, CallID: call.CallID, Output: text}
+}
+
 // modelError marks a model failure inside a nested run, so it fails the
 // whole run (resumably) rather than becoming tool output.
 type modelError struct{ err error }
@@ -542,7 +597,8 @@ func (e *modelError) Unwrap() error { return e.err }
 func isFatal(err error) bool {
 	var me *modelError
 	var ue *sandbox.UnavailableError
-	return errors.As(err, &me) || errors.As(err, &ue) || errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	var aw *AwaitingApprovalError
+	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runAgentTool runs at.Agent as a nested run on the call's input and

@@ -18,6 +18,10 @@ const (
 	StepModel StepKind = "model"
 	// StepTool is one tool result (a function_call_output).
 	StepTool StepKind = "tool"
+	// StepApproval records a call deferred for a reviewer's decision
+	// (the run then ends awaiting approval). Replay ignores it: the
+	// decisions come from the state (Runner.Decisions).
+	StepApproval StepKind = "approval"
 )
 
 // Step is one checkpointed unit of progress. Steps are JSON-serializable;
@@ -41,6 +45,8 @@ type Step struct {
 	// Handoff names the agent the conversation moved to (StepTool of a
 	// transfer_to_ call that was taken).
 	Handoff string `json:"handoff,omitempty"`
+	// Approval is the deferred call (StepApproval).
+	Approval *PendingCall `json:"approval,omitempty"`
 }
 
 // Transcript is the conversation of a run's steps, as the model would see

@@ -188,11 +188,13 @@ func TestParsePlan(t *testing.T) {
 func TestParseApply(t *testing.T) {
 	defaults := Operation{Path: ".", State: stateDefaults, Refresh: true, ViewType: ViewHuman}
 	runParseCases(t, ParseApply, []parseCase[Apply]{
-		{name: "defaults", want: &Apply{Operation: defaults}},
+		{name: "defaults", want: &Apply{Operation: defaults, Input: true}},
 		{name: "a saved plan, approved", args: []string{"p.plan", "-auto-approve", "-json"}, want: &Apply{
 			Operation:   Operation{Path: "p.plan", State: stateDefaults, Refresh: true, ViewType: ViewJSON},
 			AutoApprove: true,
+			Input:       true,
 		}},
+		{name: "no questions about tool calls", args: []string{"-input=false"}, want: &Apply{Operation: defaults}},
 		{name: "plan's flag", args: []string{"-out=p.plan"}, diags: []string{flagErr("apply", "flag provided but not defined: -out")}, usage: true},
 		{name: "destroy is its own command", args: []string{"-destroy"}, diags: []string{flagErr("apply", "flag provided but not defined: -destroy")}, usage: true},
 		{name: "bad duration", args: []string{"-lock-timeout=soon"}, diags: []string{flagErr("apply", `invalid value "soon" for flag -lock-timeout: parse error`)}, usage: true},

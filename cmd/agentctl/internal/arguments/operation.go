@@ -105,6 +105,10 @@ func ParsePlan(args []string) (*Plan, hcl.Diagnostics) {
 type Apply struct {
 	Operation
 	AutoApprove bool
+	// Input asks on the terminal about tool calls that need approval
+	// (-input, default true); without a terminal, or with -json, they are
+	// deferred.
+	Input bool
 	// Destroy is set for agentctl destroy.
 	Destroy bool
 }
@@ -129,6 +133,9 @@ func parseApply(name string, args []string) (*Apply, hcl.Diagnostics) {
 	fs := newFlagSet(name)
 	a.register(fs, &jsonOut)
 	fs.BoolVar(&a.AutoApprove, "auto-approve", false, "Skip the interactive approval.")
+	if name == "apply" {
+		fs.BoolVar(&a.Input, "input", true, "Ask on the terminal about tool calls that need approval; false defers them (agentctl approve decides later).")
+	}
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {
 		return a, diags

@@ -169,6 +169,16 @@ func (v *humanEvents) Event(ev engine.Event) {
 	case engine.EventApplyInterrupted:
 		v.endText()
 		fmt.Fprintf(v.w, "%s%s: Interrupted after %s; checkpointed%s\n", c.Yellow+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
+	case engine.EventApplyWaiting:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: %s%s\n", c.Yellow+c.Bold, ev.Address, termtext.Printable(ev.Message), c.Reset)
+	case engine.EventApprovalRequired:
+		v.endText()
+		fmt.Fprintf(v.w, "%s%s: Awaiting approval of %d tool call(s)%s\n", c.Yellow+c.Bold, ev.Address, len(ev.Approvals), c.Reset)
+		for _, a := range ev.Approvals {
+			fmt.Fprintf(v.w, "  %s %s %s\n", termtext.Printable(a.CallID), termtext.Printable(a.Tool), oneLine(a.Arguments, 200))
+		}
+		fmt.Fprintf(v.w, "  Decide with agentctl approve %s CALL_ID (or -all) or agentctl reject %s CALL_ID -reason TEXT, then apply again.\n", ev.Address, ev.Address)
 	case engine.EventRuntime:
 		v.runtime(ev.Address, ev.Runtime)
 	}
@@ -261,6 +271,9 @@ func (j *jsonEvents) Event(ev engine.Event) {
 	}
 	if ev.Elapsed > 0 {
 		m["elapsed_seconds"] = ev.Elapsed.Seconds()
+	}
+	if len(ev.Approvals) > 0 {
+		m["approvals"] = ev.Approvals
 	}
 	if ev.Runtime != nil {
 		m["type"] = string(ev.Runtime.Type)

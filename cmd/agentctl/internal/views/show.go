@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/engine"
@@ -174,6 +175,11 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 			if s.Handoff != "" {
 				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
 			}
+		case agentloop.StepApproval:
+			if s.Approval == nil {
+				continue
+			}
+			fmt.Fprintf(w, "%s(awaiting approval: %s %s)\n", indent, termtext.Line(s.Approval.Tool), termtext.Line(s.Approval.CallID))
 		}
 	}
 	if len(r.Output) > 0 {
@@ -182,6 +188,7 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nError: %s\n", termtext.Printable(r.Error))
 	}
+	showApprovals(w, r)
 	p := r.Provenance
 	fmt.Fprintf(w, "\nProvenance: config %s", short(p.ConfigDigest))
 	if p.GitCommit != "" {
@@ -191,6 +198,27 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 		fmt.Fprintf(w, ", models %s", termtext.Line(strings.Join(p.Models, ", ")))
 	}
 	fmt.Fprintf(w, ", usage %d input / %d output tokens\n", r.Usage.InputTokens, r.Usage.OutputTokens)
+}
+
+// showApprovals lists the run's calls that needed approval: pending ones
+// with their ids, decided ones with who, when and why.
+func showApprovals(w io.Writer, r *state.Run) {
+	if len(r.Approvals) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nApprovals:\n")
+	for _, a := range r.Approvals {
+		fmt.Fprintf(w, "  %s %s %s (agent.%s)\n", termtext.Line(a.CallID), termtext.Line(a.Tool), termtext.Line(a.Arguments), termtext.Line(a.Agent))
+		if a.Decision == state.ApprovalPending {
+			fmt.Fprintf(w, "    pending since %s\n", a.RequestedAt.Format(time.RFC3339))
+			continue
+		}
+		reason := ""
+		if a.Reason != "" {
+			reason = ": " + termtext.Line(a.Reason)
+		}
+		fmt.Fprintf(w, "    %s by %s at %s%s\n", a.Decision, termtext.Line(a.DecidedBy), a.DecidedAt.Format(time.RFC3339), reason)
+	}
 }
 
 // indented shows text from a model, a tool or a file for the terminal,

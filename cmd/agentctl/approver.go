@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/state"
+)
+
+// stdinIsTerminal reports whether standard input is a terminal, so apply
+// may ask about tool calls there.
+func stdinIsTerminal() bool {
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// terminalApprover asks about tool calls that need approval on the
+// terminal, one question at a time however many runs ask.
+type terminalApprover struct {
+	m  *meta
+	mu sync.Mutex
+}
+
+// Approve prints the call and reads the answer: yes, always, no[: reason],
+// or an empty line (or end of input) to defer it.
+func (t *terminalApprover) Approve(ctx context.Context, run string, call state.Approval) engine.Answer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ctx.Err() != nil {
+		return engine.Answer{}
+	}
+	w := t.m.Stdout
+	fmt.Fprintf(w, "\n%s: agent.%s wants to call %s (call %s):\n  %s\n", run, termtext.Line(call.Agent), termtext.Line(call.Tool), termtext.Line(call.CallID), termtext.Printable(call.Arguments))
+	fmt.Fprintf(w, "  Approve? yes, always (this tool, for the rest of the run), no[: reason], or empty to decide later: ")
+	line, err := t.m.stdinReader().ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(w)
+		return engine.Answer{}
+	}
+	ans, ok := parseAnswer(line)
+	for !ok {
+		fmt.Fprintf(w, "  Answer yes, always, no[: reason] or an empty line: ")
+		if line, err = t.m.stdinReader().ReadString('\n'); err != nil && line == "" {
+			fmt.Fprintln(w)
+			return engine.Answer{}
+		}
+		ans, ok = parseAnswer(line)
+	}
+	ans.By = t.m.reviewer()
+	switch ans.Decision {
+	case state.ApprovalPending:
+		fmt.Fprintf(w, "  Deferred: agentctl approve %s %s (or reject) decides later.\n", run, call.CallID)
+	default:
+		fmt.Fprintf(w, "  %s.\n", ans.Decision)
+	}
+	return ans
+}
+
+// parseAnswer reads one answer to the approval question.
+func parseAnswer(line string) (engine.Answer, bool) {
+	s := strings.TrimSpace(line)
+	word, reason, _ := strings.Cut(s, ":")
+	word, reason = strings.ToLower(strings.TrimSpace(word)), strings.TrimSpace(reason)
+	switch word {
+	case "":
+		return engine.Answer{}, true
+	case "yes", "y":
+		return engine.Answer{Decision: state.ApprovalApproved, Reason: reason}, true
+	case "always":
+		return engine.Answer{Decision: state.ApprovalApproved, Always: true, Reason: reason}, true
+	case "no", "n":
+		return engine.Answer{Decision: state.ApprovalRejected, Reason: reason}, true
+	}
+	return engine.Answer{}, false
+}

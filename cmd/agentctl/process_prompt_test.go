@@ -1,0 +1,183 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/state"
+)
+
+// openPTY opens a pseudo-terminal pair; it skips the test where there is
+// none.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(); _ = s.Close() })
+	go func() { _, _ = io.Copy(io.Discard, m) }() // the terminal's echo
+	return m, s
+}
+
+const promptPipeline = `
+provider "scripted" {
+  script "worker" {
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "echo one > DANGEROUS" }
+      }
+    }
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "echo two > REJECTED" }
+      }
+    }
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "touch A" }
+      }
+    }
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "touch B" }
+      }
+    }
+    reply {
+      call "apply_patch" {
+        arguments = { input = "*** Begin Patch\n*** Add File: LATER\n+later\n*** End Patch\n" }
+      }
+    }
+    reply { text = "all done" }
+  }
+}
+provider "local" {}
+manifest "ws" {}
+sandbox "box" {
+  provider = provider.local
+  manifest = manifest.ws
+}
+capability "shell" "guarded" {
+  needs_approval = !can(regex("^ls", call.arguments.cmd))
+}
+capability "filesystem" "guarded" {
+  needs_approval = true
+}
+agent "worker" {
+  provider     = provider.scripted
+  instructions = "Run the steps."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.guarded, capability.filesystem.guarded]
+  max_turns    = 10
+}
+run "job" {
+  agent = agent.worker
+  input = "Run the steps."
+}
+`
+
+// TestInlineApproval answers apply's questions on a terminal: yes runs
+// the call, no: REASON tells the model, always approves the tool for the
+// rest of the run without asking again, an empty answer defers.
+func TestInlineApproval(t *testing.T) {
+	h := newHarness(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "main.hcl"), []byte(promptPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	cmd := h.command("apply", "-auto-approve", "-no-color")
+	cmd.Env = append(cmd.Env, "USER=carol")
+	out := &syncBuffer{}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	answer := func(n int, text string) {
+		h.waitUntil(fmt.Sprintf("question %d", n), func() bool { return strings.Count(out.String(), "Approve?") >= n })
+		if _, err := master.WriteString(text + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer(1, "yes")
+	answer(2, "no: not that file")
+	answer(3, "always")
+	answer(4, "") // apply_patch: another tool, asked; deferred
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("apply exited %d:\n%s", code, out)
+	}
+	o := out.String()
+	if n := strings.Count(o, "Approve?"); n != 4 {
+		t.Errorf("asked %d times, want 4 (touch B was approved by always):\n%s", n, o)
+	}
+	if !strings.Contains(o, "run.job: agent.worker wants to call exec_command (call call_worker_0_0):\n  {\"cmd\":\"echo one > DANGEROUS\"}") {
+		t.Errorf("the question does not show the call:\n%s", o)
+	}
+	if !strings.Contains(o, "run.job: Awaiting approval of 1 tool call(s)") {
+		t.Errorf("the deferred call is not reported:\n%s", o)
+	}
+	ws := h.workspace()
+	for name, want := range map[string]bool{"DANGEROUS": true, "REJECTED": false, "A": true, "B": true, "LATER": false} {
+		_, err := os.Stat(filepath.Join(ws, name))
+		if (err == nil) != want {
+			t.Errorf("%s exists = %v, want %v", name, err == nil, want)
+		}
+	}
+	r := h.readState().Runs["run.job"]
+	if r.Status != state.RunAwaitingApproval {
+		t.Fatalf("status %s", r.Status)
+	}
+	got := map[string]string{}
+	for _, a := range r.Approvals {
+		got[a.CallID] = a.Decision + "/" + a.DecidedBy + "/" + a.Reason
+	}
+	want := map[string]string{
+		"call_worker_0_0": "approved/carol/",
+		"call_worker_1_0": "rejected/carol/not that file",
+		"call_worker_2_0": "approved/carol/",
+		"call_worker_3_0": "approved/carol/always approved for this run",
+		"call_worker_4_0": "//",
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %q, want %q", id, got[id], w)
+		}
+	}
+
+	// -input=false defers without asking, even on a terminal.
+	cmd = h.command("apply", "-auto-approve", "-no-color", "-input=false")
+	out2 := &syncBuffer{}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out2, out2
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v:\n%s", err, out2)
+	}
+	if strings.Contains(out2.String(), "Approve?") || !strings.Contains(out2.String(), "Awaiting approval") {
+		t.Errorf("-input=false:\n%s", out2)
+	}
+	h.mustRun("approve", "run.job", "-all")
+	h.mustRun("apply", "-auto-approve", "-no-color")
+	if r := h.readState().Runs["run.job"]; r.Status != state.RunCompleted {
+		t.Fatalf("status %s after approving", r.Status)
+	}
+}

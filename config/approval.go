@@ -1,0 +1,175 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+// ApprovalPolicy is a needs_approval setting: true, false, or an
+// expression over call (call.tool, call.arguments) evaluated for each
+// tool call. The zero policy (no needs_approval) never asks. As JSON
+// (digests, plan attributes) it is its constant value, or its source
+// text when it depends on the call.
+type ApprovalPolicy struct {
+	// Source is the expression as written, e.g. "true" or
+	// "!can(regex(\"^ls \", call.arguments.cmd))".
+	Source string
+	// Range is the expression's range, for messages.
+	Range hcl.Range
+
+	expr     hcl.Expression
+	constant *bool // set when the expression does not refer to call
+	funcs    map[string]function.Function
+	vars     cty.Value
+	locals   cty.Value
+}
+
+// Constant reports the policy's value when it does not depend on the
+// call.
+func (p ApprovalPolicy) Constant() (value, ok bool) {
+	if p.expr == nil {
+		return false, true
+	}
+	if p.constant != nil {
+		return *p.constant, true
+	}
+	return false, false
+}
+
+// NeedsApproval evaluates the policy for one call of tool with its JSON
+// arguments. An evaluation error, or a value that is not a bool, is an
+// error naming the attribute's file and line.
+func (p ApprovalPolicy) NeedsApproval(tool string, arguments string) (bool, error) {
+	if p.expr == nil {
+		return false, nil
+	}
+	if p.constant != nil {
+		return *p.constant, nil
+	}
+	args := cty.EmptyObjectVal
+	if strings.TrimSpace(arguments) != "" {
+		ty, err := ctyjson.ImpliedType([]byte(arguments))
+		if err != nil {
+			return false, p.errorf("the call's arguments are not JSON: %v", err)
+		}
+		if args, err = ctyjson.Unmarshal([]byte(arguments), ty); err != nil {
+			return false, p.errorf("the call's arguments are not JSON: %v", err)
+		}
+	}
+	ctx := buildCtx(p.funcs, p.vars, p.locals, nil, nil)
+	ctx.Variables["call"] = cty.ObjectVal(map[string]cty.Value{"tool": cty.StringVal(tool), "arguments": args})
+	v, diags := p.expr.Value(ctx)
+	if diags.HasErrors() {
+		var msgs []string
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				m := d.Summary
+				if d.Detail != "" {
+					m += ": " + d.Detail
+				}
+				msgs = append(msgs, m)
+			}
+		}
+		return false, p.errorf("%s", strings.Join(msgs, "; "))
+	}
+	v, _ = v.UnmarkDeep()
+	if !v.IsKnown() || v.IsNull() {
+		return false, p.errorf("the value is null or unknown; it must be true or false")
+	}
+	b, err := convert.Convert(v, cty.Bool)
+	if err != nil {
+		return false, p.errorf("the value must be true or false, got %s", v.Type().FriendlyName())
+	}
+	return b.True(), nil
+}
+
+func (p ApprovalPolicy) errorf(format string, args ...any) error {
+	return fmt.Errorf("needs_approval at %s:%d: %s", p.Range.Filename, p.Range.Start.Line, fmt.Sprintf(format, args...))
+}
+
+// IsZero reports a policy that was not set.
+func (p ApprovalPolicy) IsZero() bool { return p.expr == nil }
+
+// Value is the policy as a plan attribute: its constant value, or its
+// source text when it depends on the call.
+func (p ApprovalPolicy) Value() any {
+	if v, ok := p.Constant(); ok {
+		return v
+	}
+	return p.Source
+}
+
+// MarshalJSON writes Value.
+func (p ApprovalPolicy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(p.Value())
+}
+
+// approvalPolicy decodes a needs_approval attribute: a bool, or an
+// expression whose references are only call.tool, call.arguments, var.*
+// and local.*. The expression is evaluated per call (NeedsApproval); one
+// that does not refer to call is evaluated now.
+func (l *loader) approvalPolicy(a *hcl.Attribute) ApprovalPolicy {
+	if a == nil {
+		return ApprovalPolicy{}
+	}
+	rng := a.Expr.Range()
+	p := &ApprovalPolicy{Range: rng, expr: a.Expr, funcs: l.funcs}
+	if f := l.cfg.Files[rng.Filename]; f != nil {
+		p.Source = strings.TrimSpace(string(rng.SliceBytes(f.Bytes)))
+	}
+	usesCall := false
+	ok := true
+	var other []hcl.Traversal
+	for _, tr := range a.Expr.Variables() {
+		if tr.RootName() != "call" {
+			other = append(other, tr)
+			continue
+		}
+		usesCall = true
+		name, nrng, good := stepName(tr, 1)
+		if !good || (name != "tool" && name != "arguments") {
+			l.errorf(hcl.RangeBetween(tr.SourceRange(), nrng), "Invalid \"call\" attribute",
+				"The call object has tool (the tool's name) and arguments (its decoded JSON arguments), like call.arguments.cmd.%s", suggest(name, []string{"tool", "arguments"}))
+			ok = false
+		}
+	}
+	for _, tr := range other {
+		switch tr.RootName() {
+		case "var", "local":
+			if !l.checkTraversal(tr, scope{where: "needs_approval"}) {
+				ok = false
+			}
+		default:
+			l.errorf(tr.SourceRange(), "Invalid reference in needs_approval",
+				"needs_approval may refer only to call.tool, call.arguments, var.* and local.*, and use functions; %q is none of them.", tr.RootName())
+			ok = false
+		}
+	}
+	if !ok {
+		return ApprovalPolicy{}
+	}
+	p.vars = refObject(l.vars, "var", a.Expr.Variables())
+	p.locals = refObject(l.locals, "local", a.Expr.Variables())
+	if !usesCall {
+		v, good := l.eval(a.Expr, scope{where: "needs_approval"}, nil, nil)
+		if !good {
+			return ApprovalPolicy{}
+		}
+		b, good := l.toBool(v, rng, "needs_approval")
+		if !good {
+			return ApprovalPolicy{}
+		}
+		p.constant = &b
+		if p.Source == "" {
+			p.Source = fmt.Sprint(b)
+		}
+	}
+	return *p
+}

@@ -1,0 +1,197 @@
+package agentloop
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/providers/scripted"
+)
+
+// approvalAgent has three tools: read (its policy says no), write (its
+// policy asks when the path is outside tmp/) and broken (its policy
+// fails); writes counts the write tool's executions.
+func approvalAgent(writes *atomic.Int32) *Agent {
+	m := scripted.New(map[string][]scripted.Reply{
+		"a": {
+			{Calls: []scripted.Call{call("read", `{"path":"x"}`), call("write", `{"path":"DANGEROUS"}`), call("broken", `{}`), call("write", `{"path":"tmp/ok"}`)}},
+			{Text: "done"},
+		},
+	})
+	ok := func(context.Context, string) (string, error) { return "ok", nil }
+	a := agentWith("a", m,
+		funcTool{name: "read", fn: ok},
+		funcTool{name: "write", fn: func(context.Context, string) (string, error) { writes.Add(1); return "written", nil }},
+		funcTool{name: "broken", fn: ok},
+	)
+	a.Approvals = map[string]ApprovalPolicy{
+		"read": func(model.Item) (bool, error) { return false, nil },
+		"write": func(c model.Item) (bool, error) {
+			return !strings.Contains(c.Arguments, `"tmp/`), nil
+		},
+		"broken": func(model.Item) (bool, error) {
+			return false, errors.New("needs_approval at main.hcl:3: Unsupported attribute")
+		},
+	}
+	return a
+}
+
+func outputsOf(steps []Step) map[string]string {
+	out := map[string]string{}
+	for _, s := range steps {
+		if s.Kind == StepTool {
+			out[s.Result.CallID] = s.Result.Output
+		}
+	}
+	return out
+}
+
+func TestApprovalDefersThenResumes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		decision Decision
+		want     string
+		writes   int32
+	}{
+		{"approved", Decision{Approved: true}, "written", 2},
+		{"rejected", Decision{Reason: "not that file"}, "rejected by the reviewer: not that file", 1},
+		{"rejected without a reason", Decision{}, "rejected by the reviewer", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var writes atomic.Int32
+			a := approvalAgent(&writes)
+			rec := &recorder{}
+			r := &Runner{Agents: map[string]*Agent{"a": a}, Checkpoint: rec.checkpoint}
+			_, err := r.Run(context.Background(), "a", "go", nil)
+			calls, ok := IsAwaitingApproval(err)
+			if !ok {
+				t.Fatalf("err = %v, want awaiting approval", err)
+			}
+			if len(calls) != 1 || calls[0].Tool != "write" || calls[0].CallID != "call_a_0_1" || calls[0].Arguments != `{"path":"DANGEROUS"}` || calls[0].Agent != "a" {
+				t.Fatalf("pending = %+v", calls)
+			}
+			if n := writes.Load(); n != 1 {
+				t.Fatalf("write ran %d times before approval, want 1 (the call under tmp/ only)", n)
+			}
+			outs := outputsOf(rec.steps)
+			if outs["call_a_0_0"] != "ok" || outs["call_a_0_3"] != "written" {
+				t.Errorf("the calls that need no approval did not run: %v", outs)
+			}
+			if got := outs["call_a_0_2"]; !strings.HasPrefix(got, "error: needs_approval at main.hcl:3:") {
+				t.Errorf("a failing policy gives the model %q, want its error", got)
+			}
+			if _, done := outs["call_a_0_1"]; done {
+				t.Fatal("the pending call has an output")
+			}
+
+			// Still undecided: the run stays awaiting, nothing runs again.
+			again := &recorder{steps: append([]Step(nil), rec.steps...)}
+			r2 := &Runner{Agents: map[string]*Agent{"a": approvalAgent(&writes)}, Checkpoint: again.checkpoint}
+			if _, err := r2.Run(context.Background(), "a", "go", rec.steps); !isAwaitingErr(err) {
+				t.Fatalf("undecided resume: err = %v, want awaiting approval", err)
+			}
+			if n := writes.Load(); n != 1 {
+				t.Fatalf("write ran %d times while undecided", n)
+			}
+
+			r3 := &Runner{Agents: map[string]*Agent{"a": approvalAgent(&writes)}, Checkpoint: again.checkpoint,
+				Decisions: map[string]Decision{"call_a_0_1": tc.decision}}
+			res, err := r3.Run(context.Background(), "a", "go", rec.steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outputString(t, res) != "done" {
+				t.Errorf("output = %s", res.Output)
+			}
+			if got := outputsOf(again.steps)["call_a_0_1"]; got != tc.want {
+				t.Errorf("decided call's output = %q, want %q", got, tc.want)
+			}
+			if n := writes.Load(); n != tc.writes {
+				t.Errorf("write ran %d times, want %d", n, tc.writes)
+			}
+		})
+	}
+}
+
+func isAwaitingErr(err error) bool {
+	_, ok := IsAwaitingApproval(err)
+	return ok
+}
+
+// A call inside an agent-tool run that needs approval pauses the whole
+// run; on resume the nested run continues where it stopped.
+func TestApprovalInsideAgentTool(t *testing.T) {
+	var writes atomic.Int32
+	m := scripted.New(map[string][]scripted.Reply{
+		"boss": {
+			{Calls: []scripted.Call{call("worker", `{"input":"write it"}`)}},
+			{Text: "boss done"},
+		},
+		"worker": {
+			{Calls: []scripted.Call{call("write", `{"path":"DANGEROUS"}`)}},
+			{Text: "worker done"},
+		},
+	})
+	boss := agentWith("boss", m)
+	boss.AgentTools = []AgentTool{{Name: "worker", Agent: "worker", Description: "works"}}
+	worker := agentWith("worker", m, funcTool{name: "write", fn: func(context.Context, string) (string, error) { writes.Add(1); return "written", nil }})
+	worker.Approvals = map[string]ApprovalPolicy{"write": func(model.Item) (bool, error) { return true, nil }}
+	agents := map[string]*Agent{"boss": boss, "worker": worker}
+	rec := &recorder{}
+	_, err := (&Runner{Agents: agents, Checkpoint: rec.checkpoint}).Run(context.Background(), "boss", "go", nil)
+	calls, ok := IsAwaitingApproval(err)
+	if !ok || len(calls) != 1 || calls[0].Agent != "worker" || calls[0].Path != "call_boss_0_0" || calls[0].CallID != "call_worker_0_0" {
+		t.Fatalf("err = %v, calls = %+v", err, calls)
+	}
+	if writes.Load() != 0 {
+		t.Fatal("the nested call ran before approval")
+	}
+	res, err := (&Runner{Agents: agents, Checkpoint: rec.checkpoint, Decisions: map[string]Decision{"call_worker_0_0": {Approved: true}}}).Run(context.Background(), "boss", "go", rec.steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outputString(t, res) != "boss done" || writes.Load() != 1 {
+		t.Errorf("output %s, writes %d", res.Output, writes.Load())
+	}
+}
+
+// Ask decides inline: an approved call runs, a rejected one tells the
+// model why, a deferred one ends the run awaiting.
+func TestApprovalAsk(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		d       Decision
+		ok      bool
+		writes  int32
+		waiting bool
+	}{
+		{"yes", Decision{Approved: true}, true, 2, false},
+		{"no", Decision{Reason: "nope"}, true, 1, false},
+		{"defer", Decision{}, false, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var writes atomic.Int32
+			var asked []PendingCall
+			r := &Runner{Agents: map[string]*Agent{"a": approvalAgent(&writes)}, Ask: func(_ context.Context, c PendingCall) (Decision, bool) {
+				asked = append(asked, c)
+				return tc.d, tc.ok
+			}}
+			_, err := r.Run(context.Background(), "a", "go", nil)
+			if isAwaitingErr(err) != tc.waiting {
+				t.Fatalf("err = %v", err)
+			}
+			if !tc.waiting && err != nil {
+				t.Fatal(err)
+			}
+			if len(asked) != 1 || asked[0].CallID != "call_a_0_1" {
+				t.Errorf("asked about %+v, want the one call that needs approval", asked)
+			}
+			if writes.Load() != tc.writes {
+				t.Errorf("write ran %d times, want %d", writes.Load(), tc.writes)
+			}
+		})
+	}
+}

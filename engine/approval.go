@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/graph"
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/state"
+)
+
+// errRunAwaiting marks a run that ended awaiting approval: not a failure;
+// the runs that depend on it wait for it.
+var errRunAwaiting = errors.New("awaiting approval")
+
+func isAwaiting(err error) bool {
+	_, ok := agentloop.IsAwaitingApproval(err)
+	return ok
+}
+
+// decisions are the reviewer's decisions recorded on a run being resumed.
+func decisions(prev *state.Run, resume bool) map[string]agentloop.Decision {
+	if !resume || prev == nil {
+		return nil
+	}
+	d := map[string]agentloop.Decision{}
+	for _, ap := range prev.Approvals {
+		if ap.Decision != state.ApprovalPending {
+			d[ap.CallID] = agentloop.Decision{Approved: ap.Decision == state.ApprovalApproved, Reason: ap.Reason}
+		}
+	}
+	return d
+}
+
+// recordPending adds to r the calls a run that ended awaiting approval
+// waits for (their arguments scrubbed), unless already recorded.
+func recordPending(r *state.Run, runErr error, scrub *sandbox.Scrubber) {
+	calls, ok := agentloop.IsAwaitingApproval(runErr)
+	if !ok {
+		return
+	}
+	now := time.Now().UTC()
+	for _, c := range calls {
+		if slices.ContainsFunc(r.Approvals, func(a *state.Approval) bool { return a.CallID == c.CallID && a.Path == c.Path }) {
+			continue
+		}
+		r.Approvals = append(r.Approvals, &state.Approval{
+			CallID: c.CallID, Path: c.Path, Agent: c.Agent, Tool: c.Tool,
+			Arguments: scrubJSONString(scrub, c.Arguments), RequestedAt: now,
+		})
+	}
+}
+
+// awaiting reports a run the state records as awaiting approval, and
+// returns errRunAwaiting.
+func (a *applier) awaiting(addr string) error {
+	a.mu.Lock()
+	var pending []*state.Approval
+	if r := a.st.Runs[addr]; r != nil {
+		for _, p := range r.Pending() {
+			cp := *p
+			pending = append(pending, &cp)
+		}
+	}
+	a.mu.Unlock()
+	a.e.emit(Event{Type: EventApprovalRequired, Address: addr, Message: fmt.Sprintf("awaiting approval of %d tool %s", len(pending), plural(len(pending), "call", "calls")), Approvals: pending})
+	return fmt.Errorf("%s: %w", addr, errRunAwaiting)
+}
+
+// Answer is a reviewer's answer to a question about one call.
+type Answer struct {
+	// Decision is state.ApprovalApproved, state.ApprovalRejected, or
+	// state.ApprovalPending to defer the call.
+	Decision string
+	Reason   string
+	// Always approves the later calls of the same tool in this run, for
+	// the rest of this apply.
+	Always bool
+	// By names the reviewer.
+	By string
+}
+
+// Approver asks a reviewer about a call while apply runs (agentctl's
+// terminal prompt). The call's arguments are scrubbed.
+type Approver interface {
+	Approve(ctx context.Context, run string, call state.Approval) Answer
+}
+
+// asker is the Runner.Ask of run addr: it asks the engine's Approver and
+// records each decision in the state before the call runs. nil without an
+// Approver.
+func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Context, agentloop.PendingCall) (agentloop.Decision, bool) {
+	ap := a.e.Approver
+	if ap == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	always := map[string]string{} // tool → reviewer
+	return func(ctx context.Context, c agentloop.PendingCall) (agentloop.Decision, bool) {
+		call := state.Approval{CallID: c.CallID, Path: c.Path, Agent: c.Agent, Tool: c.Tool, Arguments: scrubJSONString(scrub, c.Arguments), RequestedAt: time.Now().UTC()}
+		mu.Lock()
+		by, ok := always[c.Tool]
+		mu.Unlock()
+		ans := Answer{Decision: state.ApprovalApproved, By: by, Reason: "always approved for this run"}
+		if !ok {
+			a.asking.Add(1)
+			ans = ap.Approve(ctx, addr, call)
+			a.asking.Add(-1)
+		}
+		if ans.Decision != state.ApprovalApproved && ans.Decision != state.ApprovalRejected {
+			return agentloop.Decision{}, false
+		}
+		if ans.Always && ans.Decision == state.ApprovalApproved {
+			mu.Lock()
+			always[c.Tool] = ans.By
+			mu.Unlock()
+		}
+		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, time.Now().UTC(), ans.Reason
+		if err := a.update(func(st *state.State) {
+			if r := st.Runs[addr]; r != nil {
+				r.Approvals = append(r.Approvals, &call)
+			}
+		}); err != nil {
+			// Not recorded: the call is not decided; it waits.
+			return agentloop.Decision{}, false
+		}
+		return agentloop.Decision{Approved: ans.Decision == state.ApprovalApproved, Reason: ans.Reason}, true
+	}
+}
+
+// reportWaiting reports the objects not started because a run they
+// depend on (directly or through other such objects) ended awaiting
+// approval, and no dependency of theirs failed: they wait, they did not
+// fail, and the apply that follows the decision starts them.
+func (e *Engine) reportWaiting(g *graph.Graph, p *Plan, errs map[string]error) {
+	waitingOn := map[string]string{} // object → the run awaiting approval
+	for addr, err := range errs {
+		if errors.Is(err, errRunAwaiting) {
+			waitingOn[addr] = addr
+		}
+	}
+	for changed := len(waitingOn) > 0; changed; {
+		changed = false
+		for _, c := range p.Changes {
+			if _, done := waitingOn[c.Address]; done || !errors.Is(errs[c.Address], graph.ErrSkipped) {
+				continue
+			}
+			root, blocked := "", false
+			for _, d := range g.DependenciesOf(c.Address) {
+				err := errs[d]
+				switch r, ok := waitingOn[d]; {
+				case ok:
+					root = r
+				case err != nil:
+					blocked = true // failed, or skipped for another reason (so far)
+				}
+			}
+			if root != "" && !blocked {
+				waitingOn[c.Address] = root
+				changed = true
+			}
+		}
+	}
+	for _, c := range p.Changes {
+		if root := waitingOn[c.Address]; root != "" && root != c.Address {
+			e.emit(Event{Type: EventApplyWaiting, Address: c.Address, Action: c.Action, Message: fmt.Sprintf("not started: it waits for %s, which awaits approval", root)})
+		}
+	}
+}

@@ -1,0 +1,73 @@
+# Approvals: a guarded shell where reads run freely and anything else
+# waits for a reviewer. Runs offline (scripted model, local sandbox).
+#
+#   agentctl apply -auto-approve examples/approvals.hcl
+#       # run.tidy ends awaiting_approval; the summary names the call
+#   agentctl show -config=examples/approvals.hcl run.tidy
+#   agentctl approve -config=examples/approvals.hcl run.tidy call_janitor_1_0 -reason "ok"
+#   agentctl apply -auto-approve examples/approvals.hcl
+#       # the approved call runs and the run completes
+#
+# agentctl reject ... -reason TEXT instead tells the model
+# "rejected by the reviewer: TEXT" and the run goes on without the call.
+# docs/approvals.md has the details.
+
+provider "scripted" {
+  script "janitor" {
+    # Turn 1: a read; the policy lets it run at once.
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "ls -a" }
+      }
+    }
+    # Turn 2: a write; it waits for approval.
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "echo archived > DANGEROUS" }
+      }
+    }
+    reply {
+      text = "The workspace is archived."
+    }
+  }
+}
+
+provider "local" {}
+
+manifest "files" {
+  file "notes.txt" {
+    content = "keep me\n"
+  }
+}
+
+sandbox "work" {
+  provider = provider.local
+  manifest = manifest.files
+}
+
+locals {
+  # Commands that only read.
+  read_only = "^(ls|cat|grep|head|wc)( |$)"
+}
+
+# exec_command needs approval unless the command is a read.
+capability "shell" "guarded" {
+  needs_approval = !can(regex(local.read_only, call.arguments.cmd))
+}
+
+agent "janitor" {
+  provider     = provider.scripted
+  instructions = "Tidy the workspace with the shell."
+  sandbox      = sandbox.work
+  capabilities = [capability.shell.guarded]
+  max_turns    = 5
+}
+
+run "tidy" {
+  agent = agent.janitor
+  input = "Archive the workspace."
+}
+
+output "answer" {
+  value = run.tidy.output
+}
