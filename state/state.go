@@ -72,6 +72,51 @@ type State struct {
 	Sandboxes map[string]*Sandbox `json:"sandboxes"` // by address
 	Runs      map[string]*Run     `json:"runs"`      // by address
 	Outputs   map[string]*Output  `json:"outputs"`   // by name
+	// Chats are the conversations of agentctl chat, by address
+	// (chat.NAME). Absent in states written before chat existed.
+	Chats map[string]*Chat `json:"chats,omitempty"`
+}
+
+// Chat statuses.
+const (
+	// ChatIdle is a session between turns.
+	ChatIdle = "idle"
+	// ChatRunning is a session whose current turn has not ended: its
+	// process is running it, or died meanwhile (the next chat resumes it).
+	ChatRunning = "running"
+)
+
+// Chat is one conversation of agentctl chat, kept between sessions.
+type Chat struct {
+	Address string `json:"address"`
+	// Agent is the agent the session talks to; LastAgent the agent that
+	// gave the last reply (a handoff moves the conversation), with whom
+	// the next turn starts.
+	Agent     string `json:"agent"`
+	LastAgent string `json:"last_agent,omitempty"`
+	// Status is ChatIdle or ChatRunning.
+	Status string `json:"status"`
+	// Sandboxes are the sandboxes the session's agents use.
+	Sandboxes []string `json:"sandboxes,omitempty"`
+	// Turns is the number of completed turns (lines the user typed).
+	Turns int `json:"turns"`
+	// Journal is the journal of the last completed turn, relative to
+	// the state directory: its transcript is the whole conversation.
+	Journal string `json:"journal,omitempty"`
+	// Current is the journal of the turn under way (Status running), and
+	// Input that turn's line; Steps is how many steps Current held when
+	// the record was last written.
+	Current string `json:"current,omitempty"`
+	Input   string `json:"input,omitempty"`
+	Steps   int    `json:"steps,omitempty"`
+	// AgentTurns counts the model turns of each agent in the completed
+	// turns (a scripted model replays its replies across turns).
+	AgentTurns map[string]int `json:"agent_turns,omitempty"`
+	Usage      model.Usage    `json:"usage"`
+	// Approvals are the decisions on the tool calls of the current turn.
+	Approvals []*Approval `json:"approvals,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
 }
 
 // Sandbox is one managed sandbox.
@@ -320,6 +365,11 @@ func (s *State) Clone() *State {
 // SandboxAddresses returns the addresses of the sandboxes, sorted.
 func (s *State) SandboxAddresses() []string {
 	return sortedKeys(s.Sandboxes)
+}
+
+// ChatAddresses returns the addresses of the chat sessions, sorted.
+func (s *State) ChatAddresses() []string {
+	return sortedKeys(s.Chats)
 }
 
 // RunAddresses returns the addresses of the runs, sorted.

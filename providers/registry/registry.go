@@ -237,6 +237,14 @@ type RunScoper interface {
 	ForRun(run string) (settings any, scoped bool)
 }
 
+// ChatScoper is implemented by model provider settings that differ for
+// some agentctl chat sessions (scripted scripts scoped to a session).
+// ForChat returns the settings as the session named session sees them,
+// and whether they differ from the provider's own.
+type ChatScoper interface {
+	ForChat(session string) (settings any, scoped bool)
+}
+
 // SnapshotCommitter is implemented by sandbox settings that ask for the
 // whole sandbox to be committed as an image with each snapshot
 // (sandbox.Committer).

@@ -23,6 +23,10 @@ type ProviderSettings struct {
 	// (script "AGENT" { run = "RUN" ... }), by run name, then agent. For
 	// that run they win over the agent-wide script.
 	RunScripts map[string]map[string][]ScriptReply
+	// ChatScripts are the scripts scoped to one agentctl chat session
+	// (script "AGENT" { chat = "SESSION" ... }), by session, then agent.
+	// In that session they win over the agent-wide script.
+	ChatScripts map[string]map[string][]ScriptReply
 	// agents are where each script names its agent; runs where each
 	// scoped script names its run.
 	agents map[string]hcl.Range
@@ -39,7 +43,7 @@ type ScriptReply struct {
 var (
 	providerSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "script", LabelNames: []string{"agent"}}}}
 	scriptSchema   = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "run"}},
+		Attributes: []hcl.AttributeSchema{{Name: "run"}, {Name: "chat"}},
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "reply"}},
 	}
 	replySchema = &hcl.BodySchema{
@@ -54,7 +58,8 @@ var (
 func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 	s := &ProviderSettings{
 		Scripts: map[string][]ScriptReply{}, RunScripts: map[string]map[string][]ScriptReply{},
-		agents: map[string]hcl.Range{}, runs: map[string]hcl.Range{},
+		ChatScripts: map[string]map[string][]ScriptReply{},
+		agents:      map[string]hcl.Range{}, runs: map[string]hcl.Range{},
 	}
 	content, diags := body.Content(providerSchema)
 	for _, sb := range content.Blocks {
@@ -74,8 +79,16 @@ func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 				s.runs[sc.run] = sc.runRange
 			}
 		}
+		if sc.chat != "" {
+			if s.ChatScripts[sc.chat] == nil {
+				s.ChatScripts[sc.chat] = map[string][]ScriptReply{}
+			}
+			scripts = s.ChatScripts[sc.chat]
+		}
 		if _, dup := scripts[agent]; dup {
-			if sc.run != "" {
+			if sc.chat != "" {
+				diags = append(diags, registry.Errorf(sb.DefRange, "Duplicate script", "The scripted provider already has a script for agent %q scoped to chat session %q. Put all its replies for that session in one script block.", agent, sc.chat))
+			} else if sc.run != "" {
 				diags = append(diags, registry.Errorf(sb.DefRange, "Duplicate script", "The scripted provider already has a script for agent %q scoped to run %q. Put all its replies for that run in one script block.", agent, sc.run))
 			} else {
 				diags = append(diags, registry.Errorf(sb.DefRange, "Duplicate script", "The scripted provider already has a script for agent %q. Put all its replies in one script block, or scope one to a run with run = \"NAME\".", agent))
@@ -98,7 +111,9 @@ type script struct {
 	run      string
 	runRange hcl.Range
 	badRun   bool
-	replies  []ScriptReply
+	// chat is the chat session the script is scoped to, "" for none.
+	chat    string
+	replies []ScriptReply
 }
 
 func decodeScript(b *hcl.Block) (script, hcl.Diagnostics) {
@@ -115,6 +130,21 @@ func decodeScript(b *hcl.Block) (script, hcl.Diagnostics) {
 		case sc.run == "":
 			sc.badRun = true
 			diags = append(diags, registry.Errorf(a.Expr.Range(), "Invalid run", "run names the run block this script is for, like run = \"followup\"; it can't be empty. Leave run out for a script every run of the agent uses."))
+		}
+	}
+	if a, ok := content.Attributes["chat"]; ok {
+		var ds hcl.Diagnostics
+		registry.Attr(content.Attributes, "chat", &sc.chat, &ds)
+		diags = append(diags, ds...)
+		switch {
+		case ds.HasErrors():
+			sc.badRun = true
+		case sc.chat == "":
+			sc.badRun = true
+			diags = append(diags, registry.Errorf(a.Expr.Range(), "Invalid chat", "chat names the agentctl chat session this script is for, like chat = \"demo\"; it can't be empty. Leave chat out for a script every run and session of the agent uses."))
+		case sc.run != "":
+			sc.badRun = true
+			diags = append(diags, registry.Errorf(a.Expr.Range(), "Conflicting script scope", "A script is scoped to one run (run = \"...\") or one chat session (chat = \"...\"), not both. Write one script block for each."))
 		}
 	}
 	replies := []ScriptReply{}
@@ -171,6 +201,20 @@ func (s *ProviderSettings) ForRun(run string) (settings any, scoped bool) {
 	}
 	out := &ProviderSettings{Scripts: maps.Clone(s.Scripts), agents: s.agents, runs: s.runs}
 	maps.Copy(out.Scripts, rs)
+	return out, true
+}
+
+// ForChat implements registry.ChatScoper: the settings as the agentctl
+// chat session named session sees them, its scoped scripts replacing the
+// agent-wide ones of the same agents. scoped is false when no script is
+// scoped to session.
+func (s *ProviderSettings) ForChat(session string) (settings any, scoped bool) {
+	cs := s.ChatScripts[session]
+	if len(cs) == 0 {
+		return s, false
+	}
+	out := &ProviderSettings{Scripts: maps.Clone(s.Scripts), agents: s.agents, runs: s.runs}
+	maps.Copy(out.Scripts, cs)
 	return out, true
 }
 

@@ -139,3 +139,66 @@ script "analyst" {
 		})
 	}
 }
+
+func TestChatScopedScriptWinsForItsSession(t *testing.T) {
+	s, diags := decode(t, `
+script "analyst" {
+  reply { text = "agent-wide" }
+}
+script "analyst" {
+  chat = "demo"
+  reply { text = "for demo" }
+}
+script "analyst" {
+  run = "followup"
+  reply { text = "for followup" }
+}
+`)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	scoped, ok := s.ForChat("demo")
+	if !ok {
+		t.Fatal("ForChat(demo) is not scoped")
+	}
+	if got := reply(t, scoped, "analyst"); got != "for demo" {
+		t.Errorf("demo reply = %q", got)
+	}
+	if other, ok := s.ForChat("other"); ok || other != any(s) {
+		t.Errorf("ForChat(other) = %v, %v; want the settings themselves", other, ok)
+	}
+	if got := reply(t, s, "analyst"); got != "agent-wide" {
+		t.Errorf("unscoped reply = %q", got)
+	}
+	// A chat scope is not a run scope.
+	if _, ok := s.ForRun("demo"); ok {
+		t.Error("ForRun(demo) is scoped by a chat script")
+	}
+}
+
+func TestChatScopeDiagnostics(t *testing.T) {
+	for src, want := range map[string]string{
+		`script "a" {
+  chat = ""
+  reply { text = "x" }
+}`: "Invalid chat",
+		`script "a" {
+  chat = "s"
+  run = "r"
+  reply { text = "x" }
+}`: "Conflicting script scope",
+		`script "a" {
+  chat = "s"
+  reply { text = "x" }
+}
+script "a" {
+  chat = "s"
+  reply { text = "y" }
+}`: `scoped to chat session "s"`,
+	} {
+		_, diags := decode(t, src)
+		if !strings.Contains(diags.Error(), want) {
+			t.Errorf("%s:\ndiagnostics %v, want %q", src, diags, want)
+		}
+	}
+}
