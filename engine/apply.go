@@ -93,9 +93,12 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		if c.Action != ActionNoop {
 			e.emit(Event{Type: EventApplyStart, Address: addr, Action: c.Action})
 		}
-		if c.Kind == KindSandbox {
+		switch c.Kind {
+		case KindSandbox:
 			err = a.sandboxNode(ctx, c)
-		} else {
+		case KindChat:
+			err = a.forgetChat(addr)
+		default:
 			err = a.runNode(ctx, c)
 		}
 		err = e.scrubErr(err)

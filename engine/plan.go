@@ -37,6 +37,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		for _, addr := range sortedKeys(st.Runs) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
+		for _, addr := range sortedKeys(st.Chats) {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindChat, Action: ActionForget, Reasons: []string{"destroy"}})
+		}
 		p.filterTargets(e.Config, opts.Targets)
 		sortChanges(p.Changes)
 		return p, nil

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Action is what plan decided for one managed object.
@@ -27,6 +28,9 @@ const (
 const (
 	KindSandbox = "sandbox"
 	KindRun     = "run"
+	// KindChat is an agentctl chat session's record, which destroy
+	// forgets.
+	KindChat = "chat"
 )
 
 // Change is the planned action for one sandbox or run, with the reasons
@@ -74,6 +78,8 @@ func (p *Plan) Change(addr string) *Change {
 type Summary struct {
 	Create, Change, Destroy int
 	Execute, Resume, Forget int
+	// Chats counts chat sessions forgotten.
+	Chats int
 	// Awaiting counts runs that ended awaiting approval.
 	Awaiting int
 }
@@ -82,6 +88,10 @@ type Summary struct {
 func (p *Plan) Summary() Summary {
 	var s Summary
 	for _, c := range p.Changes {
+		if c.Kind == KindChat {
+			s.Chats++
+			continue
+		}
 		s.Add(c.Action)
 	}
 	return s
@@ -113,6 +123,10 @@ func (s *Summary) Add(a Action) {
 // counts its action (a run found unchanged once its upstream runs had
 // finished completes as ActionNoop and counts nothing).
 func (s *Summary) Count(ev Event) {
+	if ev.Type == EventApplyComplete && strings.HasPrefix(ev.Address, KindChat+".") {
+		s.Chats++
+		return
+	}
 	if ev.Type == EventApplyComplete {
 		s.Add(ev.Action)
 	}
@@ -158,10 +172,14 @@ func (s Summary) Counts() map[string]int {
 
 // forgets is "; N run record(s) WHAT", or "" when no record goes.
 func (s Summary) forgets(what string) string {
-	if s.Forget == 0 {
-		return ""
+	out := ""
+	if s.Forget > 0 {
+		out = fmt.Sprintf("; %d %s %s", s.Forget, plural(s.Forget, "run record", "run records"), what)
 	}
-	return fmt.Sprintf("; %d %s %s", s.Forget, plural(s.Forget, "run record", "run records"), what)
+	if s.Chats > 0 {
+		out += fmt.Sprintf("; %d %s %s", s.Chats, plural(s.Chats, "chat session", "chat sessions"), what)
+	}
+	return out
 }
 
 func plural(n int, one, many string) string {

@@ -151,7 +151,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	view.Applying()
 	applyErr := e.Apply(ctx, st, p)
 	destroyed := destroy || p.Destroy
-	if destroyed && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
+	if destroyed && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 && len(st.Chats) == 0 {
 		// Only a destroy that left nothing (not one limited by -target)
 		// removes the leftovers of every object.
 		applyErr = cleanStateDir(b.dir)
