@@ -452,6 +452,20 @@ func (s *ChatSession) asker() func(context.Context, agentloop.PendingCall) (agen
 	}
 }
 
+// ChatHistory is the conversation of a chat session's completed turns
+// (agentctl show chat.NAME), scrubbed.
+func (e *Engine) ChatHistory(c *state.Chat) ([]model.Item, error) {
+	s := &ChatSession{e: e, addr: c.Address, scrub: e.scrubber()}
+	items, err := s.transcript(c)
+	if err != nil {
+		return nil, err
+	}
+	for i := range items {
+		items[i] = scrubItem(s.scrub, items[i])
+	}
+	return items, nil
+}
+
 // History is the conversation of the session's completed turns, scrubbed
 // with the configuration's sensitive values.
 func (s *ChatSession) History() ([]model.Item, error) {

@@ -24,6 +24,9 @@ func stdinIsTerminal() bool {
 type terminalApprover struct {
 	m  *meta
 	mu sync.Mutex
+	// chat is set in agentctl chat, which has no later decision: a call
+	// not approved is refused for the turn.
+	chat bool
 }
 
 // Approve prints the call and reads the answer: yes, always, no[: reason],
@@ -54,6 +57,10 @@ func (t *terminalApprover) Approve(ctx context.Context, run string, call state.A
 	ans.By = t.m.reviewer()
 	switch ans.Decision {
 	case state.ApprovalPending:
+		if t.chat {
+			fmt.Fprintf(w, "  Not approved: the call is refused for this turn.\n")
+			break
+		}
 		fmt.Fprintf(w, "  Deferred: agentctl approve %s %s (or reject) decides later.\n", run, call.CallID)
 	default:
 		fmt.Fprintf(w, "  %s.\n", ans.Decision)

@@ -47,6 +47,13 @@ func (m *meta) show(_ context.Context, args *arguments.Show) error {
 			return fmt.Errorf("%s: reading its transcript: %w", addr, err)
 		}
 		return view.Run(st.Runs[addr], steps)
+	case st.Chats[addr] != nil:
+		e := b.engine(0, nil, nil)
+		history, err := e.ChatHistory(st.Chats[addr])
+		if err != nil {
+			return err
+		}
+		return view.Chat(st.Chats[addr], history)
 	case st.Sandboxes[addr] != nil:
 		return view.Sandbox(st.Sandboxes[addr])
 	}

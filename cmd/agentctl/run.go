@@ -85,6 +85,7 @@ func commands() []*command {
 		rejectCommand(),
 		forceUnlockCommand(),
 		execCommand(),
+		chatCommand(),
 		toolCommand(),
 		versionCommand(),
 	}

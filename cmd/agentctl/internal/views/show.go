@@ -11,6 +11,7 @@ import (
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -25,6 +26,8 @@ type Show interface {
 	Run(r *state.Run, steps []agentloop.Step) error
 	// Sandbox shows a sandbox.
 	Sandbox(s *state.Sandbox) error
+	// Chat shows a chat session and its conversation.
+	Chat(c *state.Chat, history []model.Item) error
 }
 
 // NewShow returns the show view of viewType.
@@ -51,6 +54,13 @@ func (v showJSON) Run(r *state.Run, steps []agentloop.Step) error {
 
 func (v showJSON) Sandbox(s *state.Sandbox) error { return writeJSON(v.Stdout, s) }
 
+func (v showJSON) Chat(c *state.Chat, history []model.Item) error {
+	return writeJSON(v.Stdout, struct {
+		*state.Chat
+		History []model.Item `json:"history"`
+	}{c, history})
+}
+
 type showHuman struct{ *View }
 
 func (v showHuman) SavedPlan(pf *state.PlanFile) error {
@@ -65,7 +75,7 @@ func (v showHuman) SavedPlan(pf *state.PlanFile) error {
 
 func (v showHuman) State(st *state.State) error {
 	w := v.Stdout
-	if len(st.Sandboxes) == 0 && len(st.Runs) == 0 {
+	if len(st.Sandboxes) == 0 && len(st.Runs) == 0 && len(st.Chats) == 0 {
 		fmt.Fprintln(w, "The state is empty: nothing has been applied yet.")
 		return nil
 	}
@@ -90,7 +100,26 @@ func (v showHuman) State(st *state.State) error {
 			fmt.Fprintf(w, "    output = %s\n", firstLines(renderValue(r.Output), 3))
 		}
 	}
+	for _, addr := range st.ChatAddresses() {
+		c := st.Chats[addr]
+		fmt.Fprintf(w, "# %s (agent.%s, %s, %d %s)\n", addr, termtext.Line(c.Agent), c.Status, c.Turns, plural(c.Turns, "turn", "turns"))
+	}
 	writeOutputs(w, st.Outputs)
+	return nil
+}
+
+func (v showHuman) Chat(c *state.Chat, history []model.Item) error {
+	w := v.Stdout
+	fmt.Fprintf(w, "# %s\n", c.Address)
+	fmt.Fprintf(w, "    agent  = agent.%s\n", termtext.Line(c.Agent))
+	fmt.Fprintf(w, "    status = %s\n", c.Status)
+	fmt.Fprintf(w, "    turns  = %d\n", c.Turns)
+	fmt.Fprintf(w, "    usage  = %d input + %d output tokens\n", c.Usage.InputTokens, c.Usage.OutputTokens)
+	if c.Status == state.ChatRunning {
+		fmt.Fprintf(w, "    interrupted turn = %s\n", termtext.Line(c.Input))
+	}
+	fmt.Fprintln(w)
+	WriteHistory(w, history)
 	return nil
 }
 
