@@ -38,7 +38,7 @@ func (m *meta) stateList(_ context.Context, args *arguments.StateList) error {
 	if err != nil {
 		return err
 	}
-	return view.List(append(st.SandboxAddresses(), st.RunAddresses()...))
+	return view.List(append(append(st.SandboxAddresses(), st.RunAddresses()...), st.ChatAddresses()...))
 }
 
 func stateShowCommand() *command {
@@ -63,6 +63,9 @@ func (m *meta) stateShow(_ context.Context, args *arguments.StateShow) error {
 	}
 	if r := st.Runs[addr]; r != nil {
 		return view.Object(r)
+	}
+	if c := st.Chats[addr]; c != nil {
+		return view.Object(c)
 	}
 	return fmt.Errorf("%s is not in the state; agentctl state list shows the addresses it holds", addr)
 }
@@ -96,7 +99,7 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 		return err
 	}
 	for _, addr := range args.Addresses {
-		if st.Sandboxes[addr] == nil && st.Runs[addr] == nil {
+		if st.Sandboxes[addr] == nil && st.Runs[addr] == nil && st.Chats[addr] == nil {
 			return fmt.Errorf("%s is not in the state; nothing was removed", addr)
 		}
 	}
@@ -109,8 +112,16 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 			}
 			journals = append(journals, j)
 		}
+		if c := st.Chats[addr]; c != nil {
+			for _, j := range []string{c.Journal, c.Current} {
+				if j != "" {
+					journals = append(journals, j)
+				}
+			}
+		}
 		delete(st.Sandboxes, addr)
 		delete(st.Runs, addr)
+		delete(st.Chats, addr)
 	}
 	if err := b.dir.Write(st); err != nil {
 		return err
