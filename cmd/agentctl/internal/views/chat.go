@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/termtext"
@@ -153,7 +154,7 @@ func WriteHistory(w io.Writer, items []model.Item) {
 			if _, after, ok := strings.Cut(out, "Output:\n"); ok {
 				out = after // an exec_command result's own output
 			}
-			fmt.Fprintf(w, "  → %s\n", termtext.Line(short(strings.TrimSpace(out))))
+			fmt.Fprintf(w, "  → %s\n", termtext.Line(outputPreview(out)))
 		}
 	}
 }
@@ -163,4 +164,22 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// outputPreview is the first line of a tool's output, at most 120 bytes
+// (cut at a character boundary), with "…" when there is more.
+func outputPreview(s string) string {
+	s = strings.TrimSpace(s)
+	line, rest, more := strings.Cut(s, "\n")
+	if len(line) > 120 {
+		cut := 120
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line, more = line[:cut], true
+	}
+	if more || rest != "" {
+		line += "…"
+	}
+	return line
 }
