@@ -176,7 +176,7 @@ func legend(a engine.Action) string {
 	case engine.ActionDelete:
 		return "destroy"
 	case engine.ActionForget:
-		return "forget run"
+		return "forget record (run or chat session)"
 	}
 	return string(a)
 }
