@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -22,7 +23,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		testenv.Missing(t, "no pseudo-terminal: %v", err)
 	}
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatal(err)
@@ -179,5 +180,48 @@ func TestInlineApproval(t *testing.T) {
 	h.mustRun("apply", "-auto-approve", "-no-color")
 	if r := h.readState().Runs["run.job"]; r.Status != state.RunCompleted {
 		t.Fatalf("status %s after approving", r.Status)
+	}
+}
+
+// TestKilledAtApprovalPrompt: agentctl killed (kill -9) while it waits
+// for an answer at the approval prompt loses nothing and runs nothing:
+// the call did not run, the next apply without a terminal defers it, and
+// once approved it runs.
+func TestKilledAtApprovalPrompt(t *testing.T) {
+	h := newHarness(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "main.hcl"), []byte(promptPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, slave := openPTY(t)
+	cmd := h.command("apply", "-auto-approve", "-no-color")
+	out := &syncBuffer{}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	h.waitUntil("the approval question", func() bool { return strings.Contains(out.String(), "Approve?") })
+	p.kill(t)
+	ws := h.workspace()
+	if _, err := os.Stat(filepath.Join(ws, "DANGEROUS")); err == nil {
+		t.Fatal("DANGEROUS written while its approval was being asked")
+	}
+	if r := h.readState().Runs["run.job"]; r == nil || r.Status == state.RunCompleted {
+		t.Fatalf("run.job after the kill: %+v", r)
+	}
+
+	o := h.mustRun("apply", "-auto-approve", "-no-color", "-input=false")
+	r := h.readState().Runs["run.job"]
+	if r.Status != state.RunAwaitingApproval || len(r.Pending()) != 1 || r.Pending()[0].CallID != "call_worker_0_0" {
+		t.Fatalf("after the kill, apply -input=false left run.job %s with %+v:\n%s", r.Status, r.Pending(), o)
+	}
+	h.mustRun("approve", "run.job", "call_worker_0_0")
+	o = h.mustRun("apply", "-auto-approve", "-no-color", "-input=false")
+	if _, err := os.Stat(filepath.Join(ws, "DANGEROUS")); err != nil {
+		t.Fatalf("the approved call did not run: %v\n%s", err, o)
+	}
+	if r := h.readState().Runs["run.job"]; r.Status != state.RunAwaitingApproval || r.Pending()[0].CallID != "call_worker_1_0" {
+		t.Fatalf("run.job did not go on to the next guarded call: %s %+v", r.Status, r.Pending())
 	}
 }
