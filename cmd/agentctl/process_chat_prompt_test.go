@@ -51,15 +51,8 @@ func TestChatInlineApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	master, slave := openPTY(t)
-	cmd := h.command("chat", "-no-color", "agent.worker")
-	cmd.Env = append(cmd.Env, "USER=carol")
-	out := &syncBuffer{}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, out: out, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := h.startOn(slave, []string{"USER=carol"}, "chat", "-no-color", "agent.worker")
+	out := p.out
 	after := func(what string, n int, text string) {
 		h.waitUntil(fmt.Sprintf("%s %d", what, n), func() bool { return strings.Count(out.String(), what) >= n })
 		if _, err := master.WriteString(text + "\n"); err != nil {

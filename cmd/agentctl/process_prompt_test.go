@@ -106,15 +106,8 @@ func TestInlineApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	master, slave := openPTY(t)
-	cmd := h.command("apply", "-auto-approve", "-no-color")
-	cmd.Env = append(cmd.Env, "USER=carol")
-	out := &syncBuffer{}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, out: out, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := h.startOn(slave, []string{"USER=carol"}, "apply", "-auto-approve", "-no-color")
+	out := p.out
 	answer := func(n int, text string) {
 		h.waitUntil(fmt.Sprintf("question %d", n), func() bool { return strings.Count(out.String(), "Approve?") >= n })
 		if _, err := master.WriteString(text + "\n"); err != nil {
@@ -167,7 +160,7 @@ func TestInlineApproval(t *testing.T) {
 	}
 
 	// -input=false defers without asking, even on a terminal.
-	cmd = h.command("apply", "-auto-approve", "-no-color", "-input=false")
+	cmd := h.command("apply", "-auto-approve", "-no-color", "-input=false")
 	out2 := &syncBuffer{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out2, out2
 	if err := cmd.Run(); err != nil {
@@ -193,14 +186,8 @@ func TestKilledAtApprovalPrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, slave := openPTY(t)
-	cmd := h.command("apply", "-auto-approve", "-no-color")
-	out := &syncBuffer{}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, out: out, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := h.startOn(slave, nil, "apply", "-auto-approve", "-no-color")
+	out := p.out
 	h.waitUntil("the approval question", func() bool { return strings.Contains(out.String(), "Approve?") })
 	p.kill(t)
 	ws := h.workspace()

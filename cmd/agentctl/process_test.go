@@ -197,8 +197,19 @@ func (h *harness) startHeld(t *testing.T) (*proc, string) {
 
 func (h *harness) start(args ...string) *proc {
 	h.t.Helper()
+	return h.startOn(nil, nil, args...)
+}
+
+// startOn starts agentctl with stdin (a terminal, say; nil for none) and
+// env added to its environment.
+func (h *harness) startOn(stdin *os.File, env []string, args ...string) *proc {
+	h.t.Helper()
 	cmd := h.command(args...)
+	cmd.Env = append(cmd.Env, env...)
 	out := &syncBuffer{}
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
