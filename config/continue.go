@@ -112,26 +112,20 @@ func (l *loader) continueRef(ri *RunInstance, runs cty.Value) (string, bool) {
 // reference as an address: run.NAME is the string "run.NAME",
 // run.NAME["k"] the instance's address.
 func (l *loader) runAddrValue() cty.Value {
-	m := map[string]cty.Value{}
+	single := map[string]string{}
+	var expanded []string
 	for name, r := range l.cfg.Runs {
 		if r.ForEach == nil {
-			m[name] = cty.StringVal(addrs.Run(name, nil).String())
-			continue
+			single[name] = addrs.Run(name, nil).String()
+		} else {
+			expanded = append(expanded, name)
 		}
-		keys := map[string]cty.Value{}
+	}
+	return l.addrValue("run", single, expanded, func(yield func(name, key, addr string)) {
 		for _, ri := range l.cfg.RunInstances {
-			if ri.Name == name {
-				keys[ri.Key] = cty.StringVal(ri.Addr)
-			}
+			yield(ri.Name, ri.Key, ri.Addr)
 		}
-		m[name] = objectOf(keys)
-	}
-	for name := range l.names["run"] {
-		if _, ok := m[name]; !ok {
-			m[name] = cty.DynamicVal // failed to decode; errors already reported
-		}
-	}
-	return objectOf(m)
+	})
 }
 
 // checkScriptRuns verifies that every model provider script scoped to a

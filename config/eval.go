@@ -172,6 +172,37 @@ func buildCtx(funcs map[string]function.Function, vars, locals cty.Value, each *
 	return &hcl.EvalContext{Variables: v, Functions: funcs}
 }
 
+// addrValue is the evaluation context value that reads references to the
+// blocks of one kind as addresses: NAME is the block's address (single,
+// for a block without for_each); an expanded block's name is an object of
+// its instances' addresses by key (instances yields name, key, address). A
+// declared name that failed to decode is unknown: its errors are already
+// reported.
+func (l *loader) addrValue(kind string, single map[string]string, expanded []string, instances func(yield func(name, key, addr string))) cty.Value {
+	m := map[string]cty.Value{}
+	for name, addr := range single {
+		m[name] = cty.StringVal(addr)
+	}
+	keys := map[string]map[string]cty.Value{}
+	for _, name := range expanded {
+		keys[name] = map[string]cty.Value{} // for_each over nothing: no instances
+	}
+	instances(func(name, key, addr string) {
+		if k := keys[name]; k != nil {
+			k[key] = cty.StringVal(addr)
+		}
+	})
+	for name, k := range keys {
+		m[name] = objectOf(k)
+	}
+	for name := range l.names[kind] {
+		if _, ok := m[name]; !ok {
+			m[name] = cty.DynamicVal
+		}
+	}
+	return objectOf(m)
+}
+
 func objectOf(m map[string]cty.Value) cty.Value {
 	if len(m) == 0 {
 		return cty.EmptyObjectVal

@@ -258,27 +258,21 @@ func (l *loader) sandboxAddrValue() cty.Value {
 	if l.sandboxAddrs != cty.NilVal {
 		return l.sandboxAddrs
 	}
-	m := map[string]cty.Value{}
+	single := map[string]string{}
+	var expanded []string
 	for name, s := range l.cfg.Sandboxes {
 		if s.ForEach == nil {
-			m[name] = cty.StringVal(addrs.Sandbox(name, nil).String())
-			continue
-		}
-		keys := map[string]cty.Value{}
-		for _, si := range l.cfg.SandboxInstances {
-			if si.Name == name {
-				keys[si.Key] = cty.StringVal(si.Addr)
-			}
-		}
-		m[name] = objectOf(keys)
-	}
-	for name := range l.names["sandbox"] {
-		if _, ok := m[name]; !ok {
-			m[name] = cty.DynamicVal // failed to decode; errors already reported
+			single[name] = addrs.Sandbox(name, nil).String()
+		} else {
+			expanded = append(expanded, name)
 		}
 	}
 	// Sandboxes are all decoded before agents and runs refer to them.
-	l.sandboxAddrs = objectOf(m)
+	l.sandboxAddrs = l.addrValue("sandbox", single, expanded, func(yield func(name, key, addr string)) {
+		for _, si := range l.cfg.SandboxInstances {
+			yield(si.Name, si.Key, si.Addr)
+		}
+	})
 	return l.sandboxAddrs
 }
 
