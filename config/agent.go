@@ -15,6 +15,7 @@ var agentSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "model"}, {Name: "provider"}, {Name: "instructions"}, {Name: "sandbox"},
 		{Name: "capabilities"}, {Name: "handoffs"}, {Name: "output_schema"}, {Name: "max_turns"},
+		{Name: "mcp_servers"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}},
 }
@@ -97,6 +98,9 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 				}
 			}
 		}
+	}
+	if a, ok := attrs["mcp_servers"]; ok {
+		l.decodeMCPServerRefs(ag, a)
 	}
 	if a, ok := attrs["handoffs"]; ok {
 		exprs, diags := hcl.ExprList(a.Expr)

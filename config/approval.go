@@ -26,6 +26,9 @@ type ApprovalPolicy struct {
 
 	expr     hcl.Expression
 	constant *bool // set when the expression does not refer to call
+	// perTool is a map form (an MCP server's { tool = true }): the tools
+	// named true ask, the others never do.
+	perTool map[string]bool
 	funcs    map[string]function.Function
 	vars     cty.Value
 	locals   cty.Value
@@ -34,6 +37,9 @@ type ApprovalPolicy struct {
 // Constant reports the policy's value when it does not depend on the
 // call.
 func (p ApprovalPolicy) Constant() (value, ok bool) {
+	if p.perTool != nil {
+		return false, false
+	}
 	if p.expr == nil {
 		return false, true
 	}
@@ -47,6 +53,9 @@ func (p ApprovalPolicy) Constant() (value, ok bool) {
 // arguments. An evaluation error, or a value that is not a bool, is an
 // error naming the attribute's file and line.
 func (p ApprovalPolicy) NeedsApproval(tool string, arguments string) (bool, error) {
+	if p.perTool != nil {
+		return p.perTool[tool], nil
+	}
 	if p.expr == nil {
 		return false, nil
 	}
@@ -94,12 +103,19 @@ func (p ApprovalPolicy) errorf(format string, args ...any) error {
 	return fmt.Errorf("needs_approval at %s:%d: %s", p.Range.Filename, p.Range.Start.Line, fmt.Sprintf(format, args...))
 }
 
+// PerTool is the map form's tool -> needs approval, nil for the other
+// forms.
+func (p ApprovalPolicy) PerTool() map[string]bool { return p.perTool }
+
 // IsZero reports a policy that was not set.
 func (p ApprovalPolicy) IsZero() bool { return p.expr == nil }
 
 // Value is the policy as a plan attribute: its constant value, or its
 // source text when it depends on the call.
 func (p ApprovalPolicy) Value() any {
+	if p.perTool != nil {
+		return p.perTool
+	}
 	if v, ok := p.Constant(); ok {
 		return v
 	}
@@ -172,4 +188,37 @@ func (l *loader) approvalPolicy(a *hcl.Attribute) ApprovalPolicy {
 		}
 	}
 	return *p
+}
+
+// perToolApprovalPolicy decodes an MCP server's needs_approval: a map
+// from tool name to bool, like { delete_entity = true }, or any form
+// approvalPolicy reads.
+func (l *loader) perToolApprovalPolicy(a *hcl.Attribute) ApprovalPolicy {
+	if a == nil {
+		return ApprovalPolicy{}
+	}
+	if len(a.Expr.Variables()) == 0 {
+		if v, diags := a.Expr.Value(nil); !diags.HasErrors() && (v.Type().IsObjectType() || v.Type().IsMapType()) {
+			rng := a.Expr.Range()
+			m, err := convert.Convert(v, cty.Map(cty.Bool))
+			if err != nil || !m.IsWhollyKnown() || m.IsNull() {
+				l.errorf(rng, "Invalid needs_approval", "needs_approval must be true, false, an expression over call, or a map from tool name to true or false, like { delete_entity = true }.")
+				return ApprovalPolicy{}
+			}
+			per := map[string]bool{}
+			for k, b := range m.AsValueMap() {
+				if b.IsNull() {
+					l.errorf(rng, "Invalid needs_approval", "needs_approval.%s is null; set it to true or false.", k)
+					return ApprovalPolicy{}
+				}
+				per[k] = b.True()
+			}
+			p := ApprovalPolicy{Range: rng, expr: a.Expr, perTool: per}
+			if f := l.cfg.Files[rng.Filename]; f != nil {
+				p.Source = strings.TrimSpace(string(rng.SliceBytes(f.Bytes)))
+			}
+			return p
+		}
+	}
+	return l.approvalPolicy(a)
 }

@@ -110,6 +110,11 @@ func newSandboxReach(c *Config) *sandboxReach {
 			if a.Sandbox != "" {
 				r.local[id][a.Sandbox]++
 			}
+			for _, sn := range a.MCPServers {
+				if s := c.MCPServers[sn]; s != nil && s.Sandbox != "" {
+					r.local[id][s.Sandbox]++
+				}
+			}
 			for _, t := range r.targets(a) {
 				if tc, ok := r.comp[t]; ok && tc != id {
 					r.succ[id][tc] = true

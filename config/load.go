@@ -53,6 +53,7 @@ type loader struct {
 	capBlocks      []*hcl.Block
 	agentBlocks    []*hcl.Block
 	runBlocks      []*hcl.Block
+	mcpBlocks      []*hcl.Block
 
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
@@ -67,6 +68,9 @@ type loader struct {
 	// capRefs are where each agent refers to each capability, by
 	// "AGENT capability.TYPE.NAME".
 	capRefs map[string]hcl.Range
+	// mcpRefs are where each agent refers to each MCP server, by
+	// "AGENT SERVER".
+	mcpRefs map[string]hcl.Range
 
 	// scriptRefs are the agent names used by scripted provider scripts.
 	scriptRefs []nameRef
@@ -91,6 +95,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "capability", LabelNames: []string{"type", "name"}},
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "run", LabelNames: []string{"name"}},
+		{Type: "mcp_server", LabelNames: []string{"name"}},
 	},
 }
 
@@ -112,6 +117,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			Capabilities:     map[string]*Capability{},
 			Agents:           map[string]*Agent{},
 			Runs:             map[string]*Run{},
+			MCPServers:       map[string]*MCPServer{},
 			SandboxInstances: map[string]*SandboxInstance{},
 			RunInstances:     map[string]*RunInstance{},
 			Settings:         Settings{Parallelism: 10},
@@ -123,6 +129,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 		names:      map[string]map[string]hcl.Range{},
 		dependsOn:  map[string][]hcl.Traversal{},
 		capRefs:    map[string]hcl.Range{},
+		mcpRefs:    map[string]hcl.Range{},
 	}
 	if l.reg == nil {
 		l.reg = builtin.Registry()
@@ -264,6 +271,10 @@ func (l *loader) structure(body hcl.Body) {
 			if l.declareBlock(b, "run", b.Labels[0]) {
 				l.runBlocks = append(l.runBlocks, b)
 			}
+		case "mcp_server":
+			if l.declareBlock(b, "mcp_server", b.Labels[0]) {
+				l.mcpBlocks = append(l.mcpBlocks, b)
+			}
 		}
 	}
 }
@@ -379,9 +390,13 @@ func (l *loader) decodeAll() {
 	for _, b := range l.sandboxBlocks {
 		l.decodeSandbox(b)
 	}
+	for _, b := range l.mcpBlocks {
+		l.decodeMCPServer(b)
+	}
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	l.checkMCPToolNames()
 	l.checkCompaction()
 	l.checkScripts()
 	for _, b := range l.runBlocks {

@@ -32,6 +32,7 @@ type Config struct {
 	Capabilities map[string]*Capability
 	Agents       map[string]*Agent
 	Runs         map[string]*Run
+	MCPServers   map[string]*MCPServer
 
 	// SandboxInstances and RunInstances are the blocks expanded by
 	// for_each, keyed by instance address (sandbox.NAME, run.NAME["key"]).
@@ -213,6 +214,8 @@ type Agent struct {
 	Sandbox      string   // sandbox instance address, "" for a plain agent
 	Capabilities []string // capability addresses
 	Handoffs     []string // agent names
+	// MCPServers are the names of the agent's mcp_server blocks, in order.
+	MCPServers   []string
 	Tools        []AgentTool
 	OutputSchema json.RawMessage // nil without output_schema
 	MaxTurns     int             // 0 = default

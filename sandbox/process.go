@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -79,4 +80,69 @@ func (w *Workspace) StartProcess(ctx context.Context, req ProcessRequest) (Proce
 		return nil, w.Unavailable(ctx, err)
 	}
 	return p, nil
+}
+
+// StreamFunc runs a process to completion with the given streams: it
+// copies stdin to the process (until EOF), writes the process's output to
+// stdout and stderr, and returns its exit code once it has exited and its
+// output is drained. Cancelling ctx must kill the process and everything
+// it started. Providers whose exec already streams implement
+// ProcessStarter with StartStreamed over it.
+type StreamFunc func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+
+// StartStreamed runs fn in the background and returns it as a Process.
+// The process lives until it exits, Kill is called or ctx is cancelled.
+func StartStreamed(ctx context.Context, fn StreamFunc) Process {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &streamed{cancel: cancel, done: make(chan struct{})}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	p.stdin, p.stdout, p.stderr = inW, outR, errR
+	go func() {
+		defer close(p.done)
+		p.code, p.err = fn(ctx, inR, outW, errW)
+		if p.err != nil && ctx.Err() != nil && errors.Is(p.err, context.Canceled) {
+			// Killed (Kill, or the caller's ctx): as a shell reports SIGKILL.
+			p.code, p.err = 137, nil
+		}
+		// The process is gone: its output ends, and input to it fails.
+		outW.Close()
+		errW.Close()
+		inR.CloseWithError(errProcessExited)
+		cancel()
+	}()
+	return p
+}
+
+var errProcessExited = errors.New("the process has exited")
+
+type streamed struct {
+	cancel func()
+	done   chan struct{}
+	stdin  *io.PipeWriter
+	stdout *io.PipeReader
+	stderr *io.PipeReader
+	code   int
+	err    error
+}
+
+func (p *streamed) Stdin() io.WriteCloser { return p.stdin }
+func (p *streamed) Stdout() io.Reader     { return p.stdout }
+func (p *streamed) Stderr() io.Reader     { return p.stderr }
+
+func (p *streamed) Wait() (int, error) {
+	<-p.done
+	return p.code, p.err
+}
+
+// Kill cancels the process and waits until the provider reports it gone.
+// Output not read yet is discarded, so a provider blocked writing it does
+// not keep the process alive.
+func (p *streamed) Kill() error {
+	p.cancel()
+	p.stdout.CloseWithError(errProcessExited)
+	p.stderr.CloseWithError(errProcessExited)
+	<-p.done
+	return nil
 }

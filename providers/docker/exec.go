@@ -69,29 +69,59 @@ type execSpec struct {
 // set; ExitCode is then what the daemon reports for the killed command
 // (137 for SIGKILL).
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	argv, err := req.Command()
+	sp, err := s.prepare(ctx, req)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
+	stdout := sandbox.NewHeadTail(req.OutputLimit)
+	stderr := sandbox.NewHeadTail(req.OutputLimit)
+	sp.stdin, sp.stdout, sp.stderr, sp.timeout = req.Stdin, stdout, stderr, req.Timeout
+	start := time.Now()
+	code, timedOut, err := s.execStream(ctx, sp)
+	return sandbox.CapturedResult(stdout, stderr, code, time.Since(start), timedOut), err
+}
+
+// StartProcess starts a command whose streams stay attached (an MCP
+// server over stdio); cancelling ctx or Kill kills its process tree as a
+// timeout does.
+func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
+	sp, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.StartStreamed(ctx, func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+		sp := sp
+		sp.stdin, sp.stdout, sp.stderr = stdin, stdout, stderr
+		code, _, err := s.execStream(ctx, sp)
+		return code, err
+	}), nil
+}
+
+// prepare resolves req's workdir and environment into an exec.
+func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (execSpec, error) {
+	argv, err := req.Command()
+	if err != nil {
+		return execSpec{}, err
+	}
 	comps, err := s.relPath(req.Workdir)
 	if err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("exec workdir: %w", err)
+		return execSpec{}, fmt.Errorf("exec workdir: %w", err)
 	}
 	wd := s.d.Root
 	if len(comps) > 0 {
 		r, err := s.resolve(ctx, req.Workdir, comps, true)
 		if err != nil {
-			return sandbox.ExecResult{}, fmt.Errorf("exec workdir: %w", err)
+			return execSpec{}, fmt.Errorf("exec workdir: %w", err)
 		}
 		if !r.exists || !r.stat.Mode.IsDir() {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: workdir %q is not a directory in the workspace", req.Workdir)
+			return execSpec{}, fmt.Errorf("exec: workdir %q is not a directory in the workspace", req.Workdir)
 		}
 		wd = r.path
 	}
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(req.Env[k], 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: invalid environment variable %q", k)
+			return execSpec{}, fmt.Errorf("exec: invalid environment variable %q", k)
 		}
 		keys = append(keys, k)
 	}
@@ -102,15 +132,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		env = append(env, k+"="+req.Env[k])
 	}
 	env = append(env, MarkerEnv+"="+marker)
-
-	stdout := sandbox.NewHeadTail(req.OutputLimit)
-	stderr := sandbox.NewHeadTail(req.OutputLimit)
-	start := time.Now()
-	code, timedOut, err := s.execStream(ctx, execSpec{
-		user: s.d.User, argv: argv, env: env, workdir: wd, stdin: req.Stdin,
-		stdout: stdout, stderr: stderr, timeout: req.Timeout, marker: marker,
-	})
-	return sandbox.CapturedResult(stdout, stderr, code, time.Since(start), timedOut), err
+	return execSpec{user: s.d.User, argv: argv, env: env, workdir: wd, marker: marker}, nil
 }
 
 // execStream runs one exec to completion and returns its exit code.

@@ -301,6 +301,16 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.Exec
 	return sandbox.CapturedResult(stdout, stderr, st.Code, time.Since(start), timedOut), err
 }
 
+// startNamespaced starts run through the init with its streams attached.
+func (s *Sandbox) startNamespaced(ctx context.Context, run *execRun) (sandbox.Process, error) {
+	return sandbox.StartStreamed(ctx, func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+		r := *run
+		r.stdin = stdin
+		st, _, err := s.execInInit(ctx, &r, stdout, stderr)
+		return st.Code, err
+	}), nil
+}
+
 // execInInit runs one command through the init, starting (or, if it
 // died, restarting) the init first.
 func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr io.Writer) (execStatus, bool, error) {

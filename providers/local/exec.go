@@ -43,31 +43,75 @@ type execRun struct {
 
 // Exec runs one command: argv, or Shell through /bin/sh -c.
 func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if err := s.exists(); err != nil {
+	run, err := s.prepare(ctx, req)
+	if err != nil {
 		return sandbox.ExecResult{}, err
+	}
+	run.stdin, run.timeout, run.outputLimit = req.Stdin, req.Timeout, req.OutputLimit
+	var res sandbox.ExecResult
+	if s.p.opts.Isolation == IsolationNone {
+		res, err = s.runNone(ctx, run)
+	} else {
+		res, err = s.runNamespaced(ctx, run)
+	}
+	if res.TimedOut {
+		res.ExitCode = TimeoutExitCode
+	}
+	return res, err
+}
+
+// StartProcess starts a command whose streams stay attached (an MCP
+// server over stdio), in the same isolation as Exec.
+func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
+	run, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
+	if err != nil {
+		return nil, err
+	}
+	if s.p.opts.Isolation == IsolationNone {
+		dir := filepath.Join(s.ws, filepath.FromSlash(run.dir))
+		prog, err := lookPath(run.argv[0], run.env["PATH"], dir)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", run.argv[0], err)
+		}
+		return sandbox.StartStreamed(ctx, func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+			res, err := hostfs.RunProcess(ctx, hostfs.ProcessSpec{
+				Argv: run.argv, Path: prog, Dir: dir, Env: run.env, Stdin: stdin, Stdout: stdout, Stderr: stderr,
+				SysProcAttr: groupSysProcAttr(), KillGroupOnExit: true,
+			})
+			return res.ExitCode, err
+		}), nil
+	}
+	return s.startNamespaced(ctx, run)
+}
+
+// prepare validates req against the sandbox and builds the command's
+// environment.
+func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (*execRun, error) {
+	if err := s.exists(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	st := s.status
 	s.mu.Unlock()
 	if st == sandbox.StatusStopped {
-		return sandbox.ExecResult{}, sandbox.MarkUnavailable(errors.New("the sandbox is stopped: start it (agentctl apply) before running commands"))
+		return nil, sandbox.MarkUnavailable(errors.New("the sandbox is stopped: start it (agentctl apply) before running commands"))
 	}
 	if err := ctx.Err(); err != nil {
-		return sandbox.ExecResult{}, err
+		return nil, err
 	}
 	argv, err := req.Command()
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return nil, err
 	}
 	dir, err := sandbox.CleanPath(s.spec.Root, req.Workdir)
 	if err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir: %w", err)
+		return nil, fmt.Errorf("exec: workdir: %w", err)
 	}
 	// Resolved beneath the workspace: a symlink cannot point the command
 	// elsewhere.
 	wd, err := s.wsd.OpenDir(dir)
 	if err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir: %w", err)
+		return nil, fmt.Errorf("exec: workdir: %w", err)
 	}
 	wd.Close()
 	none := s.p.opts.Isolation == IsolationNone
@@ -82,21 +126,11 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return sandbox.ExecResult{}, fmt.Errorf("exec: invalid environment variable name or value for %q", k)
+			return nil, fmt.Errorf("exec: invalid environment variable name or value for %q", k)
 		}
 		env[k] = v
 	}
-	run := &execRun{argv: argv, dir: dir, env: env, stdin: req.Stdin, timeout: req.Timeout, outputLimit: req.OutputLimit}
-	var res sandbox.ExecResult
-	if none {
-		res, err = s.runNone(ctx, run)
-	} else {
-		res, err = s.runNamespaced(ctx, run)
-	}
-	if res.TimedOut {
-		res.ExitCode = TimeoutExitCode
-	}
-	return res, err
+	return &execRun{argv: argv, dir: dir, env: env}, nil
 }
 
 // envList is env as a sorted KEY=VALUE list.

@@ -22,6 +22,11 @@ func (s *Sandbox) runNamespaced(ctx context.Context, run *execRun) (sandbox.Exec
 	return sandbox.ExecResult{}, errors.New(`isolation "namespaces" needs Linux; set isolation = "none" in the provider "local" block to run commands without isolation (unsafe: they see and can change everything the agentctl user can)`)
 }
 
+func (s *Sandbox) startNamespaced(ctx context.Context, run *execRun) (sandbox.Process, error) {
+	_, err := s.runNamespaced(ctx, run)
+	return nil, err
+}
+
 type initProc struct{}
 
 // cgroupCheck: memory and CPU limits need Linux cgroups.

@@ -138,12 +138,15 @@ func (h *HostDir) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 
 // ProcessSpec is one host process for RunProcess.
 type ProcessSpec struct {
-	Argv        []string
-	Dir         string
-	Env         map[string]string
-	Stdin       io.Reader
-	Timeout     time.Duration
-	OutputLimit int
+	Argv  []string
+	Dir   string
+	Env   map[string]string
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the output as it comes instead
+	// of the head+tail capture (the result then holds no output).
+	Stdout, Stderr io.Writer
+	Timeout        time.Duration
+	OutputLimit    int
 	// SysProcAttr, when set, is used instead of a plain new process group;
 	// Setpgid is forced on so the group can be killed.
 	SysProcAttr *syscall.SysProcAttr
@@ -185,6 +188,12 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (sandbox.ExecResult, error)
 	}
 	stdout, stderr := sandbox.NewHeadTail(ps.OutputLimit), sandbox.NewHeadTail(ps.OutputLimit)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if ps.Stdout != nil {
+		cmd.Stdout = ps.Stdout
+	}
+	if ps.Stderr != nil {
+		cmd.Stderr = ps.Stderr
+	}
 	attr := ps.SysProcAttr
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}

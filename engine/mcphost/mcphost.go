@@ -1,0 +1,447 @@
+// Package mcphost connects agents to Model Context Protocol servers with
+// the MCP go-sdk: it starts a stdio server on the host or inside a
+// sandbox (through sandbox.Workspace.StartProcess, so every provider that
+// can run an attached process can host one), or reaches a streamable
+// HTTP server; it lists the server's tools and calls them as agent tools.
+// A server that crashes is started again for the next call; a call that
+// fails or times out is a tool error the model sees, never a hung run.
+package mcphost
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// Version is the client version sent in the MCP handshake.
+const Version = "1"
+
+// maxRestarts bounds how often a crashed server is started again in one
+// session.
+const maxRestarts = 3
+
+// Server is how to reach one MCP server.
+type Server struct {
+	// Name is the mcp_server block's name, used in messages.
+	Name string
+	// Command starts a stdio server; Env is added to its environment.
+	Command []string
+	Env     map[string]string
+	// Dir is the host directory a host stdio server starts in.
+	Dir string
+	// Workspace, when set, runs the stdio server inside that sandbox.
+	Workspace *sandbox.Workspace
+	// URL is a streamable HTTP server's endpoint; Headers go with every
+	// request.
+	URL     string
+	Headers map[string]string
+	// AllowedTools, when non-nil, are the only tools offered.
+	AllowedTools []string
+	// Timeout bounds connecting (with listing the tools) and each call.
+	Timeout time.Duration
+	// Log receives the server's stderr and a line for each crash,
+	// restart and timeout. Nil discards them.
+	Log io.Writer
+	// HTTPClient is used for a streamable HTTP server (nil: a default
+	// client).
+	HTTPClient *http.Client
+}
+
+func (s *Server) timeout() time.Duration {
+	if s.Timeout <= 0 {
+		return time.Minute
+	}
+	return s.Timeout
+}
+
+// ToolInfo is one of a server's tools as agents see it.
+type ToolInfo struct {
+	// Name is the server's name for the tool; Exposed is the function
+	// name the model calls (model.SafeToolName of Name).
+	Name        string          `json:"name"`
+	Exposed     string          `json:"exposed"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Session is a connected server. It is safe for concurrent calls.
+type Session struct {
+	srv Server
+
+	mu       sync.Mutex
+	cs       *mcp.ClientSession
+	closeFn  func() // ends the transport's process, if any
+	restarts int
+	closed   bool
+	tools    []ToolInfo
+}
+
+// Connect starts (or reaches) the server and lists its tools. A tool in
+// AllowedTools the server does not offer is an error.
+func Connect(ctx context.Context, srv Server) (*Session, error) {
+	s := &Session{srv: srv}
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	tools, err := s.listTools(ctx)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.tools = tools
+	return s, nil
+}
+
+// List connects, lists the server's tools and disconnects: the refresh
+// plan makes.
+func List(ctx context.Context, srv Server) ([]ToolInfo, error) {
+	s, err := Connect(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Tools(), nil
+}
+
+// Tools are the server's tools, filtered by AllowedTools, in the server's
+// order.
+func (s *Session) Tools() []ToolInfo { return slices.Clone(s.tools) }
+
+func (s *Session) logf(format string, args ...any) {
+	if s.srv.Log != nil {
+		fmt.Fprintf(s.srv.Log, "agentctl: mcp_server.%s: "+format+"\n", append([]any{s.srv.Name}, args...)...)
+	}
+}
+
+// connect starts the transport and runs the MCP handshake.
+func (s *Session) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, s.srv.timeout())
+	defer cancel()
+	transport, closeFn, err := s.transport(ctx)
+	if err != nil {
+		return err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentctl", Version: Version}, nil)
+	cs, err := client.Connect(cctx, transport, nil)
+	if err != nil {
+		if closeFn != nil {
+			closeFn()
+		}
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("mcp_server.%s did not complete the MCP handshake within %s (raise timeout in its block if it starts slowly)", s.srv.Name, s.srv.timeout())
+		}
+		return fmt.Errorf("mcp_server.%s: connecting: %w", s.srv.Name, err)
+	}
+	s.mu.Lock()
+	s.cs, s.closeFn = cs, closeFn
+	s.mu.Unlock()
+	return nil
+}
+
+// transport builds the connection to the server: a host process, a
+// process in the sandbox, or HTTP. closeFn, when set, ends the process
+// once the session is closed.
+func (s *Session) transport(ctx context.Context) (mcp.Transport, func(), error) {
+	srv := &s.srv
+	switch {
+	case srv.URL != "":
+		hc := srv.HTTPClient
+		if hc == nil {
+			hc = &http.Client{}
+		}
+		if len(srv.Headers) > 0 {
+			c := *hc
+			c.Transport = &headerTransport{base: hc.Transport, headers: srv.Headers}
+			hc = &c
+		}
+		return &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: 2, DisableStandaloneSSE: true}, nil, nil
+	case len(srv.Command) == 0:
+		return nil, nil, fmt.Errorf("mcp_server.%s has neither a command nor a url", srv.Name)
+	case srv.Workspace != nil:
+		p, err := srv.Workspace.StartProcess(ctx, sandbox.ProcessRequest{Argv: srv.Command, Env: srv.Env})
+		if err != nil {
+			return nil, nil, fmt.Errorf("mcp_server.%s: starting %s in %s: %w", srv.Name, srv.Command[0], srv.Workspace.Address, err)
+		}
+		go s.copyStderr(p.Stderr())
+		exited := make(chan struct{})
+		go func() {
+			code, err := p.Wait()
+			if err != nil {
+				s.logf("the server's process ended: %v", err)
+			} else {
+				s.logf("the server's process exited with code %d", code)
+			}
+			close(exited)
+		}()
+		stop := func() {
+			// Closing stdin asks a stdio server to exit; one that does not
+			// is killed.
+			p.Stdin().Close()
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Second):
+				p.Kill()
+				<-exited
+			}
+		}
+		return &mcp.IOTransport{Reader: io.NopCloser(p.Stdout()), Writer: p.Stdin()}, stop, nil
+	default:
+		cmd := exec.CommandContext(ctx, srv.Command[0], srv.Command[1:]...)
+		cmd.Dir = srv.Dir
+		cmd.Env = os.Environ()
+		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
+			cmd.Env = append(cmd.Env, k+"="+srv.Env[k])
+		}
+		if srv.Log != nil {
+			cmd.Stderr = srv.Log
+		}
+		cmd.WaitDelay = 2 * time.Second
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil, nil
+	}
+}
+
+func (s *Session) copyStderr(r io.Reader) {
+	w := s.srv.Log
+	if w == nil {
+		w = io.Discard
+	}
+	_, _ = io.Copy(w, r)
+}
+
+// listTools lists the server's tools, keeping the allowed ones.
+func (s *Session) listTools(ctx context.Context) ([]ToolInfo, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.srv.timeout())
+	defer cancel()
+	s.mu.Lock()
+	cs := s.cs
+	s.mu.Unlock()
+	var out []ToolInfo
+	offered := map[string]bool{}
+	for t, err := range cs.Tools(cctx, nil) {
+		if err != nil {
+			if cctx.Err() != nil && ctx.Err() == nil {
+				return nil, fmt.Errorf("mcp_server.%s did not list its tools within %s", s.srv.Name, s.srv.timeout())
+			}
+			return nil, fmt.Errorf("mcp_server.%s: listing tools: %w", s.srv.Name, err)
+		}
+		offered[t.Name] = true
+		if s.srv.AllowedTools != nil && !slices.Contains(s.srv.AllowedTools, t.Name) {
+			continue
+		}
+		schema, err := json.Marshal(t.InputSchema)
+		if err != nil || string(schema) == "null" {
+			schema = []byte(`{"type":"object","properties":{}}`)
+		}
+		out = append(out, ToolInfo{Name: t.Name, Exposed: model.SafeToolName(t.Name), Description: t.Description, InputSchema: schema})
+	}
+	var missing []string
+	for _, t := range s.srv.AllowedTools {
+		if !offered[t] {
+			missing = append(missing, fmt.Sprintf("%q", t))
+		}
+	}
+	if len(missing) > 0 {
+		names := slices.Sorted(maps.Keys(offered))
+		return nil, fmt.Errorf("mcp_server.%s offers no tool named %s (allowed_tools); it offers: %s", s.srv.Name, strings.Join(missing, ", "), strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+// Close ends the session and the server's process.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	cs, closeFn := s.cs, s.closeFn
+	s.cs, s.closeFn, s.closed = nil, nil, true
+	s.mu.Unlock()
+	var err error
+	if cs != nil {
+		err = cs.Close()
+	}
+	if closeFn != nil {
+		closeFn()
+	}
+	return err
+}
+
+// session returns the live session, starting the server again when it
+// crashed (at most maxRestarts times).
+func (s *Session) session(ctx context.Context) (*mcp.ClientSession, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("mcp_server.%s: the session is closed", s.srv.Name)
+	}
+	if s.cs != nil {
+		cs := s.cs
+		s.mu.Unlock()
+		return cs, nil
+	}
+	if s.restarts >= maxRestarts {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("mcp_server.%s crashed %d times in this run; it is not started again", s.srv.Name, maxRestarts)
+	}
+	s.restarts++
+	n := s.restarts
+	s.mu.Unlock()
+	s.logf("starting the server again (restart %d of %d)", n, maxRestarts)
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cs, nil
+}
+
+// dropSession forgets cs after its connection failed, so the next call
+// starts the server again.
+func (s *Session) dropSession(cs *mcp.ClientSession) {
+	s.mu.Lock()
+	var closeFn func()
+	if s.cs == cs {
+		s.cs = nil
+		closeFn, s.closeFn = s.closeFn, nil
+	}
+	s.mu.Unlock()
+	cs.Close()
+	if closeFn != nil {
+		closeFn()
+	}
+}
+
+// Call calls the server's tool name with JSON arguments. A tool result
+// marked as an error, a crash and a timeout are returned as errors (tool
+// errors the model sees).
+func (s *Session) Call(ctx context.Context, name string, arguments string) (tools.Output, error) {
+	args := json.RawMessage(arguments)
+	if strings.TrimSpace(arguments) == "" {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return tools.Output{}, fmt.Errorf("the arguments are not JSON: %s", arguments)
+	}
+	cs, err := s.session(ctx)
+	if err != nil {
+		return tools.Output{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.srv.timeout())
+	defer cancel()
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return tools.Output{}, ctx.Err()
+		case cctx.Err() != nil:
+			s.logf("tool %s did not answer within %s", name, s.srv.timeout())
+			return tools.Output{}, fmt.Errorf("mcp_server.%s: tool %s did not answer within %s", s.srv.Name, name, s.srv.timeout())
+		case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe):
+			s.logf("the connection failed during tool %s: %v", name, err)
+			s.dropSession(cs)
+			return tools.Output{}, fmt.Errorf("mcp_server.%s stopped during the call of %s (its stderr is in the run's MCP log); it is started again for the next call", s.srv.Name, name)
+		}
+		return tools.Output{}, fmt.Errorf("mcp_server.%s: tool %s: %w", s.srv.Name, name, err)
+	}
+	out := resultOutput(res)
+	if res.IsError {
+		return tools.Output{}, errors.New(out.Text)
+	}
+	return out, nil
+}
+
+// resultOutput renders a tool result as text and images.
+func resultOutput(res *mcp.CallToolResult) tools.Output {
+	var out tools.Output
+	var parts []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, c.Text)
+		case *mcp.ImageContent:
+			out.Images = append(out.Images, model.Image{MediaType: c.MIMEType, Data: c.Data})
+		case *mcp.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[resource %s: %s]", c.Name, c.URI))
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				if c.Resource.Text != "" {
+					parts = append(parts, c.Resource.Text)
+				} else {
+					parts = append(parts, fmt.Sprintf("[resource %s: %d bytes of %s, base64] %s", c.Resource.URI, len(c.Resource.Blob), c.Resource.MIMEType, base64.StdEncoding.EncodeToString(c.Resource.Blob)))
+				}
+			}
+		case *mcp.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio: %d bytes of %s]", len(c.Data), c.MIMEType))
+		default:
+			if b, err := json.Marshal(c); err == nil {
+				parts = append(parts, string(b))
+			}
+		}
+	}
+	if len(parts) == 0 && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			parts = append(parts, string(b))
+		}
+	}
+	out.Text = strings.Join(parts, "\n")
+	return out
+}
+
+// AgentTools are the session's tools as agent tools, under their exposed
+// names.
+func (s *Session) AgentTools() []tools.Tool {
+	out := make([]tools.Tool, 0, len(s.tools))
+	for _, t := range s.tools {
+		out = append(out, &agentTool{s: s, info: t})
+	}
+	return out
+}
+
+type agentTool struct {
+	s    *Session
+	info ToolInfo
+}
+
+func (t *agentTool) Definition() model.Tool {
+	desc := t.info.Description
+	if desc == "" {
+		desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.info.Name, t.s.srv.Name)
+	}
+	return model.Tool{Name: t.info.Exposed, Description: desc, Parameters: t.info.InputSchema}
+}
+
+func (t *agentTool) Call(ctx context.Context, arguments string) (tools.Output, error) {
+	return t.s.Call(ctx, t.info.Name, arguments)
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	base := h.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}

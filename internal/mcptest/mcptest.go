@@ -1,0 +1,79 @@
+// Package mcptest builds the MCP go-sdk's own example servers for tests:
+// real servers no one here wrote, from the module cache the project
+// already depends on. The binaries are static (CGO_ENABLED=0), so they
+// also run inside a sandbox, and cached by the SDK's version.
+package mcptest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentctl/agentctl/internal/testenv"
+)
+
+// Module is the MCP go-sdk's module path.
+const Module = "github.com/modelcontextprotocol/go-sdk"
+
+var buildMu sync.Mutex
+
+// Server returns the path of the go-sdk example server name (everything,
+// memory, hello, ...), building it on first use. Without a Go toolchain
+// or the module (no module proxy and an empty cache) the test is skipped,
+// or fails under AGENTCTL_TEST_STRICT=1.
+func Server(tb testing.TB, name string) string {
+	tb.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Missing(tb, "building the MCP example server %s needs the go command on PATH", name)
+	}
+	version, err := sdkVersion(goBin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "agentctl-test", "mcp-examples", version)
+	bin := filepath.Join(dir, name)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	// go install pkg@version builds the example with the SDK's own
+	// go.mod, outside this module, into a private directory first.
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(goBin, "install", Module+"/examples/server/"+name+"@"+version)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GOBIN="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		testenv.Missing(tb, "building the MCP example server %s@%s failed (is the module proxy reachable?): %v\n%s", name, version, err, out)
+	}
+	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
+// sdkVersion is the go-sdk version the module requires, as go list
+// reports it from the test's working directory (inside the module).
+func sdkVersion(goBin string) (string, error) {
+	out, err := exec.Command(goBin, "list", "-m", "-f", "{{.Version}}", Module).Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s: %w", Module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
