@@ -107,6 +107,20 @@ func (p ApprovalPolicy) errorf(format string, args ...any) error {
 // forms.
 func (p ApprovalPolicy) PerTool() map[string]bool { return p.perTool }
 
+// ForTool is the policy for one tool, by its name on an MCP server: the
+// map form's entry for it (false when absent), or p itself for the other
+// forms.
+func (p ApprovalPolicy) ForTool(tool string) ApprovalPolicy {
+	if p.perTool == nil {
+		return p
+	}
+	v := p.perTool[tool]
+	q := p
+	q.perTool = nil
+	q.constant = &v
+	return q
+}
+
 // IsZero reports a policy that was not set.
 func (p ApprovalPolicy) IsZero() bool { return p.expr == nil }
 

@@ -615,6 +615,22 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
+	// The run's MCP servers start now and stop when it ends; the digest
+	// covers the tools they list now.
+	mcps, err := e.startMCP(ctx, ri, workspaces, resume)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	defer mcps.close()
+	if err := mcps.addTools(e.Config, agents); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	if len(mcps.sessions) > 0 {
+		a.mu.Lock()
+		e.mcpInputs(a.st, ri, in.digests, &attributes{sc: scrub, m: in.attrs})
+		a.mu.Unlock()
+		digest = runDigest(in.digests)
+	}
 
 	if err := os.MkdirAll(e.State.Abs("journals"), 0o700); err != nil {
 		return err
@@ -677,6 +693,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	res, runErr := runner.Run(ctx, ri.Agent, input, history)
 	events.Flush()
 	stop()
+	// The servers stop before the sandboxes are snapshotted.
+	mcps.close()
 	status := RunCompleted
 	errText := ""
 	switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"os"
 	"sync"
 	"time"
@@ -41,6 +42,10 @@ type ChatSession struct {
 	agent  string
 	agents map[string]*agentloop.Agent
 	scrub  *sandbox.Scrubber
+	// ri and ws are the session as a run (its agent) and its workspaces:
+	// the MCP servers of its agents start for each turn.
+	ri *config.RunInstance
+	ws map[string]*sandbox.Workspace
 	// Events receives the runtime events of each turn (scrubbed).
 	Events func(agentloop.Event)
 
@@ -99,7 +104,7 @@ func (e *Engine) OpenChat(ctx context.Context, st *state.State, session, agent s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
-	s := &ChatSession{e: e, a: a, addr: addr, agent: agent, agents: agents, scrub: scrub, offsets: map[string]int{}}
+	s := &ChatSession{e: e, a: a, addr: addr, agent: agent, agents: agents, scrub: scrub, ri: ri, ws: workspaces, offsets: map[string]int{}}
 	if c := st.Chats[addr]; c != nil {
 		maps.Copy(s.offsets, c.AgentTurns)
 	}
@@ -326,8 +331,28 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 			s.Events(ev)
 		}
 	})
+	agents := s.agents
+	if len(runMCPServers(e.Config, s.ri)) > 0 {
+		// The turn's MCP servers start now and stop when it ends; the
+		// session's agents get their tools for this turn only.
+		mcps, err := e.startMCP(ctx, s.ri, s.ws, resume)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.addr, err)
+		}
+		defer mcps.close()
+		agents = make(map[string]*agentloop.Agent, len(s.agents))
+		for name, ra := range s.agents {
+			c := *ra
+			c.Tools = slices.Clone(ra.Tools)
+			c.Approvals = maps.Clone(ra.Approvals)
+			agents[name] = &c
+		}
+		if err := mcps.addTools(e.Config, agents); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.addr, err)
+		}
+	}
 	runner := &agentloop.Runner{
-		Agents:    s.agents,
+		Agents:    agents,
 		Interrupt: e.Interrupt,
 		Prior:     prior,
 		Checkpoint: func(_ context.Context, st agentloop.Step) error {

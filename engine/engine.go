@@ -88,6 +88,9 @@ type Engine struct {
 
 	scrubOnce sync.Once
 	scrub     *sandbox.Scrubber
+
+	// mcp caches the tool lists of MCP servers (mcp.go).
+	mcp mcpListings
 }
 
 func (e *Engine) emit(ev Event) {

@@ -64,6 +64,11 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	if opts.Refresh {
+		if err := e.refreshMCP(ctx, st, live); err != nil {
+			return nil, err
+		}
+	}
 	eval := newPlanEvaluators(cfg, st)
 	for _, addr := range order {
 		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
@@ -419,6 +424,7 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 			inputs[sb] = d
 		}
 	}
+	e.mcpInputs(st, ri, inputs, attrs)
 	return &runInputs{digests: inputs, attrs: attrs.m, input: input, prior: prior}, nil
 }
 

@@ -62,6 +62,9 @@ type Server struct {
 	// HTTPClient is used for a streamable HTTP server (nil: a default
 	// client).
 	HTTPClient *http.Client
+	// Scrub, when set, masks sensitive values in tool results before the
+	// model sees them.
+	Scrub *sandbox.Scrubber
 }
 
 func (s *Server) timeout() time.Duration {
@@ -358,6 +361,9 @@ func (s *Session) Call(ctx context.Context, name string, arguments string) (tool
 		return tools.Output{}, fmt.Errorf("mcp_server.%s: tool %s: %w", s.srv.Name, name, err)
 	}
 	out := resultOutput(res)
+	if s.srv.Scrub != nil {
+		out.Text = s.srv.Scrub.String(out.Text)
+	}
 	if res.IsError {
 		return tools.Output{}, errors.New(out.Text)
 	}

@@ -1,0 +1,464 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/engine/mcphost"
+	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/state"
+)
+
+// mcpListings caches each MCP server's tool list for one plan and apply:
+// plan lists every server its runs use (the refresh of an MCP server),
+// and apply reuses the lists instead of starting the servers again.
+type mcpListings struct {
+	mu    sync.Mutex
+	tools map[string][]mcphost.ToolInfo
+}
+
+func (l *mcpListings) get(name string) ([]mcphost.ToolInfo, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.tools[name]
+	return t, ok
+}
+
+func (l *mcpListings) put(name string, t []mcphost.ToolInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tools == nil {
+		l.tools = map[string][]mcphost.ToolInfo{}
+	}
+	l.tools[name] = t
+}
+
+// runMCPServers lists the MCP servers the agents of a run use.
+func runMCPServers(cfg *config.Config, ri *config.RunInstance) []string {
+	set := map[string]bool{}
+	for _, name := range cfg.AgentClosure(ri.Agent) {
+		if a := cfg.Agents[name]; a != nil {
+			for _, s := range a.MCPServers {
+				set[s] = true
+			}
+		}
+	}
+	return sortedKeys(set)
+}
+
+// mcpServer is how the engine reaches server s; ws is the workspace of
+// its sandbox for a stdio server that runs in one.
+func (e *Engine) mcpServer(s *config.MCPServer, ws *sandbox.Workspace) mcphost.Server {
+	return mcphost.Server{
+		Name: s.Name, Command: s.Command, Env: s.Env, Dir: e.Config.Dir, Workspace: ws,
+		URL: s.URL, Headers: s.Headers, AllowedTools: s.AllowedTools, Timeout: s.Timeout,
+		Scrub: e.scrubber(),
+	}
+}
+
+// refreshMCP lists the tools of every MCP server the runs use, as plan's
+// refresh: host and HTTP servers are started or reached; a server inside
+// a sandbox is listed when the sandbox runs (live), otherwise the run
+// keeps the list recorded when it last ran. A server that cannot be
+// listed fails the plan, naming it.
+func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]sandbox.Status) error {
+	needed := map[string]bool{}
+	for _, ri := range e.Config.RunInstances {
+		for _, s := range runMCPServers(e.Config, ri) {
+			needed[s] = true
+		}
+	}
+	names := sortedKeys(needed)
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		s := e.Config.MCPServers[name]
+		if s == nil {
+			continue
+		}
+		if _, ok := e.mcp.get(name); ok {
+			continue
+		}
+		var ws *sandbox.Workspace
+		if s.Sandbox != "" {
+			if live[s.Sandbox] != sandbox.StatusRunning {
+				continue
+			}
+			sb, err := e.openSandbox(ctx, st, s.Sandbox)
+			if err != nil {
+				continue
+			}
+			ws = e.workspace(s.Sandbox, sb)
+		}
+		wg.Go(func() {
+			t, err := mcphost.List(ctx, e.mcpServer(s, ws))
+			if err != nil {
+				errs[i] = fmt.Errorf("refreshing %s: %w", s.Addr(), err)
+				return
+			}
+			e.mcp.put(name, t)
+			e.emit(Event{Type: EventRefresh, Address: s.Addr(), Message: "tools: " + mcpToolSummary(t)})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return e.checkMCPClashes()
+}
+
+// workspace is the workspace of a running sandbox, with its manifest's
+// environment and the scrubber.
+func (e *Engine) workspace(addr string, sb sandbox.Sandbox) *sandbox.Workspace {
+	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber()}
+	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
+		m := sandboxManifest(e.Config, sbc)
+		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
+	}
+	return ws
+}
+
+// checkMCPClashes reports a listed MCP tool that an agent would get under
+// the name of another of its tools, naming both owners.
+func (e *Engine) checkMCPClashes() error {
+	var errs []error
+	for _, name := range sortedKeys(e.Config.Agents) {
+		a := e.Config.Agents[name]
+		if len(a.MCPServers) == 0 {
+			continue
+		}
+		owners := builtinToolOwners(e.Config, a)
+		for _, sn := range a.MCPServers {
+			listed, ok := e.mcp.get(sn)
+			if !ok {
+				continue
+			}
+			if err := addMCPOwners(owners, name, sn, listed); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// addMCPOwners records server's tools in owners (tool name -> what gives
+// it), failing on the first clash.
+func addMCPOwners(owners map[string]string, agent, server string, listed []mcphost.ToolInfo) error {
+	who := "mcp_server." + server
+	for _, t := range listed {
+		if prev, ok := owners[t.Exposed]; ok && prev != who {
+			what := fmt.Sprintf("tool %q", t.Exposed)
+			if t.Name != t.Exposed {
+				what = fmt.Sprintf("tool %q (the server's %q)", t.Exposed, t.Name)
+			}
+			return fmt.Errorf("agent %q gets %s from both %s and %s; the model could not tell them apart: leave it out of %s's allowed_tools, or give the agent only one of them", agent, what, prev, who, who)
+		}
+		owners[t.Exposed] = who
+	}
+	return nil
+}
+
+// builtinToolOwners maps the function names of an agent's own tools to
+// what gives them.
+func builtinToolOwners(cfg *config.Config, a *config.Agent) map[string]string {
+	owners := map[string]string{}
+	for _, addr := range a.Capabilities {
+		c := cfg.Capabilities[capKey(addr)]
+		if c == nil {
+			continue
+		}
+		switch {
+		case c.Shell != nil:
+			owners["exec_command"] = addr
+		case c.Filesystem != nil:
+			owners["apply_patch"] = addr
+			owners["view_image"] = addr
+		case c.Command != nil:
+			owners[c.Name] = addr
+		}
+	}
+	for _, h := range a.Handoffs {
+		owners[tools.HandoffToolName(h)] = "the handoff to agent." + h
+	}
+	for _, t := range a.Tools {
+		owners[tools.FunctionName(t.Name)] = fmt.Sprintf("the agent tool %q", t.Name)
+	}
+	return owners
+}
+
+// mcpInputs adds the digest inputs and attributes of the run's MCP
+// servers: each server's settings (sensitive values left out) and the
+// names, descriptions and schemas of its tools. A server whose tools are
+// not listed (its sandbox is not running at plan time) keeps the tools
+// its run recorded, as long as its settings did not change.
+func (e *Engine) mcpInputs(st *state.State, ri *config.RunInstance, inputs map[string]string, attrs *attributes) {
+	prev := st.Runs[ri.Addr]
+	for _, name := range runMCPServers(e.Config, ri) {
+		s := e.Config.MCPServers[name]
+		if s == nil {
+			continue
+		}
+		key := s.Addr()
+		settings := mcpSettings(s)
+		for _, k := range sortedKeys(settings) {
+			attrs.set(key+"."+k, settings[k])
+		}
+		listed, ok := e.mcp.get(name)
+		if !ok {
+			if prev != nil && prev.DigestInputs[key] != "" && sameAttributes(prev.Attributes, attrs.m, key+".", key+".tools") {
+				inputs[key] = prev.DigestInputs[key]
+				for p, v := range prev.Attributes {
+					if p == key+".tools" || strings.HasPrefix(p, key+".tools.") {
+						attrs.m[p] = v
+					}
+				}
+				continue
+			}
+			attrs.set(key+".tools", "(known after its sandbox starts)")
+			inputs[key] = digestJSON(map[string]any{"settings": settings, "tools": "unlisted"})
+			continue
+		}
+		setMCPToolAttributes(attrs, key, listed)
+		inputs[key] = mcpDigest(settings, listed)
+	}
+}
+
+func setMCPToolAttributes(attrs *attributes, key string, listed []mcphost.ToolInfo) {
+	names := make([]string, 0, len(listed))
+	for _, t := range listed {
+		names = append(names, t.Exposed)
+		attrs.setDigest(key+".tools."+t.Exposed, map[string]any{"name": t.Name, "description": t.Description, "input_schema": string(t.InputSchema)})
+	}
+	attrs.set(key+".tools", names)
+}
+
+func mcpDigest(settings map[string]any, listed []mcphost.ToolInfo) string {
+	return digestJSON(map[string]any{"settings": settings, "tools": listed})
+}
+
+// mcpSettings are the settings of s a run's digest covers: what decides
+// which server runs and what its tools do. Sensitive values are left out
+// (a rotated token does not re-run anything); so is the timeout.
+func mcpSettings(s *config.MCPServer) map[string]any {
+	out := map[string]any{}
+	if len(s.Command) > 0 {
+		out["command"] = s.Command
+	}
+	if s.URL != "" {
+		out["url"] = s.URL
+	}
+	if s.Sandbox != "" {
+		out["sandbox"] = s.Sandbox
+	}
+	for k, v := range s.Env {
+		if slices.Contains(s.SensitiveEnv, k) {
+			v = "(sensitive)"
+		}
+		out["env."+k] = v
+	}
+	for k, v := range s.Headers {
+		if slices.Contains(s.SensitiveHeaders, k) {
+			v = "(sensitive)"
+		}
+		out["headers."+k] = v
+	}
+	if s.AllowedTools != nil {
+		out["allowed_tools"] = s.AllowedTools
+	}
+	if !s.NeedsApproval.IsZero() {
+		out["needs_approval"] = s.NeedsApproval.Value()
+	}
+	return out
+}
+
+// sameAttributes reports whether a and b agree on every path with prefix,
+// except the paths under skip.
+func sameAttributes(a, b map[string]state.Attribute, prefix, skip string) bool {
+	under := func(p string) bool {
+		return strings.HasPrefix(p, prefix) && p != skip && !strings.HasPrefix(p, skip+".")
+	}
+	for p, v := range b {
+		if under(p) && !attributeEqual(a[p], v) {
+			return false
+		}
+	}
+	for p := range a {
+		if _, ok := b[p]; under(p) && !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func attributeEqual(a, b state.Attribute) bool {
+	return string(a.Value) == string(b.Value) && a.Digest == b.Digest && a.Sensitive == b.Sensitive
+}
+
+// mcpSessions are the MCP servers of one run, started when the run
+// starts and stopped when it ends.
+type mcpSessions struct {
+	sessions map[string]*mcphost.Session
+	logs     []*mcpLog
+}
+
+// startMCP starts the run's MCP servers: on the host, in their sandbox
+// (running by now) or over HTTP. Each server's stderr goes to its log
+// under the state directory.
+func (e *Engine) startMCP(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace, resume bool) (*mcpSessions, error) {
+	ms := &mcpSessions{sessions: map[string]*mcphost.Session{}}
+	for _, name := range runMCPServers(e.Config, ri) {
+		s := e.Config.MCPServers[name]
+		if s == nil {
+			ms.close()
+			return nil, fmt.Errorf("mcp_server.%s is not declared", name)
+		}
+		var ws *sandbox.Workspace
+		if s.Sandbox != "" {
+			if ws = workspaces[s.Sandbox]; ws == nil {
+				ms.close()
+				return nil, fmt.Errorf("%s runs in %s, which is not running", s.Addr(), s.Sandbox)
+			}
+		}
+		log, err := e.openMCPLog(ri.Addr, name, resume)
+		if err != nil {
+			ms.close()
+			return nil, err
+		}
+		ms.logs = append(ms.logs, log)
+		srv := e.mcpServer(s, ws)
+		srv.Log = log
+		sess, err := mcphost.Connect(ctx, srv)
+		if err != nil {
+			ms.close()
+			return nil, fmt.Errorf("starting %s: %w (its stderr is in %s)", s.Addr(), err, log.path)
+		}
+		ms.sessions[name] = sess
+		e.mcp.put(name, sess.Tools())
+	}
+	return ms, nil
+}
+
+// close stops every server and flushes the logs.
+func (ms *mcpSessions) close() {
+	if ms == nil {
+		return
+	}
+	for _, name := range sortedKeys(ms.sessions) {
+		ms.sessions[name].Close()
+	}
+	for _, l := range ms.logs {
+		l.Close()
+	}
+	ms.sessions, ms.logs = nil, nil
+}
+
+// addTools gives each agent the tools of its MCP servers, checking that
+// no name clashes with another of its tools, and their approval policies.
+func (ms *mcpSessions) addTools(cfg *config.Config, agents map[string]*agentloop.Agent) error {
+	for _, name := range sortedKeys(agents) {
+		a := cfg.Agents[name]
+		if a == nil || len(a.MCPServers) == 0 {
+			continue
+		}
+		ra := agents[name]
+		owners := builtinToolOwners(cfg, a)
+		for _, sn := range a.MCPServers {
+			sess := ms.sessions[sn]
+			if sess == nil {
+				return fmt.Errorf("mcp_server.%s was not started", sn)
+			}
+			if err := addMCPOwners(owners, name, sn, sess.Tools()); err != nil {
+				return err
+			}
+			policy := cfg.MCPServers[sn].NeedsApproval
+			infos := sess.Tools()
+			for i, t := range sess.AgentTools() {
+				ra.Tools = append(ra.Tools, t)
+				setApproval(ra, infos[i].Exposed, policy.ForTool(infos[i].Name))
+			}
+		}
+	}
+	return nil
+}
+
+// mcpLogLimit bounds one server's log per run attempt.
+const mcpLogLimit = 1 << 20
+
+// mcpLog is an MCP server's stderr as the run keeps it: scrubbed, and
+// cut after mcpLogLimit bytes.
+type mcpLog struct {
+	path   string
+	mu     sync.Mutex
+	f      *os.File
+	stream *sandbox.Stream
+	n      int64
+	cut    bool
+}
+
+// MCPLogPath is where the stderr of a run's MCP server is kept.
+func (e *Engine) MCPLogPath(run, server string) string {
+	return e.State.Abs(filepath.Join("logs", state.SafeName(run)+".mcp_server."+server+".log"))
+}
+
+func (e *Engine) openMCPLog(run, server string, resume bool) (*mcpLog, error) {
+	path := e.MCPLogPath(run, server)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if !resume {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the log of mcp_server.%s: %w", server, err)
+	}
+	return &mcpLog{path: path, f: f, stream: e.scrubber().NewStream()}, nil
+}
+
+func (l *mcpLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(l.stream.Write(string(p)))
+	return len(p), nil
+}
+
+func (l *mcpLog) write(s string) {
+	if l.cut || s == "" {
+		return
+	}
+	if l.n+int64(len(s)) > mcpLogLimit {
+		s = s[:mcpLogLimit-l.n] + "\n[agentctl: log cut at 1 MiB]\n"
+		l.cut = true
+	}
+	n, _ := l.f.WriteString(s)
+	l.n += int64(n)
+}
+
+// Close writes what the scrubber held back and closes the file.
+func (l *mcpLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(l.stream.Flush())
+	return l.f.Close()
+}
+
+// mcpToolSummary is a server's tools as plan lists them.
+func mcpToolSummary(listed []mcphost.ToolInfo) string {
+	names := make([]string, 0, len(listed))
+	for _, t := range listed {
+		names = append(names, t.Exposed)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
