@@ -29,9 +29,9 @@ type ApprovalPolicy struct {
 	// perTool is a map form (an MCP server's { tool = true }): the tools
 	// named true ask, the others never do.
 	perTool map[string]bool
-	funcs    map[string]function.Function
-	vars     cty.Value
-	locals   cty.Value
+	funcs   map[string]function.Function
+	vars    cty.Value
+	locals  cty.Value
 }
 
 // Constant reports the policy's value when it does not depend on the
