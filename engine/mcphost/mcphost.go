@@ -398,8 +398,11 @@ func resultOutput(res *mcp.CallToolResult) tools.Output {
 			}
 		}
 	}
-	if len(parts) == 0 && res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
+	// Structured content is the result's data: the model sees it as JSON
+	// after the text, unless a text part already is that JSON (as the
+	// protocol recommends servers send it).
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil && !slices.ContainsFunc(parts, func(p string) bool { return sameJSON(p, b) }) {
 			parts = append(parts, string(b))
 		}
 	}
@@ -450,4 +453,14 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(r)
+}
+
+// sameJSON reports whether text is the JSON value b.
+func sameJSON(text string, b []byte) bool {
+	var v any
+	if json.Unmarshal([]byte(text), &v) != nil {
+		return false
+	}
+	c, err := json.Marshal(v)
+	return err == nil && string(c) == string(b)
 }
