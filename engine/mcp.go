@@ -103,7 +103,7 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 		wg.Go(func() {
 			t, err := mcphost.List(ctx, e.mcpServer(s, ws))
 			if err != nil {
-				errs[i] = fmt.Errorf("refreshing %s: %w", s.Addr(), err)
+				errs[i] = fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
 				return
 			}
 			e.mcp.put(name, t)
@@ -451,6 +451,24 @@ func (l *mcpLog) Close() error {
 	defer l.mu.Unlock()
 	l.write(l.stream.Flush())
 	return l.f.Close()
+}
+
+// mcpPlanAttributes shows, on a run's change, the tools each of its MCP
+// servers gives (the refresh plan made).
+func (e *Engine) mcpPlanAttributes(ri *config.RunInstance, attrs map[string]string) {
+	for _, name := range runMCPServers(e.Config, ri) {
+		s := e.Config.MCPServers[name]
+		if s == nil {
+			continue
+		}
+		if listed, ok := e.mcp.get(name); ok {
+			attrs[s.Addr()] = "tools: " + mcpToolSummary(listed)
+		} else if s.Sandbox != "" {
+			attrs[s.Addr()] = "(tools listed once " + s.Sandbox + " runs)"
+		} else {
+			attrs[s.Addr()] = "(tools listed at apply: plan ran without -refresh)"
+		}
+	}
 }
 
 // mcpToolSummary is a server's tools as plan lists them.

@@ -166,7 +166,7 @@ func TestMCPServerThatCannotStartFailsPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.Plan(context.Background(), st, PlanOptions{Refresh: true})
-	if err == nil || !strings.Contains(err.Error(), "refreshing mcp_server.kb") {
+	if err == nil || !strings.Contains(err.Error(), "listing the tools of mcp_server.kb: mcp_server.kb did not start") {
 		t.Fatalf("plan with a server that cannot start: %v", err)
 	}
 }

@@ -298,6 +298,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	if len(pending) == 0 {
 		c.Attributes["input"] = e.planInputText(st, p, ri, standIn, c.Action == ActionNoop, eval.urls)
 	}
+	e.mcpPlanAttributes(ri, c.Attributes)
 	return c, nil
 }
 

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/agentctl/agentctl/internal/mcptest"
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/providers/local"
 )
 
@@ -25,11 +28,30 @@ func TestScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The MCP go-sdk's memory example server, for the scripts that use a
+	// real MCP server ($MCP_MEMORY_SERVER; they skip without it, and fail
+	// under AGENTCTL_TEST_STRICT=1).
+	memoryServer, err := mcptest.Build("memory")
+	if err != nil {
+		if testenv.Strict() {
+			t.Fatalf("%s=1 but the MCP example server cannot be built: %v", testenv.StrictVar, err)
+		}
+		t.Logf("the MCP scripts skip: %v", err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", examples)
+			if memoryServer != "" {
+				env.Setenv("MCP_MEMORY_SERVER", memoryServer)
+			}
 			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "mcp" {
+				return memoryServer != "", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
 }

@@ -88,6 +88,9 @@ type ToolInfo struct {
 type Session struct {
 	srv Server
 
+	// stderr keeps the end of the server's stderr for error messages.
+	stderr tailBuffer
+
 	mu       sync.Mutex
 	cs       *mcp.ClientSession
 	closeFn  func() // ends the transport's process, if any
@@ -148,9 +151,9 @@ func (s *Session) connect(ctx context.Context) error {
 			closeFn()
 		}
 		if cctx.Err() != nil && ctx.Err() == nil {
-			return fmt.Errorf("mcp_server.%s did not complete the MCP handshake within %s (raise timeout in its block if it starts slowly)", s.srv.Name, s.srv.timeout())
+			return fmt.Errorf("mcp_server.%s did not complete the MCP handshake within %s (raise timeout in its block if it starts slowly)%s", s.srv.Name, s.srv.timeout(), s.stderr.note())
 		}
-		return fmt.Errorf("mcp_server.%s: connecting: %w", s.srv.Name, err)
+		return fmt.Errorf("mcp_server.%s did not start: %w%s", s.srv.Name, err, s.stderr.note())
 	}
 	s.mu.Lock()
 	s.cs, s.closeFn = cs, closeFn
@@ -212,20 +215,52 @@ func (s *Session) transport(ctx context.Context) (mcp.Transport, func(), error) 
 		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
 			cmd.Env = append(cmd.Env, k+"="+srv.Env[k])
 		}
-		if srv.Log != nil {
-			cmd.Stderr = srv.Log
-		}
+		cmd.Stderr = s.stderrWriter()
 		cmd.WaitDelay = 2 * time.Second
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil, nil
 	}
 }
 
 func (s *Session) copyStderr(r io.Reader) {
-	w := s.srv.Log
-	if w == nil {
-		w = io.Discard
+	_, _ = io.Copy(s.stderrWriter(), r)
+}
+
+// stderrWriter receives the server's stderr: its log, and the tail kept
+// for messages.
+func (s *Session) stderrWriter() io.Writer {
+	if s.srv.Log == nil {
+		return &s.stderr
 	}
-	_, _ = io.Copy(w, r)
+	return io.MultiWriter(s.srv.Log, &s.stderr)
+}
+
+// tailBuffer keeps the last tailSize bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 2048
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = slices.Clone(t.buf[len(t.buf)-tailSize:])
+	}
+	return len(p), nil
+}
+
+// note is the tail as the end of an error message ("" when empty).
+func (t *tailBuffer) note() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	text := strings.TrimSpace(string(t.buf))
+	if text == "" {
+		return ""
+	}
+	return "; its stderr ends with:\n" + text
 }
 
 // listTools lists the server's tools, keeping the allowed ones.

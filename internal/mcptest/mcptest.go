@@ -27,13 +27,23 @@ var buildMu sync.Mutex
 // or fails under AGENTCTL_TEST_STRICT=1.
 func Server(tb testing.TB, name string) string {
 	tb.Helper()
+	bin, err := Build(name)
+	if err != nil {
+		testenv.Missing(tb, "%v", err)
+	}
+	return bin
+}
+
+// Build is Server for callers that decide themselves what a missing
+// server means: it returns the path, or why it could not be built.
+func Build(name string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		testenv.Missing(tb, "building the MCP example server %s needs the go command on PATH", name)
+		return "", fmt.Errorf("building the MCP example server %s needs the go command on PATH", name)
 	}
 	version, err := sdkVersion(goBin)
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -44,28 +54,28 @@ func Server(tb testing.TB, name string) string {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if _, err := os.Stat(bin); err == nil {
-		return bin
+		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	// go install pkg@version builds the example with the SDK's own
 	// go.mod, outside this module, into a private directory first.
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command(goBin, "install", Module+"/examples/server/"+name+"@"+version)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GOBIN="+tmp)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		testenv.Missing(tb, "building the MCP example server %s@%s failed (is the module proxy reachable?): %v\n%s", name, version, err, out)
+		return "", fmt.Errorf("building the MCP example server %s@%s failed (is the module proxy reachable?): %v\n%s", name, version, err, out)
 	}
 	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
-		tb.Fatal(err)
+		return "", err
 	}
-	return bin
+	return bin, nil
 }
 
 // sdkVersion is the go-sdk version the module requires, as go list
