@@ -101,6 +101,8 @@ type command struct {
 	exit           *int
 	proc           *exec.Cmd
 	done           chan struct{}
+	// stdin feeds an asynchronous command what send-input sends.
+	stdin io.WriteCloser
 }
 
 var (
@@ -694,6 +696,37 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string, 
 		w.WriteHeader(204)
 	case "SessionExecuteCommand":
 		s.sessionExec(w, b, params["sessionId"], body)
+	case "SendInput":
+		s.mu.Lock()
+		ss := b.sessions[params["sessionId"]]
+		var c *command
+		if ss != nil {
+			c = ss.cmds[params["commandId"]]
+		}
+		s.mu.Unlock()
+		if c == nil {
+			writeErr(w, 404, "session or command not found")
+			return
+		}
+		var in struct {
+			Data string `json:"data"`
+		}
+		json.Unmarshal(body, &in)
+		select {
+		case <-c.done:
+			writeErr(w, 400, "command has exited")
+			return
+		default:
+		}
+		if c.stdin == nil {
+			writeErr(w, 400, "command does not read input")
+			return
+		}
+		if _, err := io.WriteString(c.stdin, in.Data); err != nil {
+			writeErr(w, 400, "writing input: "+err.Error())
+			return
+		}
+		w.WriteHeader(204)
 	case "GetSessionCommand", "GetSessionCommandLogs":
 		s.mu.Lock()
 		ss := b.sessions[params["sessionId"]]
@@ -954,6 +987,15 @@ func (s *Server) sessionExec(w http.ResponseWriter, b *fsb, sid string, body []b
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &s.mu, b: &c.stdout}, &lockedWriter{mu: &s.mu, b: &c.stderr}
 	c.proc = cmd
+	if req.RunAsync || req.Async {
+		// An asynchronous command reads what send-input sends.
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			writeErr(w, 500, err.Error())
+			return
+		}
+		c.stdin = in
+	}
 	if err := cmd.Start(); err != nil {
 		writeErr(w, 400, err.Error())
 		return

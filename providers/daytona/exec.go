@@ -36,12 +36,9 @@ func nonce() string {
 	return hex.EncodeToString(b)
 }
 
-// execScript renders req as a POSIX sh script run from the workspace. The
-// command itself runs in a subshell with its stdin, working directory and
-// environment set; when stderrMark is non-empty, its stderr is kept aside
-// and printed after stdout behind the mark (process/execute returns one
-// combined stream), so the two can be told apart.
-func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark string) (string, error) {
+// commandScript is the script that runs req's command from its working
+// directory with its environment, replacing the shell.
+func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	dir := w.root
 	if req.Workdir != "" {
 		p, err := w.abs(req.Workdir)
@@ -72,7 +69,19 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 		inner.WriteString(" " + shq(a))
 	}
 	inner.WriteString("\n")
+	return inner.String(), nil
+}
 
+// execScript renders req as a POSIX sh script run from the workspace. The
+// command itself runs in a subshell with its stdin, working directory and
+// environment set; when stderrMark is non-empty, its stderr is kept aside
+// and printed after stdout behind the mark (process/execute returns one
+// combined stream), so the two can be told apart.
+func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark string) (string, error) {
+	inner, err := w.commandScript(req)
+	if err != nil {
+		return "", err
+	}
 	var sc strings.Builder
 	// A kill on timeout must reach the whole tree: GNU timeout runs the
 	// command in its own process group and kills the group.
@@ -94,7 +103,7 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 		sc.WriteString(enc + "\n__AGENTCTL_STDIN__\n")
 		in = "<\"$__ac_in\""
 	}
-	cmd := killer + "/bin/sh -c " + shq(inner.String())
+	cmd := killer + "/bin/sh -c " + shq(inner)
 	if stderrMark != "" {
 		sc.WriteString("__ac_err=$(mktemp \"${TMPDIR:-/tmp}/agentctl-err.XXXXXX\") || exit 125\n")
 		sc.WriteString(cmd + " " + in + " 2>\"$__ac_err\"\n__ac_rc=$?\n")

@@ -83,6 +83,13 @@ func (p *Process) ExecuteSessionCommand(ctx context.Context, sessionID, command 
 	return &out, nil
 }
 
+// SendInput writes data to the standard input of a command running in a
+// session.
+func (p *Process) SendInput(ctx context.Context, sessionID, commandID, data string) error {
+	return p.s.client.doJSON(ctx, request{method: http.MethodPost, url: p.s.toolbox("/process/session/" + url.PathEscape(sessionID) + "/command/" + url.PathEscape(commandID) + "/input"), op: "send input", sandbox: p.s.where()},
+		map[string]string{"data": data}, nil)
+}
+
 // Command is a session command's status; ExitCode is nil while it runs.
 type Command struct {
 	ID       string `json:"id"`

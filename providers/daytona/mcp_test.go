@@ -1,0 +1,106 @@
+package daytona
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/mcphost"
+	"github.com/agentctl/agentctl/internal/mcptest"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// TestStartProcessStreams: an attached process gets what is written to
+// its stdin (send-input) and its output comes back as it appears (logs).
+func TestStartProcessStreams(t *testing.T) {
+	e := newEnv(t)
+	w := e.create(t)
+	ctx := context.Background()
+	p, err := w.StartProcess(ctx, sandbox.ProcessRequest{Shell: `while read -r l; do echo "got $l"; echo "err $l" >&2; [ "$l" = quit ] && exit 4; done`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	if _, err := io.WriteString(p.Stdin(), "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(p.Stdout(), buf, len("got one\n"))
+	if err != nil || string(buf[:n]) != "got one\n" {
+		t.Fatalf("first answer %q, %v", buf[:n], err)
+	}
+	io.WriteString(p.Stdin(), "quit\n")
+	rest, _ := io.ReadAll(p.Stdout())
+	if string(rest) != "got quit\n" {
+		t.Errorf("rest of stdout %q", rest)
+	}
+	if code, err := p.Wait(); err != nil || code != 4 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	reqs := strings.Join(e.fake.Requests(), "\n")
+	if !strings.Contains(reqs, "/input") || !strings.Contains(reqs, "DELETE /toolbox/"+w.ID()+"/process/session/") {
+		t.Errorf("no send-input or no session deleted:\n%s", reqs)
+	}
+}
+
+// TestMCPServerInDaytonaSandbox runs the go-sdk's everything server as an
+// attached process of the Daytona sandbox (the fake runs it on this
+// machine): listed, called, and killed when the session closes.
+func TestMCPServerInDaytonaSandbox(t *testing.T) {
+	bin := mcptest.Server(t, "everything")
+	e := newEnv(t)
+	w := e.create(t)
+	ctx := context.Background()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFile(ctx, "bin/everything", data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := "MCP_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	ws := &sandbox.Workspace{Sandbox: w, Address: "sandbox.d", Env: map[string]string{"MCP_MARK": strings.TrimPrefix(mark, "MCP_MARK=")}}
+	s, err := mcphost.Connect(ctx, mcphost.Server{Name: "ev", Command: []string{"bin/everything"}, Workspace: ws, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Call(ctx, "greet", `{"name":"daytona"}`)
+	if err != nil || out.Text != "Hi daytona" {
+		t.Fatalf("greet: %q, %v", out.Text, err)
+	}
+	if processesWith(mark) == 0 {
+		t.Fatal("no server process carries the sandbox's environment")
+	}
+	s.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for processesWith(mark) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server still runs after Close")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// processesWith counts this machine's processes whose environment holds
+// entry.
+func processesWith(entry string) int {
+	n := 0
+	files, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, e := range strings.Split(string(b), "\x00") {
+			if e == entry {
+				n++
+			}
+		}
+	}
+	return n
+}
