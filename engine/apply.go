@@ -546,6 +546,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return nil
 	}
 	ri := e.Config.RunInstances[addr]
+	if err := a.listMCP(ctx, ri); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
 	a.mu.Lock()
 	sbDigest := map[string]string{}
 	for _, sbAddr := range e.Config.RunSandboxes(ri) {

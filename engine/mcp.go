@@ -117,6 +117,37 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 	return e.checkMCPClashes()
 }
 
+// listMCP lists the tools of the run's MCP servers that this process has
+// not listed yet (an apply of a saved plan), so the run's digest covers
+// what the servers offer now; a server inside a sandbox is listed once
+// the sandbox runs. The servers stop again: the run starts its own.
+func (a *applier) listMCP(ctx context.Context, ri *config.RunInstance) error {
+	e := a.e
+	for _, name := range runMCPServers(e.Config, ri) {
+		s := e.Config.MCPServers[name]
+		if s == nil {
+			continue
+		}
+		if _, ok := e.mcp.get(name); ok {
+			continue
+		}
+		var ws *sandbox.Workspace
+		if s.Sandbox != "" {
+			sb, err := a.ensureRunning(ctx, s.Sandbox)
+			if err != nil {
+				return err
+			}
+			ws = e.workspace(s.Sandbox, sb)
+		}
+		t, err := mcphost.List(ctx, e.mcpServer(s, ws))
+		if err != nil {
+			return fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
+		}
+		e.mcp.put(name, t)
+	}
+	return nil
+}
+
 // workspace is the workspace of a running sandbox, with its manifest's
 // environment and the scrubber.
 func (e *Engine) workspace(addr string, sb sandbox.Sandbox) *sandbox.Workspace {

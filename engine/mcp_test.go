@@ -112,6 +112,16 @@ func TestMCPServerToolsInARun(t *testing.T) {
 	if !strings.Contains(c.Attributes["input"], "Record Ada") {
 		t.Errorf("plan attributes %v", c.Attributes)
 	}
+	// The plan applied by another process (a saved plan: no tools listed
+	// there yet) still re-runs it and records the new tools.
+	e2 := reload(t, e, dir, mcpConfig(bin, kb, `allowed_tools = ["create_entities", "read_graph", "search_nodes"]`))
+	if err := e2.Apply(context.Background(), st, p); err != nil {
+		t.Fatal(err)
+	}
+	r = st.Runs["run.record"]
+	if got := string(r.Attributes["mcp_server.kb.tools"].Value); r.Status != RunCompleted || got != `["create_entities","read_graph","search_nodes"]` {
+		t.Fatalf("after applying the plan elsewhere: %s, tools %s", r.Status, got)
+	}
 }
 
 func TestMCPToolClashFailsPlan(t *testing.T) {
@@ -168,5 +178,44 @@ func TestMCPServerThatCannotStartFailsPlan(t *testing.T) {
 	_, err = e.Plan(context.Background(), st, PlanOptions{Refresh: true})
 	if err == nil || !strings.Contains(err.Error(), "listing the tools of mcp_server.kb: mcp_server.kb did not start") {
 		t.Fatalf("plan with a server that cannot start: %v", err)
+	}
+}
+
+// TestMCPServerChangeReRunsFromASavedPlan: the same command now starts a
+// server with other tools; a plan says the run re-runs, and applying that
+// plan from another engine (which has listed nothing yet) re-runs it.
+func TestMCPServerChangeReRunsFromASavedPlan(t *testing.T) {
+	memory := mcptest.Server(t, "memory")
+	everything := mcptest.Server(t, "everything")
+	dir := t.TempDir()
+	server := filepath.Join(dir, "kb-server")
+	link := func(target string) {
+		if err := os.WriteFile(server, []byte("#!/bin/sh\nexec "+target+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link(memory)
+	src := mcpConfig(server, filepath.Join(dir, "kb.json"), "")
+	e, cdir := newTestEngine(t, src)
+	planApply(t, e, PlanOptions{})
+	link(everything)
+	e = reload(t, e, cdir, src)
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(context.Background(), st, PlanOptions{Refresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Change("run.record"); c.Action != ActionRerun || !strings.Contains(strings.Join(c.Reasons, "\n"), "mcp_server.kb: tools") {
+		t.Fatalf("plan after the server changed: %s %q", c.Action, c.Reasons)
+	}
+	e2 := reload(t, e, cdir, src)
+	if err := e2.Apply(context.Background(), st, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(st.Runs["run.record"].Attributes["mcp_server.kb.tools"].Value); !strings.Contains(got, "greet") {
+		t.Fatalf("the re-run recorded tools %s", got)
 	}
 }
