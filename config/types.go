@@ -177,6 +177,7 @@ type Capability struct {
 	Filesystem *FilesystemCapability
 	Compaction *CompactionCapability
 	Command    *CommandCapability
+	Skills     *SkillsCapability
 	DeclRange  hcl.Range
 }
 

@@ -549,6 +549,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err := a.listMCP(ctx, ri); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
+	if err := e.resolveSkills(ctx, ri); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
 	a.mu.Lock()
 	sbDigest := map[string]string{}
 	for _, sbAddr := range e.Config.RunSandboxes(ri) {

@@ -94,6 +94,15 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ws == nil {
 				return nil, fmt.Errorf("agent %q uses %s but has no sandbox: set sandbox = sandbox.NAME on the agent or its run", name, addr)
 			}
+			if c.Skills != nil {
+				ts, instr, err := e.skillsTools(ctx, ws, c)
+				if err != nil {
+					return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)
+				}
+				ra.Tools = append(ra.Tools, ts...)
+				capInstr = append(capInstr, instr)
+				continue
+			}
 			ts, instr, err := capabilityTools(ws, c, manifestRoot(e.Config, e.Config.SandboxInstances[sb]))
 			if err != nil {
 				return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)

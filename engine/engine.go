@@ -91,6 +91,8 @@ type Engine struct {
 
 	// mcp caches the tool lists of MCP servers (mcp.go).
 	mcp mcpListings
+	// skills caches the skills read from git repositories (skills.go).
+	skills skillSets
 }
 
 func (e *Engine) emit(ev Event) {

@@ -216,6 +216,8 @@ func builtinToolOwners(cfg *config.Config, a *config.Agent) map[string]string {
 			owners["view_image"] = addr
 		case c.Command != nil:
 			owners[c.Name] = addr
+		case c.Skills != nil && c.Skills.Lazy:
+			owners[tools.LoadSkillToolName] = addr
 		}
 	}
 	for _, h := range a.Handoffs {

@@ -69,6 +69,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 			return nil, err
 		}
 	}
+	if err := e.resolveSkills(ctx, nil); err != nil {
+		return nil, err
+	}
 	eval := newPlanEvaluators(cfg, st)
 	for _, addr := range order {
 		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
@@ -426,6 +429,7 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 		}
 	}
 	e.mcpInputs(st, ri, inputs, attrs)
+	e.skillsInputs(ri, inputs, attrs)
 	return &runInputs{digests: inputs, attrs: attrs.m, input: input, prior: prior}, nil
 }
 

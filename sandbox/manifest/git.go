@@ -30,13 +30,13 @@ func gitURL(e Entry) (string, error) {
 	case ownerName.MatchString(r):
 		return "https://github.com/" + strings.TrimSuffix(r, ".git") + ".git", nil
 	}
-	return "", fmt.Errorf("manifest entry git_repo %q: repo %q is neither owner/name nor a URL; write e.g. \"openai/openai-agents-python\" or \"https://host/path.git\"", e.Path, r)
+	return "", fmt.Errorf("%s: repo %q is neither owner/name nor a URL; write e.g. \"openai/openai-agents-python\" or \"https://host/path.git\"", gitLabel(e), r)
 }
 
 func gitBinary(e Entry) (string, error) {
 	g, err := exec.LookPath("git")
 	if err != nil {
-		return "", fmt.Errorf("manifest entry git_repo %q: git is not installed or not on PATH; install git (e.g. apt-get install git) or replace the entry with a local_dir", e.Path)
+		return "", fmt.Errorf("%s: git is not installed or not on PATH; install git (e.g. apt-get install git) or use a local directory instead", gitLabel(e))
 	}
 	return g, nil
 }
@@ -88,7 +88,7 @@ func gitResolve(ctx context.Context, e Entry, url string) (string, error) {
 	}
 	out, err := runGit(ctx, git, "", "ls-remote", "--", url, ref, ref+"^{}")
 	if err != nil {
-		return "", fmt.Errorf("manifest entry git_repo %q: cannot reach %s: %w; check the repo name and your network or credentials", e.Path, url, err)
+		return "", fmt.Errorf("%s: cannot reach %s: %w; check the repo name and your network or credentials", gitLabel(e), url, err)
 	}
 	want := []string{ref, "refs/heads/" + ref, "refs/tags/" + ref + "^{}", "refs/tags/" + ref}
 	found := map[string]string{}
@@ -103,28 +103,56 @@ func gitResolve(ctx context.Context, e Entry, url string) (string, error) {
 			return sha, nil
 		}
 	}
-	return "", fmt.Errorf("manifest entry git_repo %q: ref %q not found in %s; use an existing branch or tag name", e.Path, e.Ref, url)
+	return "", fmt.Errorf("%s: ref %q not found in %s; use an existing branch or tag name", gitLabel(e), e.Ref, url)
 }
 
-// applyGitRepo shallow-clones the repository on the host and copies it
-// (or its subpath), without .git, into the workspace as a tar stream.
-func applyGitRepo(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
+// gitLabel names a git_repo in messages.
+func gitLabel(e Entry) string {
+	if e.Label != "" {
+		return e.Label
+	}
+	return fmt.Sprintf("manifest entry git_repo %q", e.Path)
+}
+
+// GitCheckout is a shallow clone of a git_repo on the host.
+type GitCheckout struct {
+	// Root is the clone; Sub the subpath within it ("." for all of it).
+	Root   *hostfs.Dir
+	Path   string
+	Sub    string
+	URL    string
+	Commit string
+	tmp    string
+}
+
+// Close removes the clone.
+func (c *GitCheckout) Close() error {
+	c.Root.Close()
+	return os.RemoveAll(c.tmp)
+}
+
+// CloneGitRepo shallow-clones e's repository at e's ref on the host and
+// checks e's subpath. The caller closes the checkout.
+func CloneGitRepo(ctx context.Context, e Entry) (*GitCheckout, error) {
 	git, err := gitBinary(e)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	url, err := gitURL(e)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if _, err := gitResolve(ctx, e, url); err != nil {
-		return "", err
+		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "agentctl-git-*")
 	if err != nil {
-		return "", fmt.Errorf("manifest entry git_repo %q: %w", e.Path, err)
+		return nil, fmt.Errorf("%s: %w", gitLabel(e), err)
 	}
-	defer os.RemoveAll(tmp)
+	fail := func(err error) (*GitCheckout, error) {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
 	dst := filepath.Join(tmp, "repo")
 	args := []string{"-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1", "--no-tags", "--single-branch"}
 	if e.Ref != "" && e.Ref != "HEAD" {
@@ -132,34 +160,45 @@ func applyGitRepo(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, err
 	}
 	args = append(args, "--", cloneURL(url), dst)
 	if _, err := runGit(ctx, git, tmp, args...); err != nil {
-		return "", fmt.Errorf("manifest entry git_repo %q: clone %s at %q: %w", e.Path, url, e.Ref, err)
+		return fail(fmt.Errorf("%s: clone %s at %q: %w", gitLabel(e), url, e.Ref, err))
 	}
 	head, err := runGit(ctx, git, dst, "rev-parse", "HEAD")
 	if err != nil {
-		return "", fmt.Errorf("manifest entry git_repo %q: %w", e.Path, err)
+		return fail(fmt.Errorf("%s: %w", gitLabel(e), err))
 	}
 	commit := strings.TrimSpace(string(head))
 	d, err := hostfs.OpenRoot(dst)
 	if err != nil {
-		return "", err
+		return fail(err)
 	}
-	defer d.Close()
 	sub := "."
 	if e.Subpath != "" {
 		sub, _ = sandbox.CheckEntryPath(e.Subpath)
 		st, err := d.Stat(ctx, sub)
 		if err != nil || !st.Mode.IsDir() {
-			return "", fmt.Errorf("manifest entry git_repo %q: subpath %q is not a directory in %s at %s; check the subpath", e.Path, e.Subpath, url, commit[:min(12, len(commit))])
+			d.Close()
+			return fail(fmt.Errorf("%s: subpath %q is not a directory in %s at %s; check the subpath", gitLabel(e), e.Subpath, url, commit[:min(12, len(commit))]))
 		}
 	}
-	exclude := func(rel string, isDir bool) bool { return sub == "." && rel == ".git" }
+	return &GitCheckout{Root: d, Path: dst, Sub: sub, URL: url, Commit: commit, tmp: tmp}, nil
+}
+
+// applyGitRepo shallow-clones the repository on the host and copies it
+// (or its subpath), without .git, into the workspace as a tar stream.
+func applyGitRepo(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
+	co, err := CloneGitRepo(ctx, e)
+	if err != nil {
+		return "", err
+	}
+	defer co.Close()
+	exclude := func(rel string, isDir bool) bool { return co.Sub == "." && rel == ".git" }
 	err = copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
-		return hostfs.Archive(ctx, d, sub, w, hostfs.ArchiveOptions{Exclude: exclude})
+		return hostfs.Archive(ctx, co.Root, co.Sub, w, hostfs.ArchiveOptions{Exclude: exclude})
 	})
 	if err != nil {
-		return "", fmt.Errorf("manifest entry git_repo %q: copy into the workspace: %w", e.Path, err)
+		return "", fmt.Errorf("%s: copy into the workspace: %w", gitLabel(e), err)
 	}
-	return gitDigest(e, url, commit), nil
+	return gitDigest(e, co.URL, co.Commit), nil
 }
 
 // cloneURL makes a local path clone honour --depth (git ignores it for

@@ -41,4 +41,7 @@ type Entry struct {
 	Repo    string
 	Ref     string
 	Subpath string
+	// Label, when set, names a git_repo in messages instead of
+	// "manifest entry git_repo PATH" (a skills capability's source).
+	Label string
 }
