@@ -397,7 +397,6 @@ func (l *loader) decodeAll() {
 		l.decodeAgent(b)
 	}
 	l.checkMCPToolNames()
-	l.checkCompaction()
 	l.checkScripts()
 	for _, b := range l.runBlocks {
 		l.decodeRun(b)

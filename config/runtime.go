@@ -329,30 +329,3 @@ func (c *Config) Registry() *registry.Registry {
 	}
 	return c.registry
 }
-
-// checkCompaction refuses a compaction capability on an agent whose model
-// provider cannot compact: compaction is a Responses API feature, and an
-// openai provider with api = "chat_completions" would drop it silently.
-func (l *loader) checkCompaction() {
-	for _, name := range sortedKeys(l.cfg.Agents) {
-		ag := l.cfg.Agents[name]
-		pa, err := addrs.ParseProvider(l.cfg.ModelProvider(ag))
-		if err != nil {
-			continue // the loader made the address: it always parses
-		}
-		p := l.cfg.Providers[pa.Name()]
-		if p == nil {
-			continue
-		}
-		if c, ok := p.Settings.(registry.Compactor); !ok || c.Compacts() {
-			continue
-		}
-		for _, c := range ag.Capabilities {
-			if ca, err := addrs.ParseCapability(c); err != nil || ca.Type != "compaction" {
-				continue
-			}
-			l.errorf(l.capRefs[name+" "+c], "Compaction not supported by this provider",
-				"%s asks the model provider to compact the conversation, but agent %q uses %s with api = \"chat_completions\", which has no compaction: it would be ignored. Remove the capability from the agent, or use api = \"responses\" (the default).", c, name, p.Addr)
-		}
-	}
-}

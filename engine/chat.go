@@ -177,6 +177,9 @@ func (m *sessionModel) Respond(ctx context.Context, req *model.Request, sink fun
 	return m.Model.Respond(ctx, &r, sink)
 }
 
+// CompactsServerSide forwards the wrapped model's answer.
+func (m *sessionModel) CompactsServerSide() bool { return model.CompactsServerSide(m.Model) }
+
 // Address is the session's address, chat.NAME.
 func (s *ChatSession) Address() string { return s.addr }
 

@@ -56,6 +56,11 @@ func scrubStep(sc *sandbox.Scrubber, s agentloop.Step) agentloop.Step {
 		pc.Arguments = scrubJSONString(sc, pc.Arguments)
 		s.Approval = &pc
 	}
+	if s.Compacted != nil {
+		c := *s.Compacted
+		c.Summary = sc.String(c.Summary)
+		s.Compacted = &c
+	}
 	return s
 }
 

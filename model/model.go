@@ -70,11 +70,29 @@ type Settings struct {
 	ToolChoice        string   `json:"tool_choice,omitempty"`
 }
 
-// Compaction asks the provider to compact the context server-side when the
-// input grows past Threshold tokens (the Responses context_management
-// setting).
+// Compaction asks for the context to be compacted when the input grows
+// past Threshold tokens: server-side by a model that implements
+// ServerCompactor and says so (the Responses context_management setting),
+// otherwise by the agent loop, which summarizes older turns with the
+// model (client-side).
 type Compaction struct {
 	Threshold int64 `json:"threshold,omitempty"`
+}
+
+// DefaultCompactThreshold is the client-side compaction threshold, in
+// tokens, when none is configured: the Agents SDK's static policy.
+const DefaultCompactThreshold = 240_000
+
+// ServerCompactor is implemented by a model that can compact the context
+// itself when a request carries Compaction.
+type ServerCompactor interface {
+	CompactsServerSide() bool
+}
+
+// CompactsServerSide reports whether m compacts server-side.
+func CompactsServerSide(m Model) bool {
+	sc, ok := m.(ServerCompactor)
+	return ok && sc.CompactsServerSide()
 }
 
 // Request is one model turn.

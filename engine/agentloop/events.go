@@ -12,6 +12,9 @@ const (
 	EventAgentToolDone EventType = "agent_tool_result"
 	EventTurn          EventType = "turn"
 	EventFinal         EventType = "final_output"
+	// EventCompaction: the conversation is being compacted client-side
+	// (Text says why and how much).
+	EventCompaction EventType = "compaction"
 )
 
 // Event is one runtime event. Path is the nested conversation's path as

@@ -115,6 +115,9 @@ func Replay(steps []Step) (turns int, usage model.Usage) {
 			}
 			usage.Add(s.Response.Usage)
 		}
+		if s.Kind == StepCompaction && s.Response != nil {
+			usage.Add(s.Response.Usage)
+		}
 	}
 	return turns, usage
 }
@@ -127,7 +130,7 @@ func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (
 	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}}
 	for _, s := range history {
 		st.byPath[s.Path] = append(st.byPath[s.Path], s)
-		if s.Kind == StepModel && s.Response != nil {
+		if (s.Kind == StepModel || s.Kind == StepCompaction) && s.Response != nil {
 			st.agentTurns[s.Agent]++
 			st.usage.Add(s.Response.Usage)
 		}
@@ -174,7 +177,7 @@ func (st *runState) emit(e Event) {
 func (st *runState) checkpoint(ctx context.Context, s Step) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if s.Kind == StepModel && s.Response != nil {
+	if (s.Kind == StepModel || s.Kind == StepCompaction) && s.Response != nil {
 		st.usage.Add(s.Response.Usage)
 	}
 	if st.r.Checkpoint == nil {
@@ -237,6 +240,11 @@ type frame struct {
 	turns   int
 	pending *model.Response // last response whose calls are not all answered
 	outputs map[string]model.Item
+	// turnStarts are the indexes in conv where each model turn's output
+	// begins; lastTokens is the context size the last response reported
+	// (client-side compaction, compact.go).
+	turnStarts []int
+	lastTokens int64
 }
 
 func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
@@ -295,6 +303,7 @@ func (f *frame) replay(s Step) error {
 		f.agent = s.Agent
 		f.input = s.Input
 		f.conv = append(append(f.conv[:0], s.Prior...), model.Item{Type: model.ItemMessage, Role: "user", Text: s.Input})
+		f.turnStarts, f.lastTokens = nil, 0
 	case StepModel:
 		if s.Response == nil {
 			return fmt.Errorf("journal: model step without a response")
@@ -302,6 +311,12 @@ func (f *frame) replay(s Step) error {
 		f.flush()
 		f.agent = s.Agent
 		f.addResponse(s.Response)
+	case StepCompaction:
+		if s.Compacted == nil {
+			return fmt.Errorf("journal: compaction step without its record")
+		}
+		f.flush()
+		return f.applyCompaction(s.Compacted)
 	case StepTool:
 		if s.Result == nil {
 			return fmt.Errorf("journal: tool step without a result")
@@ -315,6 +330,8 @@ func (f *frame) replay(s Step) error {
 }
 
 func (f *frame) addResponse(resp *model.Response) {
+	f.turnStarts = append(f.turnStarts, len(f.conv))
+	f.lastTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
 	for _, it := range resp.Output {
 		if it.Type == model.ItemMessage || it.Type == model.ItemFunctionCall {
 			it.Agent = f.agent
@@ -365,6 +382,9 @@ func (f *frame) callModel(ctx context.Context) error {
 	a := f.st.r.Agents[f.agent]
 	if a == nil {
 		return fmt.Errorf("unknown agent %q", f.agent)
+	}
+	if err := f.maybeCompact(ctx, a); err != nil {
+		return err
 	}
 	req := &model.Request{
 		Agent:            a.Name,

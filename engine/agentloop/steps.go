@@ -22,6 +22,9 @@ const (
 	// (the run then ends awaiting approval). Replay ignores it: the
 	// decisions come from the state (Runner.Decisions).
 	StepApproval StepKind = "approval"
+	// StepCompaction is a client-side compaction: older items of the
+	// conversation replaced by a summary the model wrote (Compacted).
+	StepCompaction StepKind = "compaction"
 )
 
 // Step is one checkpointed unit of progress. Steps are JSON-serializable;
@@ -47,6 +50,19 @@ type Step struct {
 	Handoff string `json:"handoff,omitempty"`
 	// Approval is the deferred call (StepApproval).
 	Approval *PendingCall `json:"approval,omitempty"`
+	// Compacted says which items a compaction replaced (StepCompaction);
+	// Response is the summarizing call's response.
+	Compacted *Compacted `json:"compacted,omitempty"`
+}
+
+// Compacted is what a client-side compaction did to a conversation of
+// Items items: the items after the first Head and before the last Tail
+// were replaced by one user message carrying Summary.
+type Compacted struct {
+	Items   int    `json:"items"`
+	Head    int    `json:"head"`
+	Tail    int    `json:"tail"`
+	Summary string `json:"summary"`
 }
 
 // Transcript is the conversation of a run's steps, as the model would see

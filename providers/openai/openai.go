@@ -187,6 +187,11 @@ func New(cfg Config) (*Client, error) {
 // API reports which API the client speaks.
 func (c *Client) API() string { return c.api }
 
+// CompactsServerSide implements model.ServerCompactor: the Responses API
+// compacts the context itself; Chat Completions has no compaction, so the
+// agent loop compacts client-side.
+func (c *Client) CompactsServerSide() bool { return c.api == APIResponses }
+
 // Respond runs one turn. HTTP error statuses 408, 409, 429 and 5xx and
 // connection errors are retried by openai-go, honouring Retry-After and
 // retry-after-ms; a request that times out or a stream that breaks off

@@ -69,9 +69,6 @@ func (s *ProviderSettings) Fingerprint(string) map[string]any {
 	return map[string]any{"base_url": s.BaseURL, "api": s.API}
 }
 
-// Compacts implements registry.Compactor: only the Responses API compacts.
-func (s *ProviderSettings) Compacts() bool { return s.API != APIChatCompletions }
-
 // Type is the openai provider type.
 func Type() *registry.Type {
 	return &registry.Type{

@@ -207,13 +207,6 @@ type Fingerprinter interface {
 	Fingerprint(agent string) map[string]any
 }
 
-// Compactor is implemented by model provider settings that can tell
-// whether the provider compacts conversations; settings without it are
-// taken to.
-type Compactor interface {
-	Compacts() bool
-}
-
 // ScriptRefs is implemented by model provider settings that name agents
 // (scripted scripts): the configuration checks each name refers to a
 // declared agent.

@@ -214,6 +214,9 @@ func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 	case agentloop.EventAgentToolCall:
 		v.endText()
 		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, oneLine(e.Text, 100), oneLine(e.Name, 100))
+	case agentloop.EventCompaction:
+		v.endText()
+		fmt.Fprintf(v.w, "%s compacts its conversation: %s\n", who, oneLine(e.Text, 200))
 	case agentloop.EventFinal:
 		v.endText()
 	}

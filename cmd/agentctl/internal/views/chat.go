@@ -75,6 +75,8 @@ func (v *Chat) Event(ev agentloop.Event) {
 		v.line(fmt.Sprintf("  [%s %s]", termtext.Line(ev.Name), termtext.Line(ev.Arguments)))
 	case agentloop.EventHandoff:
 		v.line(fmt.Sprintf("  [handoff to agent.%s]", termtext.Line(ev.Text)))
+	case agentloop.EventCompaction:
+		v.line(fmt.Sprintf("  [compacting the conversation: %s]", termtext.Line(ev.Text)))
 	}
 }
 

@@ -204,6 +204,12 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 			if s.Handoff != "" {
 				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
 			}
+		case agentloop.StepCompaction:
+			if s.Compacted == nil {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s[compaction, %s: %d older items replaced by a summary]\n%s%s\n", indent, s.Agent,
+				s.Compacted.Items-s.Compacted.Head-s.Compacted.Tail, indent, indented(s.Compacted.Summary, indent))
 		case agentloop.StepApproval:
 			if s.Approval == nil {
 				continue
