@@ -92,7 +92,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 		}
 		if ag.Sandbox == "" {
 			for i, c := range ag.Capabilities {
-				if ca, err := addrs.ParseCapability(c); err == nil && (ca.Type == "shell" || ca.Type == "filesystem" || ca.Type == "command" || ca.Type == "skills") {
+				if ca, err := addrs.ParseCapability(c); err == nil && (ca.Type == "shell" || ca.Type == "filesystem" || ca.Type == "command" || ca.Type == "skills" || ca.Type == "memory") {
 					l.errorf(exprs[i].Range(), "Capability needs a sandbox", "%s runs in a sandbox, but agent %q has none. Set sandbox = sandbox.NAME on the agent.", c, name)
 					break
 				}

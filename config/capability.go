@@ -10,13 +10,14 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
-var capabilityTypes = []string{"shell", "filesystem", "compaction", "command", "skills"}
+var capabilityTypes = []string{"shell", "filesystem", "compaction", "command", "skills", "memory"}
 
 var capabilitySchemas = map[string]*hcl.BodySchema{
 	"shell":      {Attributes: []hcl.AttributeSchema{{Name: "timeout"}, {Name: "max_output_tokens"}, {Name: "needs_approval"}}},
 	"filesystem": {Attributes: []hcl.AttributeSchema{{Name: "max_image_bytes"}, {Name: "needs_approval"}}},
 	"compaction": {Attributes: []hcl.AttributeSchema{{Name: "threshold"}}},
 	"skills":     skillsSchema,
+	"memory":     memorySchema,
 	"command": {Attributes: []hcl.AttributeSchema{
 		{Name: "description", Required: true}, {Name: "parameters"}, {Name: "command", Required: true},
 		{Name: "timeout"}, {Name: "needs_approval"},
@@ -34,8 +35,12 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 	}
 	c := &Capability{Type: typ, Name: name, Addr: addrs.Capability{Type: typ, Name: name}.String(), DeclRange: b.DefRange}
 	l.cfg.Capabilities[typ+"."+name] = c
-	if typ == "skills" {
+	switch typ {
+	case "skills":
 		l.decodeSkills(c, b)
+		return
+	case "memory":
+		l.decodeMemory(c, b)
 		return
 	}
 	content, diags := b.Body.Content(schema)

@@ -397,6 +397,7 @@ func (l *loader) decodeAll() {
 		l.decodeAgent(b)
 	}
 	l.checkMCPToolNames()
+	l.checkMemory()
 	l.checkScripts()
 	for _, b := range l.runBlocks {
 		l.decodeRun(b)

@@ -178,6 +178,7 @@ type Capability struct {
 	Compaction *CompactionCapability
 	Command    *CommandCapability
 	Skills     *SkillsCapability
+	Memory     *MemoryCapability
 	DeclRange  hcl.Range
 }
 

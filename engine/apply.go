@@ -45,6 +45,9 @@ type applier struct {
 	// asking counts the questions to a reviewer under way (asker); no
 	// progress lines are printed meanwhile.
 	asking atomic.Int32
+	// memErrs are memory failures of completed runs: they fail the apply
+	// at its end without holding back the runs that depend on them.
+	memErrs []error
 }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -143,6 +146,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	if err := a.finish(ctx); err != nil {
 		all = append(all, err)
 	}
+	all = append(all, a.memErrs...)
 	return errors.Join(all...)
 }
 
@@ -715,6 +719,22 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		errText = runErr.Error()
 	}
 	if status == RunCompleted {
+		// The memories of its agents learn from it before the sandboxes
+		// are snapshotted; a memory failure leaves the run completed and
+		// the memory work waiting for the next apply.
+		steps, err := e.readJournal(&state.Run{Address: addr, Journal: journalRel, Steps: journal.Len(), Status: RunRunning})
+		if err == nil {
+			err = a.memoryAfterRun(ctx, ri, digest, steps, res.Output, workspaces)
+		}
+		if err != nil {
+			err = fmt.Errorf("%s completed, but its memory was not written: %w; the next apply carries the memory work on", addr, err)
+			e.emit(Event{Type: EventApplyErrored, Address: addr, Message: err.Error()})
+			a.mu.Lock()
+			a.memErrs = append(a.memErrs, err)
+			a.mu.Unlock()
+		}
+	}
+	if status == RunCompleted {
 		for _, sbAddr := range sortedKeys(workspaces) {
 			if err := a.snapshot(ctx, sbAddr, workspaces[sbAddr].Sandbox); err != nil {
 				status, errText, runErr = RunFailed, err.Error(), err
@@ -939,6 +959,9 @@ func (a *applier) removeSnapshotImage(ctx context.Context, addr, provAddr, ref s
 // outputs.
 func (a *applier) finish(ctx context.Context) error {
 	var errs []error
+	if err := a.memoryFinish(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	cfg := a.e.Config
 	for _, addr := range sortedKeys(a.used) {
 		sbc := cfg.SandboxInstances[addr]

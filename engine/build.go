@@ -94,6 +94,18 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ws == nil {
 				return nil, fmt.Errorf("agent %q uses %s but has no sandbox: set sandbox = sandbox.NAME on the agent or its run", name, addr)
 			}
+			if c.Memory != nil {
+				if c.Memory.Read != nil {
+					instr, err := memoryInstructions(ctx, ws, c.Memory.Read)
+					if err != nil {
+						return nil, fmt.Errorf("agent %q: %s: reading the memory summary: %w", name, addr, err)
+					}
+					if instr != "" {
+						capInstr = append(capInstr, instr)
+					}
+				}
+				continue
+			}
 			if c.Skills != nil {
 				ts, instr, err := e.skillsTools(ctx, ws, c)
 				if err != nil {

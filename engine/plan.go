@@ -92,6 +92,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	p.filterTargets(cfg, opts.Targets)
 	sortChanges(p.Changes)
+	if len(opts.Targets) == 0 {
+		p.Memory = memoryWork(st)
+	}
 	if err := e.resumeReasons(st, p); err != nil {
 		return nil, err
 	}

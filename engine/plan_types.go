@@ -60,6 +60,16 @@ type Plan struct {
 	// Lineage and Serial of the state the plan was made against.
 	Lineage string `json:"lineage"`
 	Serial  uint64 `json:"serial"`
+	// Memory is the memory work waiting from an earlier apply, which this
+	// apply finishes (agentmemory.go).
+	Memory []MemoryWork `json:"memory,omitempty"`
+}
+
+// MemoryWork is a memory capability's memory with work waiting.
+type MemoryWork struct {
+	// Address is the memory's key, capability.memory.NAME@sandbox.X.
+	Address string `json:"address"`
+	Reason  string `json:"reason"`
 }
 
 // Change returns the change for addr, or nil.
@@ -137,6 +147,9 @@ func (s *Summary) Count(ev Event) {
 
 // HasChanges reports whether applying the plan would do anything.
 func (p *Plan) HasChanges() bool {
+	if len(p.Memory) > 0 {
+		return true
+	}
 	for _, c := range p.Changes {
 		if c.Action != ActionNoop {
 			return true

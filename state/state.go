@@ -75,7 +75,46 @@ type State struct {
 	// Chats are the conversations of agentctl chat, by address
 	// (chat.NAME). Absent in states written before chat existed.
 	Chats map[string]*Chat `json:"chats,omitempty"`
+	// Memories are the memory capabilities' records, by MemoryKey
+	// (capability.memory.NAME@sandbox.X): the rollouts waiting for each
+	// phase and what the memory calls cost. Absent in states written
+	// before memory existed.
+	Memories map[string]*Memory `json:"memories,omitempty"`
 }
+
+// MemoryKey is the key of the memory of capability capAddr in sandbox
+// sbAddr.
+func MemoryKey(capAddr, sbAddr string) string { return capAddr + "@" + sbAddr }
+
+// Memory is one memory capability's memory in one sandbox's workspace.
+type Memory struct {
+	Capability string `json:"capability"`
+	Sandbox    string `json:"sandbox"`
+	// Journal holds the memory calls' responses, relative to the state
+	// directory: a call recorded there is not made again.
+	Journal string `json:"journal"`
+	// Phase1 are the rollouts written to the workspace whose extraction
+	// (phase 1) has not finished; Phase2 those extracted and waiting for
+	// consolidation (phase 2).
+	Phase1 []string `json:"phase1,omitempty"`
+	Phase2 []string `json:"phase2,omitempty"`
+	// Run and NextTurn are the run whose model serves the memory calls
+	// (the last run that added a rollout) and the agent turn number the
+	// next call takes in it (a scripted model's replies are numbered so).
+	Run      string `json:"run,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	NextTurn int    `json:"next_turn,omitempty"`
+	// Extracted and Consolidations count the finished phases; Calls and
+	// Usage the memory model calls.
+	Extracted      int         `json:"extracted"`
+	Consolidations int         `json:"consolidations"`
+	Calls          int         `json:"calls"`
+	Usage          model.Usage `json:"usage"`
+	UpdatedAt      time.Time   `json:"updated_at,omitzero"`
+}
+
+// Pending reports whether the memory has work waiting.
+func (m *Memory) Pending() bool { return len(m.Phase1)+len(m.Phase2) > 0 }
 
 // Chat statuses.
 const (
@@ -192,11 +231,14 @@ type Run struct {
 	Attributes map[string]Attribute `json:"attributes,omitempty"`
 	Sandboxes  []string             `json:"sandboxes,omitempty"`
 	// Output is the run's final output: a JSON string or object.
-	Output     json.RawMessage `json:"output,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Turns      int             `json:"turns"`
-	Usage      model.Usage     `json:"usage"`
-	Provenance Provenance      `json:"provenance"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Turns  int             `json:"turns"`
+	Usage  model.Usage     `json:"usage"`
+	// MemoryUsage is what extracting memory from this run's rollout cost
+	// (phase 1 of its agents' memory capabilities).
+	MemoryUsage model.Usage `json:"memory_usage,omitzero"`
+	Provenance  Provenance  `json:"provenance"`
 	// Journal is the run's journal path, relative to the state directory
 	// (see Dir.JournalPath): the checkpoints of a run in progress, and the
 	// transcript of a finished one. It is removed with the run's record.

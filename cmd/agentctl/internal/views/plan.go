@@ -153,6 +153,9 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 		}
 		fmt.Fprintln(w, "    }")
 	}
+	for _, m := range p.Memory {
+		fmt.Fprintf(w, "\n%s  # memory %s has work waiting: %s; this apply finishes it%s\n", c.Bold, termtext.Printable(m.Address), termtext.Printable(m.Reason), c.Reset)
+	}
 	targetWarning(w, p, c)
 	fmt.Fprintf(w, "\n%s%s%s\n", c.Bold, p.Summary(), c.Reset)
 }

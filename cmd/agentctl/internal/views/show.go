@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +105,14 @@ func (v showHuman) State(st *state.State) error {
 	for _, addr := range st.ChatAddresses() {
 		c := st.Chats[addr]
 		fmt.Fprintf(w, "# %s (agent.%s, %s, %d %s)\n", addr, termtext.Line(c.Agent), c.Status, c.Turns, plural(c.Turns, "turn", "turns"))
+	}
+	for _, key := range slices.Sorted(maps.Keys(st.Memories)) {
+		m := st.Memories[key]
+		fmt.Fprintf(w, "# memory %s (%d extracted, %d %s, %d calls, %d input + %d output tokens)\n", termtext.Line(key),
+			m.Extracted, m.Consolidations, plural(m.Consolidations, "consolidation", "consolidations"), m.Calls, m.Usage.InputTokens, m.Usage.OutputTokens)
+		if m.Pending() {
+			fmt.Fprintf(w, "    waiting = %d to extract, %d to consolidate (the next apply does it)\n", len(m.Phase1), len(m.Phase2))
+		}
 	}
 	writeOutputs(w, st.Outputs)
 	return nil
@@ -232,7 +242,11 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	if len(p.Models) > 0 {
 		fmt.Fprintf(w, ", models %s", termtext.Line(strings.Join(p.Models, ", ")))
 	}
-	fmt.Fprintf(w, ", usage %d input / %d output tokens\n", r.Usage.InputTokens, r.Usage.OutputTokens)
+	fmt.Fprintf(w, ", usage %d input / %d output tokens", r.Usage.InputTokens, r.Usage.OutputTokens)
+	if mu := r.MemoryUsage; mu.InputTokens+mu.OutputTokens > 0 {
+		fmt.Fprintf(w, ", memory %d input / %d output tokens", mu.InputTokens, mu.OutputTokens)
+	}
+	fmt.Fprintln(w)
 }
 
 // showApprovals lists the run's calls that needed approval: pending ones
