@@ -423,6 +423,7 @@ func (a *applier) memoryPhase1(ctx context.Context, key string, c *config.Capabi
 			return fmt.Errorf("writing %s: %w", p, ws.Unavailable(ctx, err))
 		}
 	}
+	a.e.emit(Event{Type: EventApplyProgress, Address: "memory " + key, Message: "extracted the memories of " + m.Run + " (phase 1) into " + path.Join(memoryRawDir, rid+".md")})
 	return a.update(func(st *state.State) {
 		rec := a.memoryRecord(st, key)
 		rec.Phase1 = slices.DeleteFunc(rec.Phase1, func(s string) bool { return s == rid })
@@ -514,6 +515,7 @@ func (a *applier) memoryPhase2(ctx context.Context, key string, c *config.Capabi
 	if err := ws.Sandbox.Mkdir(ctx, memorySkillsDir); err != nil {
 		return fmt.Errorf("creating %s: %w", memorySkillsDir, ws.Unavailable(ctx, err))
 	}
+	a.e.emit(Event{Type: EventApplyProgress, Address: "memory " + key, Message: fmt.Sprintf("consolidated %d %s into %s and %s (phase 2)", len(ids), plural(len(ids), "rollout", "rollouts"), memoryFile, memorySummaryFile)})
 	return a.update(func(st *state.State) {
 		rec := a.memoryRecord(st, key)
 		rec.Phase2 = slices.DeleteFunc(rec.Phase2, func(s string) bool { return slices.Contains(ids, s) })

@@ -728,7 +728,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 		if err != nil {
 			err = fmt.Errorf("%s completed, but its memory was not written: %w; the next apply carries the memory work on", addr, err)
-			e.emit(Event{Type: EventApplyErrored, Address: addr, Message: err.Error()})
+			e.emit(Event{Type: EventApplyProgress, Address: addr, Message: err.Error()})
 			a.mu.Lock()
 			a.memErrs = append(a.memErrs, err)
 			a.mu.Unlock()
