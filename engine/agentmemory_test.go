@@ -206,3 +206,27 @@ func TestMemoryFailureIsCarriedOn(t *testing.T) {
 		t.Fatalf("memory after the second apply %+v", m)
 	}
 }
+
+// BenchmarkReapplyUnchangedWithMemory re-applies a pipeline whose agent
+// has memory, unchanged: it reports the model calls each re-apply makes
+// (memory phases included), which must be 0.
+//
+//	go test ./engine -run '^$' -bench ReapplyUnchangedWithMemory
+func BenchmarkReapplyUnchangedWithMemory(b *testing.B) {
+	mf := &memoryFake{}
+	srv := fakeopenai.New(b, fakeopenai.WithHandler(mf.handle))
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(memoryConfig(srv.URL, 1)), 0o644)
+	planApply(b, reloadDir(b, dir), PlanOptions{})
+	before := len(srv.Requests())
+	n := 0
+	for b.Loop() {
+		planApply(b, reloadDir(b, dir), PlanOptions{})
+		n++
+	}
+	calls := len(srv.Requests()) - before
+	b.ReportMetric(float64(calls)/float64(n), "model-calls/op")
+	if calls != 0 {
+		b.Fatalf("unchanged re-applies made %d model calls", calls)
+	}
+}

@@ -33,7 +33,7 @@ func newTestEngine(t *testing.T, src string) (*Engine, string) {
 	return &Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry()}, dir
 }
 
-func planApply(t *testing.T, e *Engine, opts PlanOptions) *state.State {
+func planApply(t testing.TB, e *Engine, opts PlanOptions) *state.State {
 	t.Helper()
 	ctx := context.Background()
 	st, err := e.State.Read()

@@ -187,7 +187,7 @@ func TestSkillsEagerAndLazy(t *testing.T) {
 }
 
 // reloadDir loads the configuration in dir with its state in dir/.agentctl.
-func reloadDir(t *testing.T, dir string) *Engine {
+func reloadDir(t testing.TB, dir string) *Engine {
 	t.Helper()
 	cfg, diags := config.Load(dir, config.Options{})
 	if diags.HasErrors() {
