@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 // Process tests of the lock around sandbox use (exec and tool call
@@ -189,7 +190,7 @@ func (h *harness) startEnv(env []string, args ...string) *proc {
 	h.t.Helper()
 	cmd := h.command(args...)
 	cmd.Env = append(cmd.Env, env...)
-	out := &syncBuffer{}
+	out := &testfiles.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/fakeopenai"
+	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -60,7 +61,7 @@ func TestChatKilledMidTurnResumes(t *testing.T) {
 
 	cmd := h.command("chat", "-no-color", "agent.worker")
 	cmd.Stdin = strings.NewReader("run it\n")
-	out := &syncBuffer{}
+	out := &testfiles.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentctl/agentctl/internal/testenv"
+	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -161,7 +162,7 @@ func TestInlineApproval(t *testing.T) {
 
 	// -input=false defers without asking, even on a terminal.
 	cmd := h.command("apply", "-auto-approve", "-no-color", "-input=false")
-	out2 := &syncBuffer{}
+	out2 := &testfiles.SyncBuffer{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, out2, out2
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v:\n%s", err, out2)

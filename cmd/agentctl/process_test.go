@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -154,29 +154,10 @@ func (h *harness) mustRun(args ...string) string {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's output copier and
-// the test reading it at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is an agentctl running in the background.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testfiles.SyncBuffer
 	done chan error
 }
 
@@ -206,7 +187,7 @@ func (h *harness) startOn(stdin *os.File, env []string, args ...string) *proc {
 	h.t.Helper()
 	cmd := h.command(args...)
 	cmd.Env = append(cmd.Env, env...)
-	out := &syncBuffer{}
+	out := &testfiles.SyncBuffer{}
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}

@@ -1,7 +1,6 @@
 package mcphost
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentctl/agentctl/internal/mcptest"
+	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
 // TestMain makes the test binary an MCP server of its own when asked: a
@@ -55,24 +55,6 @@ func runMisbehavingServer() {
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		os.Exit(1)
 	}
-}
-
-// syncBuffer is a log shared with the server's stderr copier.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func names(ts []ToolInfo) []string {
@@ -207,7 +189,7 @@ func TestStreamableHTTPWithHeaders(t *testing.T) {
 	}
 }
 
-func misbehaving(t *testing.T, timeout time.Duration, log *syncBuffer) *Session {
+func misbehaving(t *testing.T, timeout time.Duration, log *testfiles.SyncBuffer) *Session {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -222,7 +204,7 @@ func misbehaving(t *testing.T, timeout time.Duration, log *syncBuffer) *Session 
 }
 
 func TestServerCrashMidCallIsAToolErrorAndRestarts(t *testing.T) {
-	log := &syncBuffer{}
+	log := &testfiles.SyncBuffer{}
 	s := misbehaving(t, 20*time.Second, log)
 	ctx := context.Background()
 	_, err := s.Call(ctx, "crash", `{}`)
@@ -243,7 +225,7 @@ func TestServerCrashMidCallIsAToolErrorAndRestarts(t *testing.T) {
 }
 
 func TestServerThatNeverAnswersTimesOut(t *testing.T) {
-	log := &syncBuffer{}
+	log := &testfiles.SyncBuffer{}
 	s := misbehaving(t, 500*time.Millisecond, log)
 	ctx := context.Background()
 	start := time.Now()

@@ -697,13 +697,7 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string, 
 	case "SessionExecuteCommand":
 		s.sessionExec(w, b, params["sessionId"], body)
 	case "SendInput":
-		s.mu.Lock()
-		ss := b.sessions[params["sessionId"]]
-		var c *command
-		if ss != nil {
-			c = ss.cmds[params["commandId"]]
-		}
-		s.mu.Unlock()
+		c := s.sessionCommand(b, params)
 		if c == nil {
 			writeErr(w, 404, "session or command not found")
 			return
@@ -728,13 +722,7 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string, 
 		}
 		w.WriteHeader(204)
 	case "GetSessionCommand", "GetSessionCommandLogs":
-		s.mu.Lock()
-		ss := b.sessions[params["sessionId"]]
-		var c *command
-		if ss != nil {
-			c = ss.cmds[params["commandId"]]
-		}
-		s.mu.Unlock()
+		c := s.sessionCommand(b, params)
 		if c == nil {
 			writeErr(w, 404, "session or command not found")
 			return
@@ -962,6 +950,17 @@ func (s *Server) execute(w http.ResponseWriter, b *fsb, body []byte) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"exitCode": cmd.ProcessState.ExitCode(), "result": out.String()})
+}
+
+// sessionCommand is the command of a session the path names, nil when
+// either is unknown.
+func (s *Server) sessionCommand(b *fsb, params map[string]string) *command {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := b.sessions[params["sessionId"]]; ss != nil {
+		return ss.cmds[params["commandId"]]
+	}
+	return nil
 }
 
 func (s *Server) sessionExec(w http.ResponseWriter, b *fsb, sid string, body []byte) {

@@ -87,3 +87,24 @@ func sdkVersion(goBin string) (string, error) {
 	}
 	return strings.TrimSpace(string(out)), nil
 }
+
+// ProcessesWithEnv counts this machine's processes whose environment
+// holds entry (KEY=VALUE): a test marks the server it starts with a
+// unique entry and checks that none is left once it is stopped, whatever
+// namespace or sandbox the server ran in.
+func ProcessesWithEnv(entry string) int {
+	n := 0
+	files, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, e := range strings.Split(string(b), "\x00") {
+			if e == entry {
+				n++
+			}
+		}
+	}
+	return n
+}

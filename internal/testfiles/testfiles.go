@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -120,4 +121,23 @@ func LegacyTar(t testing.TB, members ...string) []byte {
 		copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
 	}
 	return b
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer goroutine (a process's
+// output copier) and the test reading it at once.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

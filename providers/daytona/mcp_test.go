@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,34 +72,15 @@ func TestMCPServerInDaytonaSandbox(t *testing.T) {
 	if err != nil || out.Text != "Hi daytona" {
 		t.Fatalf("greet: %q, %v", out.Text, err)
 	}
-	if processesWith(mark) == 0 {
+	if mcptest.ProcessesWithEnv(mark) == 0 {
 		t.Fatal("no server process carries the sandbox's environment")
 	}
 	s.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for processesWith(mark) > 0 {
+	for mcptest.ProcessesWithEnv(mark) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the server still runs after Close")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// processesWith counts this machine's processes whose environment holds
-// entry.
-func processesWith(entry string) int {
-	n := 0
-	files, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, e := range strings.Split(string(b), "\x00") {
-			if e == entry {
-				n++
-			}
-		}
-	}
-	return n
 }

@@ -2,12 +2,8 @@ package local_test
 
 import (
 	"context"
-	"os"
 	"testing"
-	"time"
 
-	"github.com/agentctl/agentctl/engine/mcphost"
-	"github.com/agentctl/agentctl/internal/mcptest"
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -16,29 +12,16 @@ import (
 // in the sandbox (the go-sdk's everything server, greet) with a direct
 // exec of the same work (echo Hi NAME) in the same sandbox:
 //
-//	go test ./providers/local -run '^$' -bench MCPCallVsExec -count 6
+//	go test ./providers/local -run '^$' -bench MCPCallVsExec -count 3
 func BenchmarkMCPCallVsExec(b *testing.B) {
-	bin := mcptest.Server(b, "everything")
 	for _, iso := range isolations {
 		b.Run(iso, func(b *testing.B) {
 			if iso == local.IsolationNamespaces {
 				requireNamespaces(b)
 			}
+			s := everythingIn(b, iso, "MCP_MARK=bench", nil)
 			sb, _ := newSandbox(b, local.Options{Isolation: iso}, sandbox.Spec{})
 			ctx := context.Background()
-			data, err := os.ReadFile(bin)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := sb.WriteFile(ctx, "bin/everything", data, 0o755); err != nil {
-				b.Fatal(err)
-			}
-			ws := &sandbox.Workspace{Sandbox: sb, Address: "sandbox.bench"}
-			s, err := mcphost.Connect(ctx, mcphost.Server{Name: "ev", Command: []string{"bin/everything"}, Workspace: ws, Timeout: time.Minute})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
 			b.Run("mcp", func(b *testing.B) {
 				for b.Loop() {
 					if out, err := s.Call(ctx, "greet", `{"name":"bench"}`); err != nil || out.Text != "Hi bench" {
