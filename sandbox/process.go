@@ -26,7 +26,18 @@ type ProcessRequest struct {
 	Workdir string
 	// Env is added to the sandbox's environment for this process only.
 	Env map[string]string
+	// TTY runs the process on a pseudo-terminal (its controlling
+	// terminal) of Rows x Cols (0: DefaultTTYRows x DefaultTTYCols): its
+	// output, stderr included, comes on Stdout; Stderr is empty.
+	TTY        bool
+	Rows, Cols int
 }
+
+// The default size of a process's terminal.
+const (
+	DefaultTTYRows = 24
+	DefaultTTYCols = 80
+)
 
 // Command is the argv the request runs (see ExecRequest.Command).
 func (r ProcessRequest) Command() ([]string, error) {

@@ -22,6 +22,9 @@ const maxInputChunk = 64 << 10
 // has no way to close a command's stdin, so closing Stdin does not end
 // the process; Kill does.
 func (w *Workspace) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
+	if req.TTY {
+		return nil, &sandbox.UnsupportedError{What: "processes on a terminal (the toolbox's PTY sessions are not used yet)"}
+	}
 	inner, err := w.commandScript(sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
 	if err != nil {
 		return nil, err

@@ -60,6 +60,10 @@ type execSpec struct {
 	stderr  io.Writer
 	timeout time.Duration
 	marker  string
+	// tty runs the exec on a terminal of size; its output comes raw on
+	// stdout.
+	tty  bool
+	size client.ConsoleSize
 }
 
 // Exec runs a command in the container: argv directly, or Shell with
@@ -92,6 +96,12 @@ func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) 
 	return sandbox.StartStreamed(ctx, func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 		sp := sp
 		sp.stdin, sp.stdout, sp.stderr = stdin, stdout, stderr
+		if req.TTY {
+			sp.tty, sp.size = true, client.ConsoleSize{Height: uint(req.Rows), Width: uint(req.Cols)}
+			if req.Rows == 0 || req.Cols == 0 {
+				sp.size = client.ConsoleSize{Height: sandbox.DefaultTTYRows, Width: sandbox.DefaultTTYCols}
+			}
+		}
 		code, _, err := s.execStream(ctx, sp)
 		return code, err
 	}), nil
@@ -145,6 +155,8 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 		Env:          sp.env,
 		WorkingDir:   sp.workdir,
 		Cmd:          sp.argv,
+		TTY:          sp.tty,
+		ConsoleSize:  sp.size,
 	})
 	if err != nil {
 		// The daemon answers Conflict for a container that is stopped,
@@ -154,20 +166,30 @@ func (s *Sandbox) execStream(ctx context.Context, sp execSpec) (int, bool, error
 		}
 		return -1, false, s.wrap(ctx, "exec "+sp.argv[0], err)
 	}
-	att, err := s.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	att, err := s.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: sp.tty, ConsoleSize: sp.size})
 	if err != nil {
 		return -1, false, s.wrap(ctx, "exec "+sp.argv[0], err)
 	}
 	defer att.Close()
 	done := make(chan error, 1)
 	go func() {
+		if sp.tty {
+			// A terminal's output is one raw stream.
+			_, err := io.Copy(sp.stdout, att.Reader)
+			done <- err
+			return
+		}
 		_, err := stdcopy.StdCopy(sp.stdout, sp.stderr, att.Reader)
 		done <- err
 	}()
 	if sp.stdin != nil {
 		go func() {
 			_, _ = io.Copy(att.Conn, sp.stdin)
-			_ = att.CloseWrite()
+			if !sp.tty {
+				// EOF for a pipe; a terminal stays open until the
+				// command ends (closing it early loses its last output).
+				_ = att.CloseWrite()
+			}
 		}()
 	}
 	var timer <-chan time.Time

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/mcphost"
 	"github.com/agentctl/agentctl/internal/mcptest"
+	"github.com/agentctl/agentctl/internal/ttytest"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -47,4 +48,14 @@ func TestMCPServerInContainer(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestStartProcessOnATerminal drives busybox sh on an exec's terminal.
+func TestStartProcessOnATerminal(t *testing.T) {
+	sb := newSandbox(t, testSpec(t))
+	p, err := sb.StartProcess(context.Background(), sandbox.ProcessRequest{Argv: []string{"sh", "-i"}, TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttytest.DriveShell(t, p)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/creack/pty"
 	"io"
 	"net"
 	"os"
@@ -350,52 +351,51 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 		return failed, false, fmt.Errorf("%w (%v)", errInitGone, err)
 	}
 
-	// The command's descriptors: stdin (/dev/null or a pipe we feed),
-	// stdout and stderr pipes we drain.
-	var stdinR *os.File
-	var stdinW *os.File
-	if run.stdin == nil {
-		if stdinR, err = os.Open(os.DevNull); err != nil {
-			return failed, false, err
+	// The command's descriptors, what to close once they are sent, and
+	// the host ends to drain and feed.
+	stdio, sent, drains, feed, err := commandStdio(run, stdout, stderr)
+	if err != nil {
+		return failed, false, err
+	}
+	body, err := json.Marshal(execRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty})
+	if err != nil {
+		closeFiles(sent...)
+		closeFiles(feed.w)
+		for _, d := range drains {
+			closeFiles(d.r)
 		}
-	} else if stdinR, stdinW, err = os.Pipe(); err != nil {
-		return failed, false, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeFiles(stdinR, stdinW)
-		return failed, false, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeFiles(stdinR, stdinW, outR, outW)
-		return failed, false, err
-	}
-	body, err := json.Marshal(execRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir)})
-	if err != nil {
-		closeFiles(stdinR, stdinW, outR, outW, errR, errW)
 		return failed, false, err
 	}
 	var hdr [8]byte
 	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
-	_, _, err = conn.WriteMsgUnix(hdr[:], unix.UnixRights(int(stdinR.Fd()), int(outW.Fd()), int(errW.Fd())), nil)
+	_, _, err = conn.WriteMsgUnix(hdr[:], unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())), nil)
 	if err == nil {
 		_, err = conn.Write(body)
 	}
-	closeFiles(stdinR, outW, errW)
+	closeFiles(sent...)
 	if err != nil {
-		closeFiles(stdinW, outR, errR)
+		closeFiles(feed.w)
+		for _, d := range drains {
+			closeFiles(d.r)
+		}
 		return failed, false, fmt.Errorf("%w (%v)", errInitGone, err)
 	}
-	if stdinW != nil {
+	if feed.w != nil {
 		go func() {
-			io.Copy(stdinW, run.stdin)
-			stdinW.Close()
+			io.Copy(feed.w, run.stdin)
+			if !run.tty {
+				// EOF for a pipe; a terminal stays open until the command ends.
+				feed.w.Close()
+			}
 		}()
 	}
-	drained := make(chan struct{}, 2)
-	go func() { io.Copy(stdout, outR); drained <- struct{}{} }()
-	go func() { io.Copy(stderr, errR); drained <- struct{}{} }()
+	drained := make(chan struct{}, len(drains))
+	for _, d := range drains {
+		go func() {
+			io.Copy(d.w, d.r)
+			drained <- struct{}{}
+		}()
+	}
 
 	answer := make(chan []byte, 1)
 	go func() {
@@ -419,17 +419,23 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	}
 	// Everything holding the pipes is dead now; drain what is left.
 	grace := time.NewTimer(ioGrace)
-	for range 2 {
+	for range drains {
 		select {
 		case <-drained:
 		case <-grace.C:
-			outR.Close()
-			errR.Close()
+			for _, d := range drains {
+				d.r.Close()
+			}
 			<-drained
 		}
 	}
 	grace.Stop()
-	closeFiles(outR, errR)
+	for _, d := range drains {
+		closeFiles(d.r)
+	}
+	if run.tty {
+		closeFiles(feed.w)
+	}
 
 	started := len(msg) > 0 && msg[0] == startedByte
 	if started {
@@ -458,6 +464,63 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 		}
 	}
 	return st, false, nil
+}
+
+// drain copies what a command writes to a host end.
+type drain struct {
+	r *os.File
+	w io.Writer
+}
+
+// feeder is the host end the command's stdin is fed through (nil w: the
+// command reads /dev/null).
+type feeder struct{ w *os.File }
+
+// commandStdio makes the command's descriptors: with a terminal, the
+// terminal's side of a new pseudo-terminal on all three, its output and
+// input through the host side; otherwise stdin /dev/null or a pipe we
+// feed, and stdout and stderr pipes we drain. sent are the descriptors
+// to close once passed to the init.
+func commandStdio(run *execRun, stdout, stderr io.Writer) (fds [3]*os.File, sent []*os.File, drains []drain, feed feeder, err error) {
+	if run.tty {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return fds, nil, nil, feed, fmt.Errorf("opening a pseudo-terminal: %w", err)
+		}
+		rows, cols := run.rows, run.cols
+		if rows == 0 || cols == 0 {
+			rows, cols = sandbox.DefaultTTYRows, sandbox.DefaultTTYCols
+		}
+		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)}); err != nil {
+			closeFiles(ptmx, tty)
+			return fds, nil, nil, feed, fmt.Errorf("sizing the pseudo-terminal: %w", err)
+		}
+		var in *os.File
+		if run.stdin != nil {
+			in = ptmx
+		}
+		return [3]*os.File{tty, tty, tty}, []*os.File{tty}, []drain{{r: ptmx, w: stdout}}, feeder{w: in}, nil
+	}
+	var stdinR, stdinW *os.File
+	if run.stdin == nil {
+		if stdinR, err = os.Open(os.DevNull); err != nil {
+			return fds, nil, nil, feed, err
+		}
+	} else if stdinR, stdinW, err = os.Pipe(); err != nil {
+		return fds, nil, nil, feed, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeFiles(stdinR, stdinW)
+		return fds, nil, nil, feed, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeFiles(stdinR, stdinW, outR, outW)
+		return fds, nil, nil, feed, err
+	}
+	return [3]*os.File{stdinR, outW, errW}, []*os.File{stdinR, outW, errW},
+		[]drain{{r: outR, w: stdout}, {r: errR, w: stderr}}, feeder{w: stdinW}, nil
 }
 
 func closeFiles(fs ...*os.File) {

@@ -39,6 +39,9 @@ type execRun struct {
 	stdin       io.Reader
 	timeout     time.Duration
 	outputLimit int
+	// tty runs the command on a pseudo-terminal of rows x cols.
+	tty        bool
+	rows, cols int
 }
 
 // Exec runs one command: argv, or Shell through /bin/sh -c.
@@ -77,10 +80,12 @@ func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) 
 			res, err := hostfs.RunProcess(ctx, hostfs.ProcessSpec{
 				Argv: run.argv, Path: prog, Dir: dir, Env: run.env, Stdin: stdin, Stdout: stdout, Stderr: stderr,
 				SysProcAttr: groupSysProcAttr(), KillGroupOnExit: true,
+				TTY: req.TTY, Rows: req.Rows, Cols: req.Cols,
 			})
 			return res.ExitCode, err
 		}), nil
 	}
+	run.tty, run.rows, run.cols = req.TTY, req.Rows, req.Cols
 	return s.startNamespaced(ctx, run)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/agentctl/agentctl/engine/mcphost"
 	"github.com/agentctl/agentctl/internal/mcptest"
 	"github.com/agentctl/agentctl/internal/testfiles"
+	"github.com/agentctl/agentctl/internal/ttytest"
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -67,5 +68,18 @@ func TestMCPServerInSandbox(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	})
+}
+
+// TestStartProcessOnATerminal drives an interactive shell on the
+// sandbox's pseudo-terminal.
+func TestStartProcessOnATerminal(t *testing.T) {
+	forEachIsolation(t, func(t *testing.T, iso string) {
+		sb, _ := newSandbox(t, local.Options{Isolation: iso}, sandbox.Spec{})
+		p, err := sb.StartProcess(context.Background(), sandbox.ProcessRequest{Argv: []string{"sh", "-i"}, TTY: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttytest.DriveShell(t, p)
 	})
 }

@@ -620,6 +620,9 @@ type execRequest struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"` // absolute, inside the sandbox
+	// TTY says stdio is a terminal, which becomes the command's
+	// controlling terminal.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // execStatus is the init's answer once the command's namespace is gone.
@@ -734,7 +737,7 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 		reply(execStatus{Code: notFoundCode(err)})
 		return
 	}
-	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, cfg.PIDs, capLast)
+	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, req.TTY, cfg.PIDs, capLast)
 	if err != nil {
 		reply(execStatus{Error: "starting the command: " + err.Error()})
 		return

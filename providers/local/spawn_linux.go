@@ -41,6 +41,7 @@ const (
 	stepChdir
 	stepSignals
 	stepExec
+	stepCtty
 )
 
 var stepNames = map[uint32]string{
@@ -48,6 +49,7 @@ var stepNames = map[uint32]string{
 	stepSetsid: "creating a session", stepRlimit: "limiting processes", stepKeyring: "joining a new session keyring",
 	stepCaps: "dropping capabilities", stepChdir: "changing to the working directory",
 	stepSignals: "resetting signal handlers", stepExec: "executing the program",
+	stepCtty: "taking the terminal as the controlling terminal",
 }
 
 // spawnArgs is everything the child needs, prepared before the clone.
@@ -58,6 +60,7 @@ type spawnArgs struct {
 	procType, procTarget  uintptr // "proc", "/proc"
 	stdio                 [3]uintptr
 	errFD                 uintptr // write end of the error pipe
+	tty                   uintptr // 1: make stdin the controlling terminal
 	nproc                 [2]uint64
 	capLast               uintptr
 	capHdr                unix.CapUserHeader
@@ -82,8 +85,11 @@ var spawnMu sync.Mutex
 //
 // release must be called once the pid has been reaped: the child may use
 // memory of this process until then.
-func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, nproc int64, capLast int) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
+func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, tty bool, nproc int64, capLast int) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
 	a := &spawnArgs{capLast: uintptr(capLast), blockAll: ^uint64(0)}
+	if tty {
+		a.tty = 1
+	}
 	bs := func(s string) uintptr {
 		b, err2 := syscall.BytePtrFromString(s)
 		if err2 != nil {
@@ -259,6 +265,12 @@ func nsInit(a *spawnArgs) {
 func runProgram(a *spawnArgs) {
 	if _, e := raw(unix.SYS_SETSID, 0, 0, 0, 0, 0); e != 0 {
 		fail(a, 3, stepSetsid, e)
+	}
+	if a.tty != 0 {
+		// The new session's controlling terminal: its stdin.
+		if _, e := raw(unix.SYS_IOCTL, 0, unix.TIOCSCTTY, 0, 0, 0); e != 0 {
+			fail(a, 3, stepCtty, e)
+		}
 	}
 	if _, e := raw(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&a.nproc[0])), 0, 0); e != 0 {
 		fail(a, 3, stepRlimit, e)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/creack/pty"
 	"io"
 	"io/fs"
 	"maps"
@@ -145,8 +146,13 @@ type ProcessSpec struct {
 	// Stdout and Stderr, when set, receive the output as it comes instead
 	// of the head+tail capture (the result then holds no output).
 	Stdout, Stderr io.Writer
-	Timeout        time.Duration
-	OutputLimit    int
+	// TTY runs the process in a new session on a pseudo-terminal of Rows
+	// x Cols, its controlling terminal: Stdin feeds it, Stdout receives
+	// everything the process writes (Stderr is unused).
+	TTY         bool
+	Rows, Cols  int
+	Timeout     time.Duration
+	OutputLimit int
 	// SysProcAttr, when set, is used instead of a plain new process group;
 	// Setpgid is forced on so the group can be killed.
 	SysProcAttr *syscall.SysProcAttr
@@ -198,7 +204,17 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (sandbox.ExecResult, error)
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}
 	}
-	attr.Setpgid = true
+	if ps.TTY {
+		// A session leader's group id is its pid too.
+		attr.Setsid, attr.Setctty, attr.Ctty, attr.Setpgid = true, true, 0, false
+		closeTTY, err := attachTTY(cmd, ps)
+		if err != nil {
+			return sandbox.ExecResult{}, err
+		}
+		defer closeTTY()
+	} else {
+		attr.Setpgid = true
+	}
 	cmd.SysProcAttr = attr
 	cmd.Cancel = func() error {
 		// The group id is the child's pid (Setpgid with Pgid 0).
@@ -240,4 +256,44 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (sandbox.ExecResult, error)
 		return res, fmt.Errorf("exec %s: %w", ps.Argv[0], err)
 	}
 	return res, nil
+}
+
+// attachTTY gives cmd a new pseudo-terminal on its stdio: ps.Stdin is
+// copied to it and its output to ps.Stdout. close waits for the output
+// and releases the terminal once the command has been waited for.
+func attachTTY(cmd *exec.Cmd, ps ProcessSpec) (closeTTY func(), err error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
+	}
+	rows, cols := ps.Rows, ps.Cols
+	if rows == 0 || cols == 0 {
+		rows, cols = sandbox.DefaultTTYRows, sandbox.DefaultTTYCols
+	}
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)}); err != nil {
+		ptmx.Close()
+		tty.Close()
+		return nil, fmt.Errorf("sizing the pseudo-terminal: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	out := ps.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	drained := make(chan struct{})
+	go func() {
+		io.Copy(out, ptmx) // ends with EIO once every holder of the terminal is gone
+		close(drained)
+	}()
+	if ps.Stdin != nil {
+		go io.Copy(ptmx, ps.Stdin)
+	}
+	return func() {
+		tty.Close()
+		select {
+		case <-drained:
+		case <-time.After(2 * time.Second):
+		}
+		ptmx.Close()
+	}, nil
 }
