@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/graph"
 	"github.com/agentctl/agentctl/internal/vcs"
 	"github.com/agentctl/agentctl/providers/registry"
@@ -621,7 +622,17 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	if err != nil {
 		return err
 	}
-	agents, err := e.buildAgents(ctx, ri, workspaces)
+	// The run's interactive sessions end with it; a resumed run starts
+	// with none, numbering after the ids its earlier attempt used.
+	var outputs []string
+	for _, s := range history {
+		if s.Kind == agentloop.StepTool && s.Result != nil {
+			outputs = append(outputs, s.Result.Output)
+		}
+	}
+	sessions := tools.NewSessions(tools.SessionIDsUsed(outputs))
+	defer sessions.Close()
+	agents, err := e.buildAgents(ctx, ri, workspaces, sessions)
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
@@ -703,8 +714,9 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	res, runErr := runner.Run(ctx, ri.Agent, input, history)
 	events.Flush()
 	stop()
-	// The servers stop before the sandboxes are snapshotted.
+	// The servers and sessions stop before the sandboxes are snapshotted.
 	mcps.close()
+	sessions.Close()
 	status := RunCompleted
 	errText := ""
 	switch {

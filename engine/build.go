@@ -60,7 +60,10 @@ func (e *Engine) sandboxSpec(sb *config.SandboxInstance, lineage string) sandbox
 
 // buildAgents resolves the run's agent closure into runtime agents, each
 // with its tools bound to its own workspace.
-func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace) (map[string]*agentloop.Agent, error) {
+//
+// sessions are the run's interactive sessions, which its shell tools
+// start and write_stdin drives; nil runs every command to completion.
+func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace, sessions *tools.Sessions) (map[string]*agentloop.Agent, error) {
 	agents := map[string]*agentloop.Agent{}
 	for _, name := range e.Config.AgentClosure(ri.Agent) {
 		a := e.Config.Agents[name]
@@ -115,7 +118,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 				capInstr = append(capInstr, instr)
 				continue
 			}
-			ts, instr, err := capabilityTools(ws, c, manifestRoot(e.Config, e.Config.SandboxInstances[sb]))
+			ts, instr, err := capabilityTools(ws, c, manifestRoot(e.Config, e.Config.SandboxInstances[sb]), sessions)
 			if err != nil {
 				return nil, fmt.Errorf("agent %q: %s: %w", name, addr, err)
 			}
@@ -158,6 +161,12 @@ func addApprovals(ra *agentloop.Agent, c *config.Capability, ts []tools.Tool) {
 	for _, t := range ts {
 		name := t.Definition().Name
 		switch {
+		case c.Shell != nil && name == "write_stdin":
+			// Input goes to a session whose command was approved when it
+			// started; only a policy of true guards every write.
+			if v, constant := c.Shell.NeedsApproval.Constant(); constant && v {
+				setApproval(ra, name, c.Shell.NeedsApproval)
+			}
 		case c.Shell != nil:
 			setApproval(ra, name, c.Shell.NeedsApproval)
 		case c.Filesystem != nil && name == "apply_patch":
@@ -205,10 +214,14 @@ func modelSettings(s config.AgentSettings) model.Settings {
 
 // capabilityTools returns the tools and instructions one capability gives
 // an agent.
-func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string) ([]tools.Tool, string, error) {
+func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string, sessions *tools.Sessions) ([]tools.Tool, string, error) {
 	switch {
 	case c.Shell != nil:
-		return []tools.Tool{tools.NewExecCommand(ws, tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens, Root: root})}, tools.ShellInstructions, nil
+		opts := tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens, Root: root}
+		if sessions == nil || !tools.Interactive(ws) {
+			return []tools.Tool{tools.NewExecCommand(ws, opts, nil)}, tools.ShellInstructions, nil
+		}
+		return []tools.Tool{tools.NewExecCommand(ws, opts, sessions), tools.NewWriteStdin(sessions, opts)}, tools.ShellInstructionsInteractive, nil
 	case c.Filesystem != nil:
 		fo := tools.FilesystemOptions{Root: root, MaxImageBytes: c.Filesystem.MaxImageBytes}
 		return []tools.Tool{tools.NewApplyPatch(ws, fo), tools.NewViewImage(ws, fo)}, tools.FilesystemInstructions, nil

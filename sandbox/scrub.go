@@ -247,9 +247,10 @@ func (s *Scrubber) Bytes(b []byte) []byte {
 	return append(out, b[prev:]...)
 }
 
-// Stream scrubs text that arrives in pieces (streamed model text), where
-// a value may be split across pieces: it holds back the tail that could
-// still be the start of a match.
+// Stream scrubs text that arrives in pieces (streamed model text, a
+// session's output), where a value may be split across pieces: it holds
+// back only the tail that could still be the start of a match, so text
+// that cannot be is passed on at once.
 type Stream struct {
 	s   *Scrubber
 	buf string
@@ -265,11 +266,11 @@ func (st *Stream) Write(piece string) string {
 		return piece
 	}
 	st.buf += piece
-	cut := len(st.buf) - (st.s.maxLen - 1)
+	cut := len(st.buf) - st.s.pendingPrefix(st.buf)
 	if cut <= 0 {
 		return ""
 	}
-	for cut > 0 && !utf8.RuneStart(st.buf[cut]) {
+	for cut > 0 && cut < len(st.buf) && !utf8.RuneStart(st.buf[cut]) {
 		cut--
 	}
 	// A match that crosses the cut is wholly in the buffer already (no
@@ -331,15 +332,22 @@ func (s *Scrubber) MaskCutEnd(text string) string {
 	if !s.Active() || len(text) < MinSensitiveLen {
 		return text
 	}
+	k := s.pendingPrefix(text)
+	if k < MinSensitiveLen {
+		return text
+	}
+	return text[:len(text)-k] + Redacted
+}
+
+// pendingPrefix is the length of the longest suffix of text that begins
+// a pattern (and may be completed by what follows).
+func (s *Scrubber) pendingPrefix(text string) int {
 	tail := asciiLower(text[max(0, len(text)-(s.maxLen-1)):])
 	k := 0
 	for _, p := range s.lower {
 		k = max(k, overlap(tail, p))
 	}
-	if k < MinSensitiveLen {
-		return text
-	}
-	return text[:len(text)-k] + Redacted
+	return k
 }
 
 // MaskCutStart is MaskCutEnd for the start of text that follows a cut: a

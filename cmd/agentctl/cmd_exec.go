@@ -166,7 +166,7 @@ func (m *meta) findTool(ws *sandbox.Workspace, root, name string, args arguments
 	fo := tools.FilesystemOptions{Root: root}
 	switch name {
 	case "exec_command":
-		return tools.NewExecCommand(ws, tools.ExecOptions{Root: root}), nil
+		return tools.NewExecCommand(ws, tools.ExecOptions{Root: root}, nil), nil
 	case "apply_patch":
 		return tools.NewApplyPatch(ws, fo), nil
 	case "view_image":

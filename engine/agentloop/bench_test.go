@@ -52,7 +52,7 @@ func turnRun(tb testing.TB, turns int, journalDir string) (perTurn []time.Durati
 		tb.Fatal(err)
 	}
 	ws := &sandbox.Workspace{Sandbox: hd}
-	exec := &timedTool{Tool: tools.NewExecCommand(ws, tools.ExecOptions{Root: hd.Path()})}
+	exec := &timedTool{Tool: tools.NewExecCommand(ws, tools.ExecOptions{Root: hd.Path()}, nil)}
 	j, err := state.OpenJournal(filepath.Join(journalDir, fmt.Sprintf("bench-%d.jsonl", turns)))
 	if err != nil {
 		tb.Fatal(err)

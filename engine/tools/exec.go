@@ -34,16 +34,31 @@ type ExecOptions struct {
 
 // ExecCommand is the exec_command tool of the shell capability.
 type ExecCommand struct {
-	ws   *sandbox.Workspace
-	opts ExecOptions
+	ws       *sandbox.Workspace
+	opts     ExecOptions
+	sessions *Sessions
 }
 
+// DefaultExecYield is exec_command's yield_time_ms default for a command
+// on a terminal (the SDK's 10 s).
+const DefaultExecYield = 10 * time.Second
+
 // NewExecCommand returns the exec_command tool running commands in ws.
-func NewExecCommand(ws *sandbox.Workspace, opts ExecOptions) *ExecCommand {
+// With sessions (a run's), a command started with tty, or one still
+// running after an explicit yield_time_ms, goes on as a session that
+// write_stdin drives; without, every command runs to completion.
+func NewExecCommand(ws *sandbox.Workspace, opts ExecOptions, sessions *Sessions) *ExecCommand {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultExecTimeout
 	}
-	return &ExecCommand{ws: ws, opts: opts}
+	return &ExecCommand{ws: ws, opts: opts, sessions: sessions}
+}
+
+// Interactive reports whether commands in ws can run as sessions (the
+// sandbox starts attached processes).
+func Interactive(ws *sandbox.Workspace) bool {
+	_, ok := ws.Sandbox.(sandbox.ProcessStarter)
+	return ok
 }
 
 const execCommandDescription = "Runs a command in a PTY, returning output or a session ID for ongoing interaction."
@@ -123,9 +138,18 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 	} else {
 		req.Shell = *a.Cmd
 	}
-	maxTokens := t.opts.MaxOutputTokens
-	if a.MaxOutputTokens != nil && (maxTokens <= 0 || *a.MaxOutputTokens < maxTokens) {
-		maxTokens = *a.MaxOutputTokens
+	maxTokens := maxTokens(t.opts.MaxOutputTokens, a.MaxOutputTokens)
+
+	tty := a.TTY != nil && *a.TTY
+	var notices []string
+	if t.sessions != nil && Interactive(t.ws) && (tty || a.YieldTimeMS != nil) {
+		out, err := t.startSession(ctx, req, tty, a.YieldTimeMS, maxTokens)
+		if _, unsupported := errors.AsType[*sandbox.UnsupportedError](err); !unsupported {
+			return out, err
+		}
+		// This sandbox has no terminals: run the command once instead.
+		notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
+		tty = false
 	}
 
 	start := time.Now()
@@ -142,8 +166,7 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		}
 		return Output{}, scrubErr(t.ws, fmt.Errorf("exec_command: running %q in the sandbox: %w", *a.Cmd, err))
 	}
-	var notices []string
-	if a.TTY != nil && *a.TTY {
+	if tty {
 		notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
 	}
 	if res.TimedOut {
@@ -151,6 +174,38 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 	}
 	res.Wall = wall
 	return Output{Text: FormatExecOutput(res, maxTokens, notices...)}, nil
+}
+
+// startSession runs a command as a session: on a terminal when tty, and
+// waits up to yield (DefaultExecYield when not given) for it to end. A
+// command still running then is left running as a session whose id the
+// result gives; the capability's timeout still bounds its whole life.
+func (t *ExecCommand) startSession(ctx context.Context, req sandbox.ExecRequest, tty bool, yieldMS *int64, maxTokens int) (Output, error) {
+	yield := DefaultExecYield
+	if yieldMS != nil {
+		yield = time.Duration(*yieldMS) * time.Millisecond
+	}
+	start := time.Now()
+	ss, err := t.sessions.start(ctx, t.ws, sandbox.ProcessRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, TTY: tty}, t.opts.Timeout)
+	if err != nil {
+		if _, ok := errors.AsType[*sandbox.UnsupportedError](err); ok {
+			return Output{}, err
+		}
+		if ctx.Err() != nil {
+			return Output{}, fmt.Errorf("exec_command: cancelled: %w", ctx.Err())
+		}
+		return Output{}, scrubErr(t.ws, fmt.Errorf("exec_command: starting the command in the sandbox: %w", err))
+	}
+	c := ss.collect(ctx, yield)
+	if ctx.Err() != nil {
+		t.sessions.remove(ss.id)
+		ss.kill()
+		return Output{}, fmt.Errorf("exec_command: cancelled: %w", ctx.Err())
+	}
+	if c.exited {
+		t.sessions.remove(ss.id)
+	}
+	return Output{Text: c.format(ss.id, time.Since(start), t.opts.Timeout, maxTokens)}, nil
 }
 
 // checkDir checks p lexically and then that it is a directory in ws.

@@ -31,7 +31,7 @@ func execOutput(t *testing.T, text string) (header []string, output string) {
 
 func callExec(t *testing.T, ws *sandbox.Workspace, opts ExecOptions, args string) (Output, error) {
 	t.Helper()
-	return NewExecCommand(ws, opts).Call(context.Background(), args)
+	return NewExecCommand(ws, opts, nil).Call(context.Background(), args)
 }
 
 func TestExecCommandOutput(t *testing.T) {
@@ -225,7 +225,7 @@ func TestExecCommandCancelled(t *testing.T) {
 	ws, _ := newHostWorkspace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
-	_, err := NewExecCommand(ws, ExecOptions{}).Call(ctx, `{"cmd": "sleep 30"}`)
+	_, err := NewExecCommand(ws, ExecOptions{}, nil).Call(ctx, `{"cmd": "sleep 30"}`)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}

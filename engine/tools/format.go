@@ -180,29 +180,15 @@ func TimeoutNotice(timeout time.Duration) string {
 // notices are lines put before the output, in order (for a timeout,
 // TimeoutNotice).
 func FormatExecOutput(res sandbox.ExecResult, maxOutputTokens int, notices ...string) string {
-	out, original := TruncateTokens(ExecOutputText(res), maxOutputTokens)
-	if res.Truncated && original == 0 {
-		original = ApproxTokens(int(res.OriginalStdout + res.OriginalStderr))
+	f := formatChunk{output: ExecOutputText(res), wall: res.Wall, maxTokens: maxOutputTokens, notices: notices}
+	if res.Truncated {
+		f.original = ApproxTokens(int(res.OriginalStdout + res.OriginalStderr))
 	}
-	for i := len(notices) - 1; i >= 0; i-- {
-		if out == "" {
-			out = notices[i]
-		} else {
-			out = notices[i] + "\n" + out
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Chunk ID: %s\n", chunkID())
-	fmt.Fprintf(&b, "Wall time: %.4f seconds\n", res.Wall.Seconds())
 	if !res.TimedOut {
-		fmt.Fprintf(&b, "Process exited with code %d\n", res.ExitCode)
+		code := res.ExitCode
+		f.exitCode = &code
 	}
-	if original > 0 {
-		fmt.Fprintf(&b, "Original token count: %d\n", original)
-	}
-	b.WriteString("Output:\n")
-	b.WriteString(out)
-	return b.String()
+	return f.String()
 }
 
 func chunkID() string {

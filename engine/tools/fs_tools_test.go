@@ -226,7 +226,7 @@ func TestHandoffAndAgentToolDefinitions(t *testing.T) {
 
 func TestToolDefinitions(t *testing.T) {
 	ws, _ := newHostWorkspace(t)
-	for _, tool := range []Tool{NewExecCommand(ws, ExecOptions{}), NewApplyPatch(ws, FilesystemOptions{}), NewViewImage(ws, FilesystemOptions{})} {
+	for _, tool := range []Tool{NewExecCommand(ws, ExecOptions{}, nil), NewApplyPatch(ws, FilesystemOptions{}), NewViewImage(ws, FilesystemOptions{})} {
 		d := tool.Definition()
 		var m map[string]any
 		if err := json.Unmarshal(d.Parameters, &m); err != nil || m["type"] != "object" {
@@ -236,7 +236,7 @@ func TestToolDefinitions(t *testing.T) {
 			t.Errorf("%s: no description", d.Name)
 		}
 	}
-	names := []string{NewExecCommand(ws, ExecOptions{}).Definition().Name, NewApplyPatch(ws, FilesystemOptions{}).Definition().Name, NewViewImage(ws, FilesystemOptions{}).Definition().Name}
+	names := []string{NewExecCommand(ws, ExecOptions{}, nil).Definition().Name, NewApplyPatch(ws, FilesystemOptions{}).Definition().Name, NewViewImage(ws, FilesystemOptions{}).Definition().Name}
 	if strings.Join(names, ",") != "exec_command,apply_patch,view_image" {
 		t.Errorf("names %v", names)
 	}
@@ -304,7 +304,7 @@ func (errSandbox) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult
 
 func TestExecTransportFailureIsToolError(t *testing.T) {
 	ws := &sandbox.Workspace{Sandbox: errSandbox{newHostSandbox(t, t.TempDir())}}
-	_, err := NewExecCommand(ws, ExecOptions{}).Call(context.Background(), `{"cmd": "true"}`)
+	_, err := NewExecCommand(ws, ExecOptions{}, nil).Call(context.Background(), `{"cmd": "true"}`)
 	if err == nil || !strings.Contains(err.Error(), "connection reset by daemon") {
 		t.Errorf("error %v", err)
 	}

@@ -19,6 +19,14 @@ const ShellInstructions = "When using the shell:\n" +
 	"- Prefer `rg` and `rg --files` for text/file discovery when available.\n" +
 	"- Avoid using Python scripts just to print large file chunks."
 
+// ShellInstructionsInteractive is the shell capability's instruction
+// fragment where commands can run as sessions (the SDK's text).
+const ShellInstructionsInteractive = "When using the shell:\n" +
+	"- Use `exec_command` for shell execution.\n" +
+	"- Use `write_stdin` to send input to, or poll, a session `exec_command` left running (pass `tty=true` to drive an interactive program).\n" +
+	"- Prefer `rg` and `rg --files` for text/file discovery when available.\n" +
+	"- Avoid using Python scripts just to print large file chunks."
+
 // FilesystemInstructions is the filesystem capability's instruction
 // fragment. As in the Agents SDK it is empty: the apply_patch and
 // view_image descriptions carry what the model needs, and the workspace

@@ -36,11 +36,11 @@ func newNamedWorkspace(t *testing.T) (*sandbox.Workspace, string) {
 func TestToolFailuresOfARunningSandbox(t *testing.T) {
 	ws, _ := newNamedWorkspace(t)
 	ctx := context.Background()
-	out, err := NewExecCommand(ws, ExecOptions{}).Call(ctx, `{"cmd": "echo no >&2; exit 3"}`)
+	out, err := NewExecCommand(ws, ExecOptions{}, nil).Call(ctx, `{"cmd": "echo no >&2; exit 3"}`)
 	if err != nil || !strings.Contains(out.Text, "exited with code 3") {
 		t.Fatalf("non-zero exit: %q %v", out.Text, err)
 	}
-	out, err = NewExecCommand(ws, ExecOptions{}).Call(ctx, `{"cmd": "kill -9 $$"}`)
+	out, err = NewExecCommand(ws, ExecOptions{}, nil).Call(ctx, `{"cmd": "kill -9 $$"}`)
 	if err != nil {
 		t.Fatalf("a command that killed itself: %v", err)
 	}
@@ -48,7 +48,7 @@ func TestToolFailuresOfARunningSandbox(t *testing.T) {
 		tool Tool
 		args string
 	}{
-		{NewExecCommand(ws, ExecOptions{}), `{"cmd": "true", "workdir": "nope"}`},
+		{NewExecCommand(ws, ExecOptions{}, nil), `{"cmd": "true", "workdir": "nope"}`},
 		{NewApplyPatch(ws, FilesystemOptions{}), "*** Begin Patch\n*** Update File: missing.txt\n@@\n-a\n+b\n*** End Patch\n"},
 		{NewViewImage(ws, FilesystemOptions{}), `{"path": "missing.png"}`},
 	} {
@@ -70,15 +70,15 @@ func TestToolsReportAVanishedSandbox(t *testing.T) {
 	}
 	// The command removes the whole workspace and then dies of a signal,
 	// as commands do when their container is stopped.
-	_, err := NewExecCommand(ws, ExecOptions{}).Call(ctx, `{"cmd": "rm -rf \"$PWD\"; kill -9 $$"}`)
+	_, err := NewExecCommand(ws, ExecOptions{}, nil).Call(ctx, `{"cmd": "rm -rf \"$PWD\"; kill -9 $$"}`)
 	checkVanished(t, "exec_command killed as the sandbox vanished", err)
 
 	for _, c := range []struct {
 		tool Tool
 		args string
 	}{
-		{NewExecCommand(ws, ExecOptions{}), `{"cmd": "true"}`},
-		{NewExecCommand(ws, ExecOptions{}), `{"cmd": "true", "workdir": "sub"}`},
+		{NewExecCommand(ws, ExecOptions{}, nil), `{"cmd": "true"}`},
+		{NewExecCommand(ws, ExecOptions{}, nil), `{"cmd": "true", "workdir": "sub"}`},
 		{NewApplyPatch(ws, FilesystemOptions{}), "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** End Patch\n"},
 		{NewApplyPatch(ws, FilesystemOptions{}), "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch\n"},
 		{NewViewImage(ws, FilesystemOptions{}), `{"path": "a.png"}`},
