@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/engine/mcphost"
+	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/mcptest"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -82,5 +83,37 @@ func TestMCPServerInDaytonaSandbox(t *testing.T) {
 			t.Fatal("the server still runs after Close")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSessionsOnDaytona: a long command yields a session that polling
+// carries to completion; tty falls back to a one-shot exec, saying so.
+func TestSessionsOnDaytona(t *testing.T) {
+	e := newEnv(t)
+	w := e.create(t)
+	ctx := context.Background()
+	ws := &sandbox.Workspace{Sandbox: w, Address: "sandbox.d"}
+	sessions := tools.NewSessions(0)
+	defer sessions.Close()
+	exec := tools.NewExecCommand(ws, tools.ExecOptions{}, sessions)
+	write := tools.NewWriteStdin(sessions, tools.ExecOptions{})
+	out, err := exec.Call(ctx, `{"cmd": "echo begun; sleep 0.5; echo ended", "yield_time_ms": 50}`)
+	if err != nil || !strings.Contains(out.Text, "Process running with session ID 1") {
+		t.Fatalf("the long command: %q, %v", out.Text, err)
+	}
+	text := out.Text
+	for i := 0; !strings.Contains(text, "Process exited with code 0") && i < 100; i++ {
+		o, err := write.Call(ctx, `{"session_id": 1, "yield_time_ms": 200}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text += o.Text
+	}
+	if !strings.Contains(text, "begun") || !strings.Contains(text, "ended") || !strings.Contains(text, "Process exited with code 0") {
+		t.Fatalf("polling:\n%s", text)
+	}
+	out, err = exec.Call(ctx, `{"cmd": "echo hi", "tty": true}`)
+	if err != nil || !strings.Contains(out.Text, "A TTY is not available in this sandbox") || !strings.Contains(out.Text, "hi") {
+		t.Fatalf("tty on Daytona: %q, %v", out.Text, err)
 	}
 }
