@@ -21,7 +21,7 @@ const execOutputLimit = 64 << 20
 func execCommand() *command {
 	return &command{
 		Name:       "exec",
-		ShortUsage: "agentctl exec [options] ADDR -- CMD [ARG...]",
+		ShortUsage: "agentctl exec [options] [-it] ADDR -- CMD [ARG...]",
 		ShortHelp:  "Run a command in a managed sandbox, like docker exec.",
 		LongHelp: "  Runs CMD in the sandbox's workspace with the manifest's environment and\n" +
 			"  exits with the command's exit code. A stopped sandbox is started for the\n" +
@@ -30,7 +30,9 @@ func execCommand() *command {
 			"  holder, or waits with -lock-timeout. Like docker exec, the command's\n" +
 			"  standard output and error are passed through byte for byte, escape\n" +
 			"  sequences included: pipe them to a file or through cat -v to inspect\n" +
-			"  output you do not trust.",
+			"  output you do not trust. -it runs the command on a terminal with your\n" +
+			"  keyboard attached (agentctl exec -it sandbox.NAME -- sh), -i alone keeps\n" +
+			"  standard input attached without a terminal.",
 		Run: leaf(arguments.ParseExec, (*meta).exec),
 	}
 }
@@ -49,6 +51,16 @@ func (m *meta) exec(ctx context.Context, args *arguments.Exec) error {
 		return err
 	}
 	defer m.restore(restore)
+	if args.Interactive || args.TTY {
+		code, err := m.execAttached(ctx, ws, args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", args.Address, err)
+		}
+		if code != 0 {
+			return exitCode(code)
+		}
+		return nil
+	}
 	res, err := ws.Exec(ctx, sandbox.ExecRequest{Argv: args.Argv, Stdin: stdinIfPiped(), OutputLimit: execOutputLimit})
 	if err != nil {
 		return fmt.Errorf("%s: %w", args.Address, err)

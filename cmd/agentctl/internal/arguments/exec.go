@@ -15,6 +15,9 @@ type Exec struct {
 	// Argv is the command and its arguments, kept verbatim after "--".
 	Argv    []string
 	NoColor bool
+	// Interactive (-i) keeps standard input attached while the command
+	// runs; TTY (-t) runs it on a terminal. -it is both, as in docker exec.
+	Interactive, TTY bool
 }
 
 // ParseExec parses exec's arguments: flags, the sandbox ADDR and the
@@ -24,7 +27,15 @@ func ParseExec(args []string) (*Exec, hcl.Diagnostics) {
 	fs := newFlagSet("exec")
 	a.Backend.register(fs, true)
 	registerNoColor(fs, &a.NoColor)
+	fs.BoolVar(&a.Interactive, "i", false, "Keep standard input attached while the command runs.")
+	fs.BoolVar(&a.TTY, "t", false, "Run the command on a terminal (with -i, for a shell: -it).")
+	both := false
+	fs.BoolVar(&both, "it", false, "Both -i and -t, as in docker exec -it.")
+	fs.BoolVar(&both, "ti", false, "Both -i and -t.")
 	pos, diags := parse(fs, args)
+	if both {
+		a.Interactive, a.TTY = true, true
+	}
 	if diags.HasErrors() {
 		return a, diags
 	}
