@@ -86,6 +86,7 @@ type fsb struct {
 	target   string // state a transitional state settles into
 	polls    int
 	sessions map[string]*session
+	ptys     map[string]*ptySession
 	owned    map[string]bool // top-level entries under Root it created
 	tmp      map[string]bool // transfer files in /tmp it created
 	deleted  bool
@@ -334,6 +335,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", fault.RetryAfter)
 		}
 		writeErr(w, fault.Status, fmt.Sprintf("injected %d", fault.Status))
+		return
+	}
+	if sbxID != "" && route.Operation.OperationID == "ConnectPtySession" {
+		// A WebSocket: served on the connection itself.
+		s.connectPty(w, r, sbxID, params)
 		return
 	}
 	rec := &recorder{h: http.Header{}, status: 200}
@@ -696,6 +702,10 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string, 
 		w.WriteHeader(204)
 	case "SessionExecuteCommand":
 		s.sessionExec(w, b, params["sessionId"], body)
+	case "CreatePtySession":
+		s.createPty(w, b, body)
+	case "DeletePtySession":
+		s.deletePty(w, b, params)
 	case "SendInput":
 		c := s.sessionCommand(b, params)
 		if c == nil {
@@ -1039,6 +1049,9 @@ func killSession(ss *session) {
 func (s *Server) killSessions(b *fsb) {
 	for _, ss := range b.sessions {
 		killSession(ss)
+	}
+	for _, ps := range b.ptys {
+		killPty(ps)
 	}
 }
 

@@ -140,6 +140,18 @@ func (c *Client) scrub(s string) string {
 	return s
 }
 
+// setHeaders sets what every request carries: the credentials and the
+// SDK identification.
+func (c *Client) setHeaders(h http.Header) {
+	h.Set("Authorization", "Bearer "+c.token)
+	h.Set("X-Daytona-Source", clientSource)
+	h.Set("X-Daytona-SDK-Version", sdkCompatVersion)
+	h.Set("User-Agent", clientSource+"/"+sdkCompatVersion)
+	if c.orgID != "" {
+		h.Set("X-Daytona-Organization-ID", c.orgID)
+	}
+}
+
 // do sends r with the retry policy: 429 is retried honouring Retry-After,
 // 500/502/503/504 are retried with exponential backoff and jitter for
 // idempotent requests. Non-2xx answers become *APIError. On success the
@@ -159,13 +171,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.op, err)
 		}
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		req.Header.Set("X-Daytona-Source", clientSource)
-		req.Header.Set("X-Daytona-SDK-Version", sdkCompatVersion)
-		req.Header.Set("User-Agent", clientSource+"/"+sdkCompatVersion)
-		if c.orgID != "" {
-			req.Header.Set("X-Daytona-Organization-ID", c.orgID)
-		}
+		c.setHeaders(req.Header)
 		if r.contentType != "" {
 			req.Header.Set("Content-Type", r.contentType)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/engine/mcphost"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/mcptest"
+	"github.com/agentctl/agentctl/internal/ttytest"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -87,7 +88,7 @@ func TestMCPServerInDaytonaSandbox(t *testing.T) {
 }
 
 // TestSessionsOnDaytona: a long command yields a session that polling
-// carries to completion; tty falls back to a one-shot exec, saying so.
+// carries to completion; on a terminal, a REPL is driven across calls.
 func TestSessionsOnDaytona(t *testing.T) {
 	e := newEnv(t)
 	w := e.create(t)
@@ -112,8 +113,48 @@ func TestSessionsOnDaytona(t *testing.T) {
 	if !strings.Contains(text, "begun") || !strings.Contains(text, "ended") || !strings.Contains(text, "Process exited with code 0") {
 		t.Fatalf("polling:\n%s", text)
 	}
-	out, err = exec.Call(ctx, `{"cmd": "echo hi", "tty": true}`)
-	if err != nil || !strings.Contains(out.Text, "A TTY is not available in this sandbox") || !strings.Contains(out.Text, "hi") {
-		t.Fatalf("tty on Daytona: %q, %v", out.Text, err)
+	// On a terminal (a PTY session): a REPL driven across calls.
+	out, err = exec.Call(ctx, `{"cmd": "sh", "tty": true, "yield_time_ms": 300}`)
+	if err != nil || !strings.Contains(out.Text, "Process running with session ID 2") {
+		t.Fatalf("sh on a terminal: %q, %v", out.Text, err)
+	}
+	text = ""
+	o, err := write.Call(ctx, `{"session_id": 2, "chars": "echo product-$((6*7))\n", "yield_time_ms": 300}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = o.Text
+	for i := 0; !strings.Contains(text, "product-42") && i < 100; i++ {
+		o, _ := write.Call(ctx, `{"session_id": 2, "yield_time_ms": 100}`)
+		text += o.Text
+	}
+	if !strings.Contains(text, "product-42") {
+		t.Fatalf("the REPL on Daytona:\n%s", text)
+	}
+	o, _ = write.Call(ctx, `{"session_id": 2, "chars": "exit 6\n", "yield_time_ms": 2000}`)
+	text = o.Text
+	for i := 0; !strings.Contains(text, "Process exited with code 6") && i < 100; i++ {
+		o, err := write.Call(ctx, `{"session_id": 2, "yield_time_ms": 100}`)
+		if err != nil {
+			t.Fatalf("%v after:\n%s", err, text)
+		}
+		text += o.Text
+	}
+}
+
+// TestStartProcessOnATerminal drives a shell in a PTY session.
+func TestStartProcessOnATerminal(t *testing.T) {
+	e := newEnv(t)
+	w := e.create(t)
+	p, err := w.StartProcess(context.Background(), sandbox.ProcessRequest{Argv: []string{"sh", "-i"}, TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttytest.DriveShell(t, p)
+	reqs := strings.Join(e.fake.Requests(), "\n")
+	for _, want := range []string{"POST /toolbox/" + w.ID() + "/process/pty", "/connect", "DELETE /toolbox/" + w.ID() + "/files"} {
+		if !strings.Contains(reqs, want) {
+			t.Errorf("no %q among the requests:\n%s", want, reqs)
+		}
 	}
 }

@@ -20,10 +20,11 @@ const maxInputChunk = 64 << 10
 // passed on as it appears; the poll interval backs off to 250 ms while
 // the command is quiet), and deleting the session kills it. The daemon
 // has no way to close a command's stdin, so closing Stdin does not end
-// the process; Kill does.
+// the process; Kill does. With req.TTY it runs in a PTY session instead
+// (startPty).
 func (w *Workspace) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
 	if req.TTY {
-		return nil, &sandbox.UnsupportedError{What: "processes on a terminal (the toolbox's PTY sessions are not used yet)"}
+		return w.startPty(ctx, req)
 	}
 	inner, err := w.commandScript(sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
 	if err != nil {
