@@ -27,14 +27,14 @@ func TestMain(m *testing.M) {
 // shell is exec_command and write_stdin over one local sandbox with a
 // run's sessions.
 type shell struct {
-	t        *testing.T
+	t        testing.TB
 	exec     *tools.ExecCommand
 	write    *tools.WriteStdin
 	sessions *tools.Sessions
 	mark     string
 }
 
-func newShell(t *testing.T, iso string, opts tools.ExecOptions, usedBefore int) *shell {
+func newShell(t testing.TB, iso string, opts tools.ExecOptions, usedBefore int) *shell {
 	t.Helper()
 	sb, err := local.New(local.Options{Isolation: iso}).Create(context.Background(), sandbox.Spec{Address: "sandbox.t", StateDir: t.TempDir()})
 	if err != nil {
@@ -46,7 +46,7 @@ func newShell(t *testing.T, iso string, opts tools.ExecOptions, usedBefore int) 
 	t.Cleanup(func() { sb.Delete(context.Background()) })
 	mark := "SESSION_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	k, v, _ := strings.Cut(mark, "=")
-	ws := &sandbox.Workspace{Sandbox: sb, Address: "sandbox.t", Env: map[string]string{k: v}, Scrub: sandbox.NewScrubber([]string{"s3cr3t-value"})}
+	ws := &sandbox.Workspace{Sandbox: sb, Address: "sandbox.t", Env: map[string]string{k: v}, Scrub: scrubberFor(t)}
 	s := tools.NewSessions(usedBefore)
 	t.Cleanup(s.Close)
 	return &shell{t: t, exec: tools.NewExecCommand(ws, opts, s), write: tools.NewWriteStdin(s, opts), sessions: s, mark: mark}
@@ -63,7 +63,7 @@ func (s *shell) call(tool tools.Tool, args string) string {
 
 var sessionRE = regexp.MustCompile(`(?m)^Process running with session ID (\d+)$`)
 
-func sessionID(t *testing.T, text string) int {
+func sessionID(t testing.TB, text string) int {
 	t.Helper()
 	m := sessionRE.FindStringSubmatch(text)
 	if m == nil {
@@ -74,26 +74,28 @@ func sessionID(t *testing.T, text string) int {
 }
 
 // until polls the session with empty writes until its output, after
-// what earlier calls returned (got), holds want.
+// what earlier calls returned (got), holds want: in the output of the
+// chunks joined (a line may be split across two reads), or in a chunk's
+// header (an exit code). It returns the chunks as returned.
 func (s *shell) until(id int, want string, got ...string) string {
 	s.t.Helper()
-	var all strings.Builder
-	for _, g := range got {
-		all.WriteString(g)
+	var all, outs strings.Builder
+	add := func(text string) {
+		all.WriteString(text)
+		_, out, _ := strings.Cut(text, "Output:\n")
+		outs.WriteString(out)
 	}
-	if strings.Contains(all.String(), want) {
-		return all.String()
+	for _, g := range got {
+		add(g)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		out := s.call(s.write, fmt.Sprintf(`{"session_id": %d, "yield_time_ms": 200}`, id))
-		all.WriteString(out)
-		if strings.Contains(all.String(), want) {
-			return all.String()
+	for !strings.Contains(all.String(), want) && !strings.Contains(outs.String(), want) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("session %d never printed %q:\n%s", id, want, all.String())
 		}
+		add(s.call(s.write, fmt.Sprintf(`{"session_id": %d, "yield_time_ms": 200}`, id)))
 	}
-	s.t.Fatalf("session %d never printed %q:\n%s", id, want, all.String())
-	return ""
+	return all.String()
 }
 
 func forIsolations(t *testing.T, f func(t *testing.T, iso string)) {
@@ -215,4 +217,11 @@ func TestResumedRunHasNoSessions(t *testing.T) {
 	if got := tools.SessionIDsUsed([]string{"Chunk ID: 1\nProcess running with session ID 7\nOutput:\n", "Process running with session ID 3\n"}); got != 7 {
 		t.Errorf("SessionIDsUsed = %d, want 7", got)
 	}
+}
+
+func scrubberFor(t testing.TB) *sandbox.Scrubber {
+	if os.Getenv("NOSCRUB") == "1" {
+		return nil
+	}
+	return sandbox.NewScrubber([]string{"s3cr3t-value"})
 }

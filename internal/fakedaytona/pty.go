@@ -177,7 +177,7 @@ func (s *Server) deletePty(w http.ResponseWriter, b *fsb, params map[string]stri
 	}
 	killPty(ps)
 	<-ps.done
-	writeJSON(w, 200, map[string]any{"message": "PTY session deleted"})
+	writeJSON(w, 200, map[string]any{})
 }
 
 func killPty(ps *ptySession) {

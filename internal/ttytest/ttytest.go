@@ -4,6 +4,8 @@ package ttytest
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -85,5 +87,53 @@ func DriveShell(t *testing.T, p Process) {
 	}
 	if err != nil || code != 3 {
 		t.Fatalf("exit %d, %v; output:\n%s", code, err, out.String())
+	}
+}
+
+// WriteStdin is write_stdin as a benchmark sees it: chars written to
+// session 1 (empty polls), the tool's text back (whose output follows its
+// "Output:" line).
+type WriteStdin func(chars string) (string, error)
+
+// BenchRoundTrip measures write_stdin round trips to `cat` running on a
+// terminal as session 1: each iteration writes a line and polls (with
+// yield_time_ms 0) until cat has written it back (the line shows twice:
+// the terminal's echo, then cat's copy).
+func BenchRoundTrip(b *testing.B, write WriteStdin) {
+	b.Helper()
+	i := 0
+	for b.Loop() {
+		i++
+		line := fmt.Sprintf("rt-%d", i)
+		text, err := write(line + "\n")
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := outputOf(text)
+		deadline := time.Now().Add(30 * time.Second)
+		for strings.Count(out, line) < 2 {
+			if time.Now().After(deadline) {
+				b.Fatalf("%q did not come back: %q", line, out)
+			}
+			more, err := write("")
+			if err != nil {
+				b.Fatal(err)
+			}
+			out += outputOf(more)
+		}
+	}
+}
+
+// outputOf is the output part of a tool result.
+func outputOf(text string) string {
+	_, out, _ := strings.Cut(text, "Output:\n")
+	return out
+}
+
+// Session1 is write_stdin on session 1 with yield_time_ms 0, over call
+// (the tool's Call, its output as text).
+func Session1(call func(ctx context.Context, args string) (string, error)) WriteStdin {
+	return func(chars string) (string, error) {
+		return call(context.Background(), fmt.Sprintf(`{"session_id": 1, "chars": %q, "yield_time_ms": 0}`, chars))
 	}
 }

@@ -158,3 +158,29 @@ func TestStartProcessOnATerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestKillPtyProcess: Kill deletes the PTY session, which kills the
+// command; its exit is SIGKILL's.
+func TestKillPtyProcess(t *testing.T) {
+	e := newEnv(t)
+	w := e.create(t)
+	p, err := w.StartProcess(context.Background(), sandbox.ProcessRequest{Shell: "sleep 100", TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stdout())
+	go io.Copy(io.Discard, p.Stderr())
+	done := make(chan struct{})
+	go func() { p.Kill(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Kill did not return")
+	}
+	if code, err := p.Wait(); err != nil || code != 137 {
+		t.Fatalf("exit %d, %v; want 137", code, err)
+	}
+	if reqs := strings.Join(e.fake.Requests(), "\n"); !strings.Contains(reqs, "DELETE /toolbox/"+w.ID()+"/process/pty/") {
+		t.Errorf("the PTY session was not deleted:\n%s", reqs)
+	}
+}

@@ -32,7 +32,7 @@ type env struct {
 	sleeps *[]time.Duration
 }
 
-func newEnv(t *testing.T) env {
+func newEnv(t testing.TB) env {
 	t.Helper()
 	f := fakedaytona.New(t)
 	f.PollsToSettle = 2
@@ -56,7 +56,7 @@ func newEnv(t *testing.T) env {
 	return env{fake: f, p: p, spec: spec, sleeps: sleeps}
 }
 
-func (e env) create(t *testing.T) *Workspace {
+func (e env) create(t testing.TB) *Workspace {
 	t.Helper()
 	sb, err := e.p.Create(context.Background(), e.spec)
 	if err != nil {
