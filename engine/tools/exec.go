@@ -167,7 +167,11 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		return Output{}, scrubErr(t.ws, fmt.Errorf("exec_command: running %q in the sandbox: %w", *a.Cmd, err))
 	}
 	if tty {
-		notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
+		if t.sessions == nil {
+			notices = append(notices, "Sessions are not available here (a chat turn or a tool called by hand runs its commands to completion); the command ran once with plain pipes.")
+		} else {
+			notices = append(notices, "A TTY is not available in this sandbox; the command ran with plain pipes.")
+		}
 	}
 	if res.TimedOut {
 		notices = append(notices, TimeoutNotice(req.Timeout))

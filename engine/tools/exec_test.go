@@ -180,7 +180,7 @@ func TestExecCommandShellAndTTY(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, text := execOutput(t, out.Text)
-	if text != "A TTY is not available in this sandbox; the command ran with plain pipes.\n/bin/sh\n" {
+	if text != "Sessions are not available here (a chat turn or a tool called by hand runs its commands to completion); the command ran once with plain pipes.\n/bin/sh\n" {
 		t.Errorf("output = %q", text)
 	}
 }
