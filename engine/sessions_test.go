@@ -67,7 +67,5 @@ run "r" {
 			t.Errorf("tool outputs lack %q: %s", want, all)
 		}
 	}
-	if n := mcptest.ProcessesWithEnv("SESSION_MARK=" + mark); n != 0 {
-		t.Fatalf("%d session processes outlived the run", n)
-	}
+	mcptest.AwaitNoProcesses(t, "SESSION_MARK="+mark, "the run's sessions after it ended")
 }

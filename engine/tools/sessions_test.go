@@ -197,12 +197,7 @@ func TestSessionLimitAndClose(t *testing.T) {
 	}
 	// The run ends: every session's process is killed.
 	s.sessions.Close()
-	for mcptest.ProcessesWithEnv(s.mark) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d session processes left after Close", mcptest.ProcessesWithEnv(s.mark))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	mcptest.AwaitNoProcesses(t, s.mark, "the sessions after Close")
 }
 
 func TestResumedRunHasNoSessions(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentctl/agentctl/internal/testenv"
 )
@@ -107,4 +108,17 @@ func ProcessesWithEnv(entry string) int {
 		}
 	}
 	return n
+}
+
+// AwaitNoProcesses waits until no process carries entry (ProcessesWithEnv)
+// and fails tb, naming what, when some are still there after 10 seconds.
+func AwaitNoProcesses(tb testing.TB, entry, what string) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ProcessesWithEnv(entry) > 0 {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: %d processes still run", what, ProcessesWithEnv(entry))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

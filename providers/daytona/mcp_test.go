@@ -78,13 +78,7 @@ func TestMCPServerInDaytonaSandbox(t *testing.T) {
 		t.Fatal("no server process carries the sandbox's environment")
 	}
 	s.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for mcptest.ProcessesWithEnv(mark) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the server still runs after Close")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	mcptest.AwaitNoProcesses(t, mark, "the server after Close")
 }
 
 // TestSessionsOnDaytona: a long command yields a session that polling

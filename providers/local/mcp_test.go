@@ -61,13 +61,7 @@ func TestMCPServerInSandbox(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Logf("close: %v", err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for mcptest.ProcessesWithEnv(mark) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the server still runs after Close")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		mcptest.AwaitNoProcesses(t, mark, "the server after Close")
 	})
 }
 
