@@ -113,8 +113,10 @@ func StartStreamed(ctx context.Context, fn StreamFunc) Process {
 	go func() {
 		defer close(p.done)
 		p.code, p.err = fn(ctx, inR, outW, errW)
-		if p.err != nil && ctx.Err() != nil && errors.Is(p.err, context.Canceled) {
-			// Killed (Kill, or the caller's ctx): as a shell reports SIGKILL.
+		if p.err != nil && ctx.Err() != nil {
+			// Killed (Kill, or the caller's ctx): whatever the provider
+			// saw of it (a cancelled call, output that could no longer be
+			// passed on), it ends as a shell reports SIGKILL.
 			p.code, p.err = 137, nil
 		}
 		// The process is gone: its output ends, and input to it fails.

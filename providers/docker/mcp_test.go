@@ -102,11 +102,16 @@ func TestSessionsInContainer(t *testing.T) {
 	}
 	call(exec, `{"cmd": "sleep 301", "yield_time_ms": 0}`)
 	const count = `grep -l "30[1]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l`
-	if n := strings.TrimSpace(execOK(t, sb, count)); n == "0" {
-		t.Fatal("no session process in the container while it runs")
+	// The exec starts a moment after the call returned (yield_time_ms 0).
+	deadline := time.Now().Add(15 * time.Second)
+	for strings.TrimSpace(execOK(t, sb, count)) == "0" {
+		if time.Now().After(deadline) {
+			t.Fatal("no session process in the container while it runs")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	sessions.Close()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for strings.TrimSpace(execOK(t, sb, count)) != "0" {
 		if time.Now().After(deadline) {
 			t.Fatal("a session process is left in the container after Close")
