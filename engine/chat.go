@@ -325,6 +325,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		start = s.agent
 	}
 	turnCounts := map[string]int{}
+	var countMu sync.Mutex // checkpoints of concurrent calls arrive at once
 	for _, st := range history {
 		if st.Kind == agentloop.StepModel && st.Response != nil {
 			turnCounts[st.Agent]++
@@ -361,7 +362,9 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		Prior:     prior,
 		Checkpoint: func(_ context.Context, st agentloop.Step) error {
 			if st.Kind == agentloop.StepModel && st.Response != nil {
+				countMu.Lock()
 				turnCounts[st.Agent]++
+				countMu.Unlock()
 			}
 			return journal.Append(scrubStep(s.scrub, st))
 		},

@@ -101,6 +101,21 @@ type Journal struct {
 	size   int64 // bytes of valid content
 	n      int   // records
 	broken error // set when a failed append could not be undone
+
+	// Group commit: appends that arrive while one is being written and
+	// fsynced wait in queue; the next writer takes them all and makes
+	// them durable with one write and one fsync.
+	queue    []*pendingRecord
+	flushing bool
+	idle     *sync.Cond // signalled when flushing ends
+	// sync makes the file durable (f.Sync; tests slow it down).
+	sync func(*os.File) error
+}
+
+// pendingRecord is one encoded record waiting for its group commit.
+type pendingRecord struct {
+	line []byte
+	done chan error
 }
 
 // JournalError reports a journal that cannot be read.
@@ -172,7 +187,9 @@ func OpenJournal(path string) (*Journal, error) {
 	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("opening journal %s: %w", path, err))
 	}
-	return &Journal{path: path, f: f, size: good, n: n}, nil
+	j := &Journal{path: path, f: f, size: good, n: n, sync: (*os.File).Sync}
+	j.idle = sync.NewCond(&j.mu)
+	return j, nil
 }
 
 // Path returns the journal's path.
@@ -185,8 +202,11 @@ func (j *Journal) Len() int {
 	return j.n
 }
 
-// Append marshals rec to JSON, appends it as one record and fsyncs. Its
-// cost does not depend on the number of records already in the journal.
+// Append marshals rec to JSON, appends it as one record and fsyncs; it
+// returns once the record is durable. Its cost does not depend on the
+// number of records already in the journal. Appends made at the same
+// time share one write and one fsync (group commit): the first writes
+// and syncs, the others queue behind it and are written together next.
 func (j *Journal) Append(rec any) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -195,39 +215,85 @@ func (j *Journal) Append(rec any) error {
 	if len(data) > MaxJournalRecord {
 		return fmt.Errorf("journal %s: record of %d bytes exceeds the limit of %d bytes", j.path, len(data), MaxJournalRecord)
 	}
-	line := encodeRecord(make([]byte, 0, len(data)+10), data)
+	p := &pendingRecord{line: encodeRecord(make([]byte, 0, len(data)+10), data), done: make(chan error, 1)}
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.f == nil {
+		j.mu.Unlock()
 		return fmt.Errorf("journal %s is closed", j.path)
 	}
 	if j.broken != nil {
+		j.mu.Unlock()
 		return j.broken
 	}
-	if _, err := j.f.Write(line); err != nil {
-		// Undo a partial write so the next record starts on a clean line.
-		if terr := j.f.Truncate(j.size); terr != nil {
-			j.broken = fmt.Errorf("journal %s: a failed append could not be undone: %w", j.path, terr)
-		} else if _, serr := j.f.Seek(j.size, io.SeekStart); serr != nil {
-			j.broken = fmt.Errorf("journal %s: %w", j.path, serr)
+	j.queue = append(j.queue, p)
+	if !j.flushing {
+		j.flushing = true
+		for len(j.queue) > 0 {
+			batch := j.queue
+			j.queue = nil
+			j.commit(batch)
 		}
-		return fmt.Errorf("journal %s: appending: %w", j.path, err)
+		j.flushing = false
+		j.idle.Broadcast()
 	}
-	if err := j.f.Sync(); err != nil {
+	j.mu.Unlock()
+	return <-p.done
+}
+
+// commit writes batch as one write and makes it durable with one fsync,
+// then answers every record of it. It is called with j.mu held and
+// releases it while writing and syncing; j.flushing keeps Close and
+// other writers out meanwhile.
+func (j *Journal) commit(batch []*pendingRecord) {
+	answer := func(err error) {
+		for _, p := range batch {
+			p.done <- err
+		}
+	}
+	if j.broken != nil {
+		answer(j.broken)
+		return
+	}
+	var buf []byte
+	for _, p := range batch {
+		buf = append(buf, p.line...)
+	}
+	f, size := j.f, j.size
+	j.mu.Unlock()
+	_, werr := f.Write(buf)
+	var serr error
+	if werr == nil {
+		serr = j.sync(f)
+	}
+	j.mu.Lock()
+	switch {
+	case werr != nil:
+		// Undo a partial write so the next record starts on a clean line.
+		if terr := f.Truncate(size); terr != nil {
+			j.broken = fmt.Errorf("journal %s: a failed append could not be undone: %w", j.path, terr)
+		} else if _, err := f.Seek(size, io.SeekStart); err != nil {
+			j.broken = fmt.Errorf("journal %s: %w", j.path, err)
+		}
+		answer(fmt.Errorf("journal %s: appending: %w", j.path, werr))
+	case serr != nil:
 		// After a failed fsync the kernel may have dropped the data; do
 		// not pretend later records are durable.
-		j.broken = fmt.Errorf("journal %s: fsync failed earlier: %w", j.path, err)
-		return fmt.Errorf("journal %s: fsync: %w", j.path, err)
+		j.broken = fmt.Errorf("journal %s: fsync failed earlier: %w", j.path, serr)
+		answer(fmt.Errorf("journal %s: fsync: %w", j.path, serr))
+	default:
+		j.size += int64(len(buf))
+		j.n += len(batch)
+		answer(nil)
 	}
-	j.size += int64(len(line))
-	j.n++
-	return nil
 }
 
 // Close closes the journal file.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	for j.flushing {
+		j.idle.Wait()
+	}
 	if j.f == nil {
 		return nil
 	}

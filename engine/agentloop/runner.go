@@ -67,7 +67,8 @@ type AgentTool struct {
 type Runner struct {
 	Agents map[string]*Agent
 	// Checkpoint receives every step and must persist it before
-	// returning; the runner waits for it. An error ends the run.
+	// returning; the runner waits for it. An error ends the run. It is
+	// called concurrently for the results of concurrent tool calls.
 	Checkpoint func(ctx context.Context, s Step) error
 	// Events, when set, receives events as they happen (from several
 	// goroutines, serialized by the runner).
@@ -174,17 +175,19 @@ func (st *runState) emit(e Event) {
 	st.r.Events(e)
 }
 
+// checkpoint hands s to Runner.Checkpoint and counts its usage. Steps of
+// concurrent calls are checkpointed concurrently (the journal commits
+// them together), so Checkpoint must be safe for concurrent use.
 func (st *runState) checkpoint(ctx context.Context, s Step) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	if st.r.Checkpoint != nil {
+		if err := st.r.Checkpoint(ctx, s); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
 	if (s.Kind == StepModel || s.Kind == StepCompaction) && s.Response != nil {
+		st.mu.Lock()
 		st.usage.Add(s.Response.Usage)
-	}
-	if st.r.Checkpoint == nil {
-		return nil
-	}
-	if err := st.r.Checkpoint(ctx, s); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		st.mu.Unlock()
 	}
 	return nil
 }
@@ -215,12 +218,13 @@ func (st *runState) interrupted() bool {
 // left to finish). stop releases it.
 func (st *runState) untilInterrupt(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	if st.r.Interrupt == nil {
+	interrupt := st.r.Interrupt
+	if interrupt == nil {
 		return ctx, cancel
 	}
 	go func() {
 		select {
-		case <-st.r.Interrupt:
+		case <-interrupt:
 			cancel()
 		case <-ctx.Done():
 		}
