@@ -101,6 +101,9 @@ type memoryTarget struct {
 
 // runMemoryTargets lists the memories a run's rollout goes to.
 func runMemoryTargets(cfg *config.Config, ri *config.RunInstance) []memoryTarget {
+	if !hasCapability(cfg, func(c *config.Capability) bool { return c.Memory != nil }) {
+		return nil
+	}
 	seen := map[string]bool{}
 	var out []memoryTarget
 	for _, name := range cfg.AgentClosure(ri.Agent) {

@@ -45,6 +45,9 @@ func (l *mcpListings) put(name string, t []mcphost.ToolInfo) {
 
 // runMCPServers lists the MCP servers the agents of a run use.
 func runMCPServers(cfg *config.Config, ri *config.RunInstance) []string {
+	if len(cfg.MCPServers) == 0 {
+		return nil // plan's hot path: no agent closure to walk
+	}
 	set := map[string]bool{}
 	for _, name := range cfg.AgentClosure(ri.Agent) {
 		if a := cfg.Agents[name]; a != nil {

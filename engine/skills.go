@@ -53,6 +53,9 @@ func (e *Engine) skillsOf(ctx context.Context, c *config.Capability) ([]skills.S
 
 // runSkills lists the skills capabilities of a run's agents.
 func runSkills(cfg *config.Config, ri *config.RunInstance) []*config.Capability {
+	if !hasCapability(cfg, func(c *config.Capability) bool { return c.Skills != nil }) {
+		return nil // plan's hot path: no agent closure to walk
+	}
 	seen := map[string]bool{}
 	var out []*config.Capability
 	for _, name := range cfg.AgentClosure(ri.Agent) {
@@ -133,4 +136,14 @@ func (e *Engine) skillsTools(ctx context.Context, ws *sandbox.Workspace, c *conf
 		}
 	}
 	return nil, instr, nil
+}
+
+// hasCapability reports whether is holds for any capability of cfg.
+func hasCapability(cfg *config.Config, is func(*config.Capability) bool) bool {
+	for _, c := range cfg.Capabilities {
+		if is(c) {
+			return true
+		}
+	}
+	return false
 }
