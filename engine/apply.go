@@ -730,7 +730,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		status = RunFailed
 		errText = runErr.Error()
 	}
-	if status == RunCompleted {
+	if status == RunCompleted && len(runMemoryTargets(e.Config, ri)) > 0 {
 		// The memories of its agents learn from it before the sandboxes
 		// are snapshotted; a memory failure leaves the run completed and
 		// the memory work waiting for the next apply.
