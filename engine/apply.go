@@ -400,6 +400,7 @@ func (e *Engine) snapshotFileError(addr string, ss *state.Sandbox) error {
 func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandbox) error {
 	cfg := a.e.Config
 	m := sandboxManifest(cfg, cfg.SandboxInstances[addr])
+	m.DigestCache = a.e.digestCache()
 	a.mu.Lock()
 	prev := a.st.Sandboxes[addr].EntryDigests
 	if p := a.st.Sandboxes[addr].RestorePending; p != nil {
@@ -989,6 +990,9 @@ func (a *applier) finish(ctx context.Context) error {
 	}
 	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }); err != nil {
 		errs = append(errs, err)
+	}
+	if err := a.e.digestCache().Save(); err != nil {
+		errs = append(errs, fmt.Errorf("saving the digest cache %s (the next plan reads unchanged local_dir sources again): %w", a.e.State.Abs(digestCacheFile), err))
 	}
 	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -93,6 +94,23 @@ type Engine struct {
 	mcp mcpListings
 	// skills caches the skills read from git repositories (skills.go).
 	skills skillSets
+
+	digestOnce sync.Once
+	digests    *manifest.DigestCache
+}
+
+// digestCacheFile is where local_dir digests are remembered, relative to
+// the state directory.
+const digestCacheFile = "cache/digests.json"
+
+// digestCache is the state directory's cache of local_dir digests.
+func (e *Engine) digestCache() *manifest.DigestCache {
+	e.digestOnce.Do(func() {
+		if e.State != nil {
+			e.digests = manifest.OpenDigestCache(e.State.Abs(digestCacheFile))
+		}
+	})
+	return e.digests
 }
 
 func (e *Engine) emit(ev Event) {

@@ -60,6 +60,9 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"no longer in the configuration"}})
 		}
 	}
+	// The cache only spares reading unchanged trees again: plan does not
+	// fail for want of writing it (apply reports that).
+	_ = e.digestCache().Save()
 	order, err := e.runOrder()
 	if err != nil {
 		return nil, err
@@ -138,6 +141,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	key := sb.Manifest + "\x00" + m.Root
 	md := mcache[key]
 	if md == nil {
+		m.DigestCache = e.digestCache()
 		entries, err := manifest.EntryDigests(ctx, m)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)

@@ -22,6 +22,9 @@ type Manifest struct {
 	// EphemeralEnv is injected into every exec and never persisted,
 	// digested or snapshotted.
 	EphemeralEnv map[string]string
+	// DigestCache, when set, remembers local_dir digests across commands
+	// (EntryDigests, Materialize): an unchanged tree is not read again.
+	DigestCache *DigestCache
 }
 
 // Entry is one manifest entry. Path is workspace-relative.

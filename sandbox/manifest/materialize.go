@@ -100,7 +100,7 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 			var d string
 			var err error
 			if had && !force {
-				d, err = EntryDigest(gctx, e)
+				d, err = entryDigest(gctx, e, m.DigestCache)
 				if err != nil {
 					return err
 				}
@@ -109,10 +109,15 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 					return nil
 				}
 			}
+			// The copy digests the tree as it reads it: remembered (when
+			// nothing changed meanwhile), so the next plan does not read
+			// it again.
+			sig := m.DigestCache.Signature(e)
 			d, err = applyEntry(gctx, sb, e)
 			if err != nil {
 				return err
 			}
+			m.DigestCache.remember(e, d, sig)
 			digests[i], applied[i] = d, true
 			return nil
 		})
@@ -219,6 +224,12 @@ func (d *digester) sum() string { return "sha256:" + hex.EncodeToString(d.h.Sum(
 // contents (not timestamps), after excludes; for git_repo the repository
 // URL, ref, resolved commit and subpath (one `git ls-remote`).
 func EntryDigest(ctx context.Context, e Entry) (string, error) {
+	return entryDigest(ctx, e, nil)
+}
+
+// entryDigest is EntryDigest with a local_dir's digest taken from cache
+// when its tree is unchanged.
+func entryDigest(ctx context.Context, e Entry, cache *DigestCache) (string, error) {
 	p, err := sandbox.CheckEntryPath(e.Path)
 	if err != nil {
 		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
@@ -232,11 +243,13 @@ func EntryDigest(ctx context.Context, e Entry) (string, error) {
 	case EntryLocalFile:
 		return localFileDigest(e)
 	case EntryLocalDir:
-		dg := newDigester(e.Kind, e.Path)
-		if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
-			return "", err
-		}
-		return dg.sum(), nil
+		return cache.localDirDigest(func() (string, error) {
+			dg := newDigester(e.Kind, e.Path)
+			if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
+				return "", err
+			}
+			return dg.sum(), nil
+		}, e)
 	case EntryGitRepo:
 		url, err := gitURL(e)
 		if err != nil {
@@ -492,7 +505,7 @@ func EntryDigests(ctx context.Context, m Manifest) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(m.Entries))
 	for _, e := range m.Entries {
-		d, err := EntryDigest(ctx, e)
+		d, err := entryDigest(ctx, e, m.DigestCache)
 		if err != nil {
 			return nil, err
 		}

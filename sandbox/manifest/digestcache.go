@@ -1,0 +1,201 @@
+//go:build unix
+
+package manifest
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// racyWindow is how recent a file's change may be for its tree's digest
+// to be remembered: a file written within the file system's timestamp
+// granularity of the stat could change again without its stat changing
+// (git's "racily clean" entries).
+const racyWindow = 2 * time.Second
+
+// DigestCache remembers the content digests of local_dir sources by their
+// trees' stat signatures (every file's and directory's name, mode, size,
+// modification and change times, inode and device, after excludes), as
+// git's index does: a tree whose signature is unchanged is not read
+// again. A tree changed within the last two seconds is not remembered.
+// It is kept in a file; a missing or unreadable file starts it empty.
+type DigestCache struct {
+	path string
+
+	mu      sync.Mutex
+	entries map[string]cachedDigest
+	dirty   bool
+}
+
+type cachedDigest struct {
+	Signature string `json:"signature"`
+	Digest    string `json:"digest"`
+}
+
+// OpenDigestCache reads the cache kept at path.
+func OpenDigestCache(path string) *DigestCache {
+	c := &DigestCache{path: path, entries: map[string]cachedDigest{}}
+	if b, err := os.ReadFile(path); err == nil {
+		var m map[string]cachedDigest
+		if json.Unmarshal(b, &m) == nil {
+			c.entries = m
+		}
+	}
+	return c
+}
+
+// Save writes the cache when it changed (atomically: a temporary file
+// renamed over the old one).
+func (c *DigestCache) Save() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	b, err := json.Marshal(c.entries)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
+		return err
+	}
+	tmp := c.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, c.path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	c.dirty = false
+	return nil
+}
+
+func cacheKey(e Entry) string {
+	return strings.Join([]string{e.Source, e.Path, strings.Join(e.Exclude, "\x00")}, "\x00\x00")
+}
+
+// localDirDigest is a local_dir's digest, from the cache when its tree's
+// signature is the one remembered. A digest computed now is remembered
+// only when the tree's signature was the same before and after reading it.
+func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (string, error) {
+	if c == nil {
+		return compute()
+	}
+	sig, cacheable := treeSignature(e)
+	if sig != "" {
+		c.mu.Lock()
+		hit, ok := c.entries[cacheKey(e)]
+		c.mu.Unlock()
+		if ok && hit.Signature == sig {
+			return hit.Digest, nil
+		}
+	}
+	d, err := compute()
+	if err == nil && cacheable {
+		c.remember(e, d, sig)
+	}
+	return d, err
+}
+
+// Signature is a local_dir tree's stat signature before it is read, for
+// remember ("" when it cannot be remembered).
+func (c *DigestCache) Signature(e Entry) string {
+	if c == nil || e.Kind != EntryLocalDir {
+		return ""
+	}
+	if sig, cacheable := treeSignature(e); cacheable {
+		return sig
+	}
+	return ""
+}
+
+// remember records d as the digest of e's tree, read while its signature
+// was before: only when the tree still has that signature (nothing changed
+// while it was read).
+func (c *DigestCache) remember(e Entry, d, before string) {
+	if c == nil || before == "" {
+		return
+	}
+	if after, cacheable := treeSignature(e); after != before || !cacheable {
+		return
+	}
+	c.mu.Lock()
+	c.entries[cacheKey(e)] = cachedDigest{Signature: before, Digest: d}
+	c.dirty = true
+	c.mu.Unlock()
+}
+
+// treeSignature walks a local_dir source as the archive does (sorted,
+// excludes applied, symlinks not followed) and hashes every entry's stat;
+// "" when the tree cannot be walked or holds what the archive refuses
+// (the full digest then reports it), cacheable false when something in
+// it changed too recently to be remembered.
+func treeSignature(e Entry) (sig string, cacheable bool) {
+	m, err := sandbox.CompileExclude(e.Exclude)
+	if err != nil {
+		return "", false
+	}
+	h := sha256.New()
+	cacheable = true
+	recent := time.Now().Add(-racyWindow).UnixNano()
+	var buf [8]byte
+	num := func(v int64) {
+		binary.BigEndian.PutUint64(buf[:], uint64(v))
+		h.Write(buf[:])
+	}
+	err = filepath.WalkDir(e.Source, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(e.Source, p)
+		rel = filepath.ToSlash(rel)
+		if rel != "." && m.Match(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return errSpecial
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		h.Write([]byte(rel))
+		h.Write([]byte{0})
+		num(int64(st.Mode))
+		num(st.Size)
+		mtime, ctime := statTimes(&st)
+		num(mtime)
+		num(ctime)
+		num(int64(st.Ino))
+		num(int64(st.Dev))
+		if mtime >= recent || ctime >= recent {
+			cacheable = false
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false
+	}
+	return hex.EncodeToString(h.Sum(nil)), cacheable
+}
+
+var errSpecial = errors.New("not a regular file or directory")
