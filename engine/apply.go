@@ -599,8 +599,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
-		m := sandboxManifest(e.Config, e.Config.SandboxInstances[sbAddr])
-		workspaces[sbAddr] = &sandbox.Workspace{Sandbox: sb, Address: sbAddr, Env: m.Env, EphemeralEnv: m.EphemeralEnv, Scrub: scrub}
+		workspaces[sbAddr] = e.workspace(sbAddr, sb)
 	}
 	// The sandboxes whose URLs the input takes are running, and their URLs
 	// recorded, before the input is evaluated with them.

@@ -97,8 +97,8 @@ func (e *Engine) OpenChat(ctx context.Context, st *state.State, session, agent s
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", addr, err)
 		}
-		m := sandboxManifest(e.Config, e.Config.SandboxInstances[sbAddr])
-		workspaces[sbAddr] = &sandbox.Workspace{Sandbox: sb, Address: sbAddr, Env: m.Env, EphemeralEnv: m.EphemeralEnv, Scrub: scrub, URLs: maps.Clone(st.Sandboxes[sbAddr].URLs)}
+		workspaces[sbAddr] = e.workspace(sbAddr, sb)
+		workspaces[sbAddr].URLs = maps.Clone(st.Sandboxes[sbAddr].URLs)
 	}
 	// A chat turn runs its commands to completion: no sessions outlive it.
 	agents, err := e.buildAgents(ctx, ri, workspaces, nil)

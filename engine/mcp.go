@@ -104,12 +104,11 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 			ws = e.workspace(s.Sandbox, sb)
 		}
 		wg.Go(func() {
-			t, err := mcphost.List(ctx, e.mcpServer(s, ws))
+			t, err := e.listMCPServer(ctx, s, ws)
 			if err != nil {
-				errs[i] = fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
+				errs[i] = err
 				return
 			}
-			e.mcp.put(name, t)
 			e.emit(Event{Type: EventRefresh, Address: s.Addr(), Message: "tools: " + mcpToolSummary(t)})
 		})
 	}
@@ -142,24 +141,22 @@ func (a *applier) listMCP(ctx context.Context, ri *config.RunInstance) error {
 			}
 			ws = e.workspace(s.Sandbox, sb)
 		}
-		t, err := mcphost.List(ctx, e.mcpServer(s, ws))
-		if err != nil {
-			return fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
+		if _, err := e.listMCPServer(ctx, s, ws); err != nil {
+			return err
 		}
-		e.mcp.put(name, t)
 	}
 	return nil
 }
 
-// workspace is the workspace of a running sandbox, with its manifest's
-// environment and the scrubber.
-func (e *Engine) workspace(addr string, sb sandbox.Sandbox) *sandbox.Workspace {
-	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber()}
-	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
-		m := sandboxManifest(e.Config, sbc)
-		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
+// listMCPServer lists the tools of server s (ws is its sandbox's workspace
+// for a server inside one) and remembers them for this process.
+func (e *Engine) listMCPServer(ctx context.Context, s *config.MCPServer, ws *sandbox.Workspace) ([]mcphost.ToolInfo, error) {
+	t, err := mcphost.List(ctx, e.mcpServer(s, ws))
+	if err != nil {
+		return nil, fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
 	}
-	return ws
+	e.mcp.put(s.Name, t)
+	return t, nil
 }
 
 // checkMCPClashes reports a listed MCP tool that an agent would get under
@@ -413,11 +410,11 @@ func (ms *mcpSessions) addTools(cfg *config.Config, agents map[string]*agentloop
 			if sess == nil {
 				return fmt.Errorf("mcp_server.%s was not started", sn)
 			}
-			if err := addMCPOwners(owners, name, sn, sess.Tools()); err != nil {
+			infos := sess.Tools()
+			if err := addMCPOwners(owners, name, sn, infos); err != nil {
 				return err
 			}
 			policy := cfg.MCPServers[sn].NeedsApproval
-			infos := sess.Tools()
 			for i, t := range sess.AgentTools() {
 				ra.Tools = append(ra.Tools, t)
 				setApproval(ra, infos[i].Exposed, policy.ForTool(infos[i].Name))

@@ -54,10 +54,9 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 			return nil
 		}
 	}
-	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber(), URLs: maps.Clone(ss.URLs)}
+	ws := e.workspace(addr, sb)
+	ws.URLs = maps.Clone(ss.URLs)
 	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
-		m := sandboxManifest(e.Config, sbc)
-		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
 		// A start publishes Docker ports anew: ask the provider rather than
 		// trust the recorded URLs.
 		for _, port := range sbc.Ports {
@@ -78,4 +77,15 @@ func (e *Engine) WorkspaceRoot(addr string) string {
 		return manifestRoot(e.Config, sbc)
 	}
 	return "/workspace"
+}
+
+// workspace is the workspace of a running sandbox, with its manifest's
+// environment and the scrubber.
+func (e *Engine) workspace(addr string, sb sandbox.Sandbox) *sandbox.Workspace {
+	ws := &sandbox.Workspace{Sandbox: sb, Address: addr, Scrub: e.scrubber()}
+	if sbc := e.Config.SandboxInstances[addr]; sbc != nil {
+		m := sandboxManifest(e.Config, sbc)
+		ws.Env, ws.EphemeralEnv = m.Env, m.EphemeralEnv
+	}
+	return ws
 }
