@@ -46,6 +46,12 @@ type OutputValue struct {
 // lateObjects builds the run and sandbox objects of the evaluation
 // context. With rv nil every value is unknown (load-time validation).
 func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
+	return c.lateObjectsOf(rv, nil)
+}
+
+// lateObjectsOf is lateObjects holding only the runs and sandboxes (by
+// block name) that refs names; refs nil holds all of them.
+func (c *Config) lateObjectsOf(rv *RuntimeValues, refs *lateRefs) *lateVals {
 	runVal := func(addr string) cty.Value {
 		out := cty.DynamicVal
 		if rv != nil {
@@ -83,6 +89,9 @@ func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
 	}
 	runs := map[string]cty.Value{}
 	for name, r := range c.Runs {
+		if !refs.hasRun(name) {
+			continue
+		}
 		if r.ForEach == nil {
 			runs[name] = runVal(addrs.Run(name, nil).String())
 			continue
@@ -97,6 +106,9 @@ func (c *Config) lateObjects(rv *RuntimeValues) *lateVals {
 	}
 	sbs := map[string]cty.Value{}
 	for name, s := range c.Sandboxes {
+		if !refs.hasSandbox(name) {
+			continue
+		}
 		if s.ForEach == nil {
 			sbs[name] = sbVal(addrs.Sandbox(name, nil).String())
 			continue
@@ -120,11 +132,51 @@ func (c *Config) runCtx(ri *RunInstance, late *lateVals) *hcl.EvalContext {
 	return buildCtx(c.funcs, c.varsObj, c.localsObj, each, late)
 }
 
+// lateRefs are the run and sandbox blocks an expression refers to.
+type lateRefs struct {
+	runs, sandboxes map[string]bool
+}
+
+// hasRun reports whether the objects hold run block name; a nil lateRefs
+// holds all.
+func (r *lateRefs) hasRun(name string) bool { return r == nil || r.runs[name] }
+
+// hasSandbox is hasRun for sandbox blocks.
+func (r *lateRefs) hasSandbox(name string) bool { return r == nil || r.sandboxes[name] }
+
+// referencedLate returns the run and sandbox blocks expr refers to, or
+// nil (all of them) when it refers to the run or sandbox object whole.
+func referencedLate(expr hcl.Expression) *lateRefs {
+	refs := &lateRefs{runs: map[string]bool{}, sandboxes: map[string]bool{}}
+	for _, t := range expr.Variables() {
+		var names map[string]bool
+		switch t.RootName() {
+		case "run":
+			names = refs.runs
+		case "sandbox":
+			names = refs.sandboxes
+		default:
+			continue
+		}
+		if len(t) < 2 {
+			return nil
+		}
+		attr, ok := t[1].(hcl.TraverseAttr)
+		if !ok {
+			return nil
+		}
+		names[attr.Name] = true
+	}
+	return refs
+}
+
 // EvalRunInput evaluates a run instance's input with the outputs of the
-// runs it depends on and the sandbox URLs known at apply time. To evaluate
-// many inputs against the same values, use RunInputEvaluator.
+// runs it depends on and the sandbox URLs known at apply time. It builds
+// only the objects of the runs and sandboxes the input refers to, so its
+// cost does not grow with the configuration. To evaluate many inputs
+// against the same values, use RunInputEvaluator.
 func (c *Config) EvalRunInput(ri *RunInstance, rv RuntimeValues) (string, hcl.Diagnostics) {
-	return c.RunInputEvaluator(rv)(ri)
+	return c.evalRunInput(ri, c.lateObjectsOf(&rv, referencedLate(ri.InputExpr)))
 }
 
 // RunInputEvaluator returns a function that evaluates run inputs against
@@ -135,28 +187,33 @@ func (c *Config) EvalRunInput(ri *RunInstance, rv RuntimeValues) (string, hcl.Di
 func (c *Config) RunInputEvaluator(rv RuntimeValues) func(ri *RunInstance) (string, hcl.Diagnostics) {
 	late := c.lateObjects(&rv)
 	return func(ri *RunInstance) (string, hcl.Diagnostics) {
-		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
-		if diags.HasErrors() {
-			return "", diags
-		}
-		rng := ri.InputExpr.Range()
-		if v.ContainsMarked() {
-			return "", hcl.Diagnostics{sensitiveInputDiag(rng)}
-		}
-		if !v.IsWhollyKnown() {
-			return "", hcl.Diagnostics{{
-				Severity: hcl.DiagError,
-				Summary:  "Run input not known yet",
-				Detail:   fmt.Sprintf("The input of %s depends on runs or sandboxes that have not completed (%s).", ri.Addr, strings.Join(ri.DependsOn, ", ")),
-				Subject:  &rng,
-			}}
-		}
-		s, err := convert.Convert(v, cty.String)
-		if err != nil || s.IsNull() {
-			return "", hcl.Diagnostics{inputTypeDiag(rng, err)}
-		}
-		return s.AsString(), nil
+		return c.evalRunInput(ri, late)
 	}
+}
+
+// evalRunInput evaluates the input of ri against late.
+func (c *Config) evalRunInput(ri *RunInstance, late *lateVals) (string, hcl.Diagnostics) {
+	v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
+	if diags.HasErrors() {
+		return "", diags
+	}
+	rng := ri.InputExpr.Range()
+	if v.ContainsMarked() {
+		return "", hcl.Diagnostics{sensitiveInputDiag(rng)}
+	}
+	if !v.IsWhollyKnown() {
+		return "", hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Run input not known yet",
+			Detail:   fmt.Sprintf("The input of %s depends on runs or sandboxes that have not completed (%s).", ri.Addr, strings.Join(ri.DependsOn, ", ")),
+			Subject:  &rng,
+		}}
+	}
+	s, err := convert.Convert(v, cty.String)
+	if err != nil || s.IsNull() {
+		return "", hcl.Diagnostics{inputTypeDiag(rng, err)}
+	}
+	return s.AsString(), nil
 }
 
 // EvalOutputs evaluates every output. Values that depend on runs not in

@@ -210,7 +210,7 @@ func (a *applier) memoryAfterRun(ctx context.Context, ri *config.RunInstance, di
 				m.Phase1 = append(m.Phase1, rid)
 			}
 			m.Run, m.Agent, m.NextTurn = ri.Addr, t.agent, turns
-		}); err != nil {
+		}, state.MemoryRef(t.key)); err != nil {
 			return err
 		}
 		if err := a.processMemory(ctx, t.key, ws, ri.Addr, false); err != nil {
@@ -443,7 +443,7 @@ func (a *applier) memoryPhase1(ctx context.Context, key string, c *config.Capabi
 				r.MemoryUsage.Add(resp.Usage)
 			}
 		}
-	})
+	}, state.MemoryRef(key), state.RunRef(run))
 }
 
 // memoryPhase2 consolidates the waiting rollouts: raw_memories.md gains
@@ -529,7 +529,7 @@ func (a *applier) memoryPhase2(ctx context.Context, key string, c *config.Capabi
 			rec.NextTurn++
 			rec.Usage.Add(resp.Usage)
 		}
-	})
+	}, state.MemoryRef(key))
 }
 
 // memoryFinish does the memory work still waiting at the end of an apply

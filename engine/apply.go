@@ -151,19 +151,14 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 	return errors.Join(all...)
 }
 
-// save writes the state; callers hold a.mu.
-func (a *applier) save() error {
-	if err := a.e.State.Write(a.st); err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	return nil
-}
-
-func (a *applier) update(fn func(st *state.State)) error {
+// update changes the state with fn and records the change durably: fn
+// changes the objects refs name and no other (the state log records just
+// those; AGENTCTL_STATE_VERIFY=1, set by the tests, checks it).
+func (a *applier) update(fn func(st *state.State), refs ...state.Ref) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	fn(a.st)
-	return a.save()
+	return a.e.State.Append(a.st, refs...)
 }
 
 // progress reports "Still ..." every interval until stop is called.
@@ -341,7 +336,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		st.Sandboxes[addr] = ns
 		a.sbs[addr] = sb
 		a.used[addr] = true
-	}); err != nil {
+	}, state.SandboxRef(addr)); err != nil {
 		return err
 	}
 	if pending != nil {
@@ -365,7 +360,7 @@ func (a *applier) restoreFailed(addr string, err error) error {
 		if ss := st.Sandboxes[addr]; ss != nil && ss.RestorePending != nil {
 			ss.RestorePending.Error = err.Error()
 		}
-	}); uerr != nil {
+	}, state.SandboxRef(addr)); uerr != nil {
 		return errors.Join(err, uerr)
 	}
 	return fmt.Errorf("%w; the sandbox stays marked as needing a restore and its snapshot is kept: apply again once the cause is fixed, or apply -replace=%s to recreate it from its manifest without the files the runs left in it", err, addr)
@@ -421,7 +416,7 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 		ss.Attributes = sandboxAttributes(cfg, cfg.SandboxInstances[addr], a.e.scrubber())
 		ss.RestorePending = nil // a restore in progress is complete
 		ss.UpdatedAt = time.Now().UTC()
-	})
+	}, state.SandboxRef(addr))
 }
 
 func (a *applier) recordURLs(ctx context.Context, addr string, sb sandbox.Sandbox) error {
@@ -437,7 +432,7 @@ func (a *applier) recordURLs(ctx context.Context, addr string, sb sandbox.Sandbo
 		}
 		urls[fmt.Sprint(port)] = u
 	}
-	return a.update(func(st *state.State) { st.Sandboxes[addr].URLs = urls })
+	return a.update(func(st *state.State) { st.Sandboxes[addr].URLs = urls }, state.SandboxRef(addr))
 }
 
 func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
@@ -475,7 +470,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 		delete(st.Sandboxes, addr)
 		delete(a.sbs, addr)
 		delete(a.used, addr)
-	})
+	}, state.SandboxRef(addr))
 }
 
 // ensureRunning returns the sandbox at addr ready for tools: started if
@@ -535,7 +530,7 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		st.Sandboxes[addr].Session = sb.Session()
 		st.Sandboxes[addr].Status = statusRunning
 		a.used[addr] = true
-	}); err != nil {
+	}, state.SandboxRef(addr)); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -691,7 +686,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			r.Approvals = prev.Approvals
 		}
 		st.Runs[addr] = r
-	}); err != nil {
+	}, state.RunRef(addr)); err != nil {
 		return err
 	}
 
@@ -770,7 +765,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			r.Provenance.CompletedAt = time.Now().UTC()
 		}
 		recordPending(r, runErr, scrub)
-	}); err != nil {
+	}, state.RunRef(addr)); err != nil {
 		return err
 	}
 	if status == RunAwaiting {
@@ -863,7 +858,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
-	}); err != nil {
+	}, state.SandboxRef(addr)); err != nil {
 		return err
 	}
 	if err := archive.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), name); err != nil {
@@ -916,7 +911,7 @@ func (a *applier) commitImage(ctx context.Context, addr string, sb sandbox.Sandb
 		ss := st.Sandboxes[addr]
 		old, prov = ss.SnapshotImage, ss.Provider
 		ss.SnapshotImage = ref
-	}); err != nil {
+	}, state.SandboxRef(addr)); err != nil {
 		return err
 	}
 	if old != "" && old != ref {
@@ -987,7 +982,7 @@ func (a *applier) finish(ctx context.Context) error {
 		a.onExit(cctx, addr, sbc, sb, &errs)
 		cancel()
 	}
-	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }); err != nil {
+	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }, state.OutputsRef()); err != nil {
 		errs = append(errs, err)
 	}
 	if err := a.e.digestCache().Save(); err != nil {
@@ -1000,7 +995,7 @@ func (a *applier) finish(ctx context.Context) error {
 // on_exit says, and records the result in the state.
 func (a *applier) onExit(ctx context.Context, addr string, sbc *config.SandboxInstance, sb sandbox.Sandbox, errs *[]error) {
 	record := func(status string) {
-		if err := a.update(func(st *state.State) { st.Sandboxes[addr].Status = status }); err != nil {
+		if err := a.update(func(st *state.State) { st.Sandboxes[addr].Status = status }, state.SandboxRef(addr)); err != nil {
 			*errs = append(*errs, fmt.Errorf("%s: recording on_exit: %w", addr, err))
 		}
 	}

@@ -125,7 +125,7 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 			if r := st.Runs[addr]; r != nil {
 				r.Approvals = append(r.Approvals, &call)
 			}
-		}); err != nil {
+		}, state.RunRef(addr)); err != nil {
 			// Not recorded: the call is not decided; it waits.
 			return agentloop.Decision{}, false
 		}

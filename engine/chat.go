@@ -316,7 +316,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 			r.Status, r.Current, r.Input, r.Steps, r.Approvals, r.UpdatedAt = state.ChatRunning, cur, input, 0, nil, now
 			r.Sandboxes = sortedKeys(s.workspaces())
 			st.Chats[s.addr] = &r
-		}); err != nil {
+		}, state.ChatRef(s.addr)); err != nil {
 			return nil, err
 		}
 	}
@@ -377,7 +377,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 	switch {
 	case runErr == nil:
 	case errors.Is(runErr, agentloop.ErrInterrupted) || errors.Is(runErr, context.Canceled):
-		if err := s.a.update(func(st *state.State) { st.Chats[s.addr].Steps = journal.Len() }); err != nil {
+		if err := s.a.update(func(st *state.State) { st.Chats[s.addr].Steps = journal.Len() }, state.ChatRef(s.addr)); err != nil {
 			return nil, errors.Join(runErr, err)
 		}
 		return res, fmt.Errorf("%s: the turn was interrupted; it is checkpointed, and the next agentctl chat -session %s agent.%s resumes it: %w", s.addr, chatName(s.addr), s.agent, runErr)
@@ -386,7 +386,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		if err := s.a.update(func(st *state.State) {
 			r := st.Chats[s.addr]
 			r.Status, r.Current, r.Input, r.Steps, r.Approvals, r.UpdatedAt = state.ChatIdle, "", "", 0, nil, time.Now().UTC()
-		}); err != nil {
+		}, state.ChatRef(s.addr)); err != nil {
 			return nil, errors.Join(runErr, err)
 		}
 		journal.Close()
@@ -412,7 +412,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		s.mu.Lock()
 		maps.Copy(s.offsets, r.AgentTurns)
 		s.mu.Unlock()
-	}); err != nil {
+	}, state.ChatRef(s.addr)); err != nil {
 		return nil, err
 	}
 	if old != "" && old != cur {
@@ -479,7 +479,7 @@ func (s *ChatSession) asker() func(context.Context, agentloop.PendingCall) (agen
 			if r := st.Chats[s.addr]; r != nil {
 				r.Approvals = append(r.Approvals, &call)
 			}
-		})
+		}, state.ChatRef(s.addr))
 		return agentloop.Decision{Approved: ans.Decision == state.ApprovalApproved, Reason: ans.Reason}, true
 	}
 }
@@ -520,7 +520,7 @@ func (s *ChatSession) Reset() error {
 	}
 	if err := s.a.update(func(st *state.State) {
 		st.Chats[s.addr] = &state.Chat{Address: s.addr, Agent: s.agent, Status: state.ChatIdle, Sandboxes: c.Sandboxes, CreatedAt: c.CreatedAt, UpdatedAt: time.Now().UTC()}
-	}); err != nil {
+	}, state.ChatRef(s.addr)); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -550,7 +550,7 @@ func (a *applier) forgetChat(addr string) error {
 	if err := a.update(func(st *state.State) {
 		c = st.Chats[addr]
 		delete(st.Chats, addr)
-	}); err != nil {
+	}, state.ChatRef(addr)); err != nil {
 		return err
 	}
 	if c == nil {

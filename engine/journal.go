@@ -177,7 +177,7 @@ func (a *applier) forgetRun(addr string) error {
 			journal = r.Journal
 		}
 		delete(st.Runs, addr)
-	}); err != nil {
+	}, state.RunRef(addr)); err != nil {
 		return err
 	}
 	if journal == "" {

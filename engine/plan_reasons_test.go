@@ -143,12 +143,14 @@ func TestPlanReasonSandboxSettings(t *testing.T) {
 func TestPlanReasonSensitive(t *testing.T) {
 	e, dir := newTestEngine(t, strings.Replace(reasonsConfig, `"Be brief."`, `"Use hunter2-secret-value."`, 1))
 	planApply(t, e, PlanOptions{})
-	data, err := os.ReadFile(filepath.Join(dir, ".agentctl", "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(data), "hunter2") {
-		t.Fatalf("the state holds the sensitive value:\n%s", data)
+	for _, name := range []string{"state.json", "state.json.log"} {
+		data, err := os.ReadFile(filepath.Join(dir, ".agentctl", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "hunter2") {
+			t.Fatalf("%s holds the sensitive value:\n%s", name, data)
+		}
 	}
 	st, err := e.State.Read()
 	if err != nil {

@@ -244,10 +244,17 @@ func (l *Lock) Check() error {
 	return nil
 }
 
-// Unlock releases the lock: it removes the lock info, then drops the
-// kernel lock. Unlocking twice is a no-op.
+// Unlock releases the lock: it compacts the state log into the state
+// file (Dir.Write), removes the lock info, then drops the kernel lock.
+// Unlocking twice is a no-op. When the compaction fails, the lock is
+// released all the same and the error says so: the log still holds
+// every change, and the next lock holder compacts it.
 func (l *Lock) Unlock() error {
-	err := l.release()
+	var cerr error
+	if l.held() {
+		cerr = l.dir.compactLog()
+	}
+	err := errors.Join(cerr, l.release())
 	// Lock order is Dir.mu before Lock.mu (Write checks the lock while
 	// holding Dir.mu), so forget the lock only after releasing l.mu.
 	l.dir.mu.Lock()
@@ -256,6 +263,13 @@ func (l *Lock) Unlock() error {
 	}
 	l.dir.mu.Unlock()
 	return err
+}
+
+// held reports whether the lock has not been released.
+func (l *Lock) held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f != nil
 }
 
 func (l *Lock) release() error {

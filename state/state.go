@@ -434,8 +434,12 @@ type Dir struct {
 	stateFile string
 	version   string
 
-	mu   sync.Mutex // guards held; serializes Write
+	mu   sync.Mutex // guards held and log; serializes Write and Append
 	held *Lock      // the lock taken through this Dir, if any
+	log  *Journal   // the state log, once Append opened it
+	// verify makes Append read the state back and compare
+	// (AGENTCTL_STATE_VERIFY=1).
+	verify bool
 }
 
 // Option configures OpenDir.
@@ -462,7 +466,7 @@ func OpenDir(path string, opts ...Option) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", path, err)
 	}
-	d := &Dir{path: abs}
+	d := &Dir{path: abs, verify: os.Getenv("AGENTCTL_STATE_VERIFY") == "1"}
 	for _, o := range opts {
 		o(d)
 	}
@@ -537,14 +541,33 @@ func (d *Dir) Exists() bool {
 	return err == nil
 }
 
-// Read reads the state file. A missing file yields New() (serial 0, a
-// fresh lineage, nothing written). A file written by a newer agentctl is
+// Read reads the state: the state file, and the changes its log records
+// since (see log.go). A missing file yields New() (serial 0, a fresh
+// lineage, nothing written). A file written by a newer agentctl is
 // refused with a *NewerFormatError; invalid content is reported with the
 // file name and position, and with how to recover from the backup.
 func (d *Dir) Read() (*State, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := d.readOnce()
+		var gap *errLogGap
+		if errors.As(err, &gap) {
+			if attempt < 5 {
+				continue // compacted while read: read both again
+			}
+			return nil, fmt.Errorf("reading state: %w; if no agentctl command is running, remove the log to use %s as it is (the changes the log records are then lost), or put back the state file the log belongs to", err, d.stateFile)
+		}
+		return s, err
+	}
+}
+
+func (d *Dir) readOnce() (*State, error) {
 	data, err := os.ReadFile(d.stateFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return New(), nil
+		s := New()
+		if _, err := os.Stat(d.LogFile()); err == nil {
+			return nil, fmt.Errorf("reading state: the state file %s is missing but its log %s is there; put the state file back (its backup is %s), or remove the log to start over with an empty state", d.stateFile, d.LogFile(), d.BackupFile())
+		}
+		return s, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading state: %w", err)
@@ -554,7 +577,23 @@ func (d *Dir) Read() (*State, error) {
 	if err != nil && !errors.As(err, &nf) {
 		return nil, fmt.Errorf("%w; %s", err, d.recoveryHint())
 	}
-	return s, err
+	if err != nil {
+		return s, err
+	}
+	n, err := d.replayLog(s)
+	if err != nil {
+		var gap *errLogGap
+		if errors.As(err, &gap) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("reading state: %w", err)
+	}
+	if n > 0 {
+		if err := checkState(d.LogFile(), s); err != nil {
+			return nil, fmt.Errorf("reading state: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // recoveryHint tells how to recover from a damaged state file: from the
@@ -592,8 +631,11 @@ func shellQuote(s string) string {
 }
 
 // Write increments s.Serial and replaces the state file atomically,
-// keeping the file it replaces as the backup (BackupFile). On error
-// s.Serial is left unchanged.
+// keeping the file it replaces as the backup (BackupFile), then removes
+// the state log, whose changes s holds (the compaction). On error
+// s.Serial is left unchanged, except when only the log's removal failed
+// (the state file is written; the log's records are then skipped by
+// Read, as the state file has their serials).
 func (d *Dir) Write(s *State) error {
 	if s == nil {
 		return errors.New("writing state: nil state")
@@ -638,6 +680,13 @@ func (d *Dir) Write(s *State) error {
 	if err != nil {
 		s.Serial--
 		return fmt.Errorf("writing state: %w", err)
+	}
+	lerr := d.closeLog()
+	if err := removeDurable(d.LogFile()); err != nil {
+		lerr = errors.Join(lerr, err)
+	}
+	if lerr != nil {
+		return fmt.Errorf("writing state: the state file is written (serial %d), but its log was not removed: %w", s.Serial, lerr)
 	}
 	return nil
 }
@@ -686,8 +735,18 @@ func decodeState(name string, data []byte) (*State, error) {
 	if err := json.Unmarshal(data, s); err != nil {
 		return nil, jsonError(name, "state file", data, err)
 	}
+	if err := checkState(name, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkState checks what decoding cannot (a lineage, no null records,
+// keys that match addresses), fills in empty maps and compacts the raw
+// values; name is used in error messages.
+func checkState(name string, s *State) error {
 	if s.Lineage == "" {
-		return nil, fmt.Errorf("%s: state has no lineage; the file is damaged", name)
+		return fmt.Errorf("%s: state has no lineage; the file is damaged", name)
 	}
 	if s.Sandboxes == nil {
 		s.Sandboxes = map[string]*Sandbox{}
@@ -700,33 +759,33 @@ func decodeState(name string, data []byte) (*State, error) {
 	}
 	for addr, sb := range s.Sandboxes {
 		if sb == nil {
-			return nil, fmt.Errorf("%s: sandboxes[%q] is null; the file is damaged (edit it to remove the entry)", name, addr)
+			return fmt.Errorf("%s: sandboxes[%q] is null; the file is damaged (edit it to remove the entry)", name, addr)
 		}
 		if sb.Address == "" {
 			sb.Address = addr
 		} else if sb.Address != addr {
-			return nil, fmt.Errorf("%s: sandboxes[%q] has address %q; the key and the address must match", name, addr, sb.Address)
+			return fmt.Errorf("%s: sandboxes[%q] has address %q; the key and the address must match", name, addr, sb.Address)
 		}
 	}
 	for addr, r := range s.Runs {
 		if r == nil {
-			return nil, fmt.Errorf("%s: runs[%q] is null; the file is damaged (edit it to remove the entry)", name, addr)
+			return fmt.Errorf("%s: runs[%q] is null; the file is damaged (edit it to remove the entry)", name, addr)
 		}
 		if r.Address == "" {
 			r.Address = addr
 		} else if r.Address != addr {
-			return nil, fmt.Errorf("%s: runs[%q] has address %q; the key and the address must match", name, addr, r.Address)
+			return fmt.Errorf("%s: runs[%q] has address %q; the key and the address must match", name, addr, r.Address)
 		}
 	}
 	for k, o := range s.Outputs {
 		if o == nil {
-			return nil, fmt.Errorf("%s: outputs[%q] is null; the file is damaged", name, k)
+			return fmt.Errorf("%s: outputs[%q] is null; the file is damaged", name, k)
 		}
 	}
 	if err := compactRaw(s); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return s, nil
+	return nil
 }
 
 // compactRaw rewrites the raw JSON values held in s (outputs, session
@@ -734,46 +793,63 @@ func decodeState(name string, data []byte) (*State, error) {
 // holds exactly the bytes that were written and digests over them stay
 // stable.
 func compactRaw(s *State) error {
-	fix := func(where string, raw *json.RawMessage) error {
-		if len(*raw) == 0 {
-			return nil
-		}
-		var b bytes.Buffer
-		if err := json.Compact(&b, *raw); err != nil {
-			return fmt.Errorf("%s is not valid JSON: %w", where, err)
-		}
-		if b.Len() != len(*raw) {
-			*raw = b.Bytes()
-		}
-		return nil
-	}
 	for addr, sb := range s.Sandboxes {
-		if sb == nil {
-			continue
-		}
-		if err := fix(fmt.Sprintf("sandboxes[%q].session.data", addr), &sb.Session.Data); err != nil {
-			return err
-		}
-		if err := fixAttributes(fmt.Sprintf("sandboxes[%q]", addr), sb.Attributes, fix); err != nil {
+		if err := compactSandbox(addr, sb); err != nil {
 			return err
 		}
 	}
 	for addr, r := range s.Runs {
-		if r == nil {
-			continue
-		}
-		if err := fix(fmt.Sprintf("runs[%q].output", addr), &r.Output); err != nil {
-			return err
-		}
-		if err := fixAttributes(fmt.Sprintf("runs[%q]", addr), r.Attributes, fix); err != nil {
+		if err := compactRun(addr, r); err != nil {
 			return err
 		}
 	}
-	for name, o := range s.Outputs {
+	return compactOutputs(s.Outputs)
+}
+
+// compactJSON rewrites *raw in compact form; where names it in errors.
+func compactJSON(where string, raw *json.RawMessage) error {
+	if len(*raw) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, *raw); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %w", where, err)
+	}
+	if b.Len() != len(*raw) {
+		*raw = b.Bytes()
+	}
+	return nil
+}
+
+// compactSandbox is compactRaw for one sandbox.
+func compactSandbox(addr string, sb *Sandbox) error {
+	if sb == nil {
+		return nil
+	}
+	if err := compactJSON(fmt.Sprintf("sandboxes[%q].session.data", addr), &sb.Session.Data); err != nil {
+		return err
+	}
+	return fixAttributes(fmt.Sprintf("sandboxes[%q]", addr), sb.Attributes, compactJSON)
+}
+
+// compactRun is compactRaw for one run.
+func compactRun(addr string, r *Run) error {
+	if r == nil {
+		return nil
+	}
+	if err := compactJSON(fmt.Sprintf("runs[%q].output", addr), &r.Output); err != nil {
+		return err
+	}
+	return fixAttributes(fmt.Sprintf("runs[%q]", addr), r.Attributes, compactJSON)
+}
+
+// compactOutputs is compactRaw for the outputs.
+func compactOutputs(outputs map[string]*Output) error {
+	for name, o := range outputs {
 		if o == nil {
 			continue
 		}
-		if err := fix(fmt.Sprintf("outputs[%q].value", name), &o.Value); err != nil {
+		if err := compactJSON(fmt.Sprintf("outputs[%q].value", name), &o.Value); err != nil {
 			return err
 		}
 	}

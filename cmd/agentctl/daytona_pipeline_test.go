@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/internal/fakedaytona"
+	"github.com/agentctl/agentctl/state"
 )
 
 // The Daytona pipeline tests run the real agentctl binary, built here,
@@ -87,13 +88,21 @@ func (p *pipeline) run(args ...string) string {
 	return string(out)
 }
 
-// state reads the state file.
+// state reads the state (the state file and its log).
 func (p *pipeline) state() stateFile {
 	p.t.Helper()
 	var st stateFile
-	b, err := os.ReadFile(filepath.Join(p.dir, ".agentctl", "state.json"))
+	d, err := state.OpenDir(filepath.Join(p.dir, ".agentctl"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	full, err := d.Read()
 	if err != nil {
 		p.t.Fatalf("reading the state: %v", err)
+	}
+	b, err := json.Marshal(full)
+	if err != nil {
+		p.t.Fatal(err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		p.t.Fatalf("decoding the state: %v\n%s", err, b)

@@ -42,6 +42,9 @@ func TestScript(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", examples)
+			// Every state change the commands append is read back and
+			// compared (state/log.go).
+			env.Setenv("AGENTCTL_STATE_VERIFY", "1")
 			if memoryServer != "" {
 				env.Setenv("MCP_MEMORY_SERVER", memoryServer)
 			}

@@ -202,12 +202,15 @@ func TestJournalLostAfterKill(t *testing.T) {
 	}
 }
 
-// TestStateBackup: after two applies the backup holds the state before
-// the latest write; a damaged state.json is reported naming the backup,
-// and copying the backup back works.
+// TestStateBackup: after two applies the backup holds the state file as
+// the first apply left it (each apply's changes go to the state log and
+// are compacted into the state file when it releases the lock); a
+// damaged state.json is reported naming the backup, and copying the
+// backup back works.
 func TestStateBackup(t *testing.T) {
 	h := newHarness(t)
 	h.mustRun("apply", "-auto-approve", "-no-color")
+	first := h.readState()
 	h.mustRun("apply", "-auto-approve", "-no-color", "-replace=run.job")
 	stateFile := filepath.Join(h.stateDir(), "state.json")
 	backupFile := stateFile + ".backup"
@@ -220,8 +223,11 @@ func TestStateBackup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the backup does not read as a state: %v", err)
 	}
-	if prev.Serial != cur.Serial-1 || prev.Lineage != cur.Lineage {
-		t.Fatalf("backup serial %d lineage %s; state serial %d lineage %s: want the previous serial of the same lineage", prev.Serial, prev.Lineage, cur.Serial, cur.Lineage)
+	if prev.Serial != first.Serial || prev.Lineage != cur.Lineage || cur.Serial <= prev.Serial {
+		t.Fatalf("backup serial %d lineage %s; state serial %d lineage %s: want the first apply's serial %d, of the same lineage", prev.Serial, prev.Lineage, cur.Serial, cur.Lineage, first.Serial)
+	}
+	if _, err := os.Stat(stateFile + ".log"); !os.IsNotExist(err) {
+		t.Fatalf("the state log outlived the apply that released the lock: %v", err)
 	}
 	if fi, err := os.Stat(backupFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("backup: %v, mode %v; want 0600", err, fi.Mode().Perm())

@@ -8,7 +8,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -122,17 +121,18 @@ func (c *cli) stateDir() string {
 	return filepath.Join(c.dir, ".agentctl", strings.TrimSuffix(c.file, filepath.Ext(c.file)))
 }
 
-// state reads the state file; nil while there is none (or mid-write).
+// state reads the state (the state file and its log); nil while there is
+// none.
 func (c *cli) state() *state.State {
-	b, err := os.ReadFile(filepath.Join(c.stateDir(), "state.json"))
+	d, err := state.OpenDir(c.stateDir())
+	if err != nil || !d.Exists() {
+		return nil
+	}
+	st, err := d.Read()
 	if err != nil {
 		return nil
 	}
-	var st state.State
-	if json.Unmarshal(b, &st) != nil {
-		return nil
-	}
-	return &st
+	return st
 }
 
 func (c *cli) mustState() *state.State {
