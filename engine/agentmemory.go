@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"regexp"
@@ -281,22 +282,18 @@ func (a *applier) processMemory(ctx context.Context, key string, ws *sandbox.Wor
 // checked by parse and appended to the journal before it is used.
 func (a *applier) memoryCall(ctx context.Context, key string, rec memoryRecord, req *model.Request, modelName string, parse func(text string) error) (*model.Response, bool, error) {
 	m, _ := a.memorySnapshot(key)
-	path := a.e.State.Abs(m.Journal)
 	var found *model.Response
-	if _, err := os.Stat(path); err == nil {
-		_, err := state.ReadJournal(path, func(raw json.RawMessage) error {
-			var r memoryRecord
-			if err := json.Unmarshal(raw, &r); err != nil {
-				return err
-			}
-			if r.Phase == rec.Phase && r.Rollout == rec.Rollout && slices.Equal(r.Rollouts, rec.Rollouts) && r.Response != nil {
-				found = r.Response
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, false, fmt.Errorf("reading the memory journal: %w", err)
+	if _, err := a.e.State.ReadJournal(m.Journal, func(raw json.RawMessage) error {
+		var r memoryRecord
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return err
 		}
+		if r.Phase == rec.Phase && r.Rollout == rec.Rollout && slices.Equal(r.Rollouts, rec.Rollouts) && r.Response != nil {
+			found = r.Response
+		}
+		return nil
+	}); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("reading the memory journal: %w", err)
 	}
 	if found != nil {
 		if err := parse(found.Text()); err == nil {
@@ -316,10 +313,7 @@ func (a *applier) memoryCall(ctx context.Context, key string, rec memoryRecord, 
 	if err := parse(resp.Text()); err != nil {
 		return nil, false, fmt.Errorf("the model's answer is not the JSON asked for (%v): %.200q", err, resp.Text())
 	}
-	if err := os.MkdirAll(a.e.State.Abs("journals"), 0o700); err != nil {
-		return nil, false, err
-	}
-	j, err := state.OpenJournal(path)
+	j, err := a.e.State.OpenJournal(m.Journal)
 	if err != nil {
 		return nil, false, err
 	}

@@ -648,17 +648,14 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		digest = runDigest(in.digests)
 	}
 
-	if err := os.MkdirAll(e.State.Abs("journals"), 0o700); err != nil {
-		return err
-	}
 	if !resume {
 		// The previous attempt's journal (its transcript) goes only now,
 		// when its record is about to be replaced.
-		if err := state.RemoveJournal(e.State.Abs(journalRel)); err != nil {
+		if err := e.State.RemoveJournal(journalRel); err != nil {
 			return fmt.Errorf("%s: clearing old journal: %w", addr, err)
 		}
 	}
-	journal, err := state.OpenJournal(e.State.Abs(journalRel))
+	journal, err := e.State.OpenJournal(journalRel)
 	if err != nil {
 		return fmt.Errorf("%s: opening journal: %w", addr, err)
 	}

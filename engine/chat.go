@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -295,14 +294,11 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 	} else {
 		cur = state.JournalName(fmt.Sprintf("%s.turn%d", s.addr, c.Turns+1))
 		// A file left by a turn that never reached the state is stale.
-		if err := state.RemoveJournal(e.State.Abs(cur)); err != nil {
+		if err := e.State.RemoveJournal(cur); err != nil {
 			return nil, fmt.Errorf("%s: clearing old journal: %w", s.addr, err)
 		}
 	}
-	if err := os.MkdirAll(e.State.Abs("journals"), 0o700); err != nil {
-		return nil, err
-	}
-	journal, err := state.OpenJournal(e.State.Abs(cur))
+	journal, err := e.State.OpenJournal(cur)
 	if err != nil {
 		return nil, fmt.Errorf("%s: opening journal: %w", s.addr, err)
 	}
@@ -390,7 +386,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 			return nil, errors.Join(runErr, err)
 		}
 		journal.Close()
-		if err := state.RemoveJournal(e.State.Abs(cur)); err != nil {
+		if err := e.State.RemoveJournal(cur); err != nil {
 			return nil, errors.Join(runErr, err)
 		}
 		return res, &ChatTurnError{Session: s.addr, Err: e.scrubErr(runErr)}
@@ -416,7 +412,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		return nil, err
 	}
 	if old != "" && old != cur {
-		if err := state.RemoveJournal(e.State.Abs(old)); err != nil {
+		if err := e.State.RemoveJournal(old); err != nil {
 			return res, fmt.Errorf("%s: removing the previous turn's journal: %w", s.addr, err)
 		}
 	}
@@ -536,7 +532,7 @@ func removeChatJournals(e *Engine, c *state.Chat) error {
 		if rel == "" {
 			continue
 		}
-		if err := state.RemoveJournal(e.State.Abs(rel)); err != nil {
+		if err := e.State.RemoveJournal(rel); err != nil {
 			errs = append(errs, fmt.Errorf("%s: removing its journal: %w", c.Address, err))
 		}
 	}

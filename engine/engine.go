@@ -57,7 +57,7 @@ type Event struct {
 // Engine plans and applies one configuration against one state directory.
 type Engine struct {
 	Config *config.Config
-	State  *state.Dir
+	State  state.Store
 	// Environ is the process environment (credentials are read from it).
 	Environ []string
 	// Approver, when set, is asked during apply about each tool call that

@@ -96,7 +96,7 @@ func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
 	path := e.State.Abs(rel)
 	lost := &JournalLostError{Run: r.Address, Status: r.Status, Path: path, Steps: r.Steps, Turns: r.Turns}
 	var steps []agentloop.Step
-	_, err := state.ReadJournal(path, func(raw json.RawMessage) error {
+	_, err := e.State.ReadJournal(rel, func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("not a step: %w", err)
@@ -183,7 +183,7 @@ func (a *applier) forgetRun(addr string) error {
 	if journal == "" {
 		journal = state.JournalName(addr)
 	}
-	if err := state.RemoveJournal(a.e.State.Abs(journal)); err != nil {
+	if err := a.e.State.RemoveJournal(journal); err != nil {
 		return fmt.Errorf("%s: removed from the state, but its journal was not: %w", addr, err)
 	}
 	return nil

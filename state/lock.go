@@ -120,7 +120,7 @@ func (d *Dir) LockInfoPath() string { return filepath.Join(d.path, LockInfoFileN
 // empty. If another process holds the lock, Lock retries with backoff
 // until timeout has passed (0: fail at once) and then returns a
 // *LockedError naming the holder. ctx cancels the wait.
-func (d *Dir) Lock(ctx context.Context, info LockInfo, timeout time.Duration) (*Lock, error) {
+func (d *Dir) Lock(ctx context.Context, info LockInfo, timeout time.Duration) (Lease, error) {
 	if err := d.Ensure(); err != nil {
 		return nil, fmt.Errorf("locking state: %w", err)
 	}

@@ -173,7 +173,7 @@ func TestLockTimeoutWaitsForRelease(t *testing.T) {
 	}
 	released := make(chan struct{})
 	type result struct {
-		l   *Lock
+		l   Lease
 		err error
 	}
 	done := make(chan result, 1)

@@ -5,8 +5,9 @@
 // A state directory (".agentctl/" next to the configuration, or as given)
 // holds:
 //
-//	state.json          the state, replaced atomically on every change
-//	state.json.backup   the state before the latest change
+//	state.json          the state, replaced atomically when written whole
+//	state.json.log      the changes appended since (Append; see log.go)
+//	state.json.backup   the state before it was last written whole
 //	state.lock          the lock file (never removed; the lock is a kernel lock on it)
 //	state.lock.info     who holds the lock (JSON), present while it is held
 //	journals/*.jsonl    one append-only journal per run: its checkpoints, then its transcript

@@ -24,7 +24,7 @@ type backend struct {
 	m    *meta
 	cfg  *config.Config
 	dir  *state.Dir
-	lock *state.Lock
+	lock state.Lease
 }
 
 // stateDirFor is where a configuration's state lives (DESIGN §5):

@@ -129,7 +129,7 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 	// A forgotten run's journal (its checkpoints or transcript) goes with
 	// its record, once the state no longer points to it.
 	for _, j := range journals {
-		if err := state.RemoveJournal(b.dir.Abs(j)); err != nil {
+		if err := b.dir.RemoveJournal(j); err != nil {
 			return fmt.Errorf("the state was updated, but a journal was not removed: %w", err)
 		}
 	}
