@@ -83,6 +83,35 @@ func BenchmarkStateWrite(b *testing.B) {
 	}
 }
 
+// BenchmarkStateAppend is what a run's status change costs now: one
+// record of that run appended to the state log, whatever the state holds.
+func BenchmarkStateAppend(b *testing.B) {
+	for _, runs := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("runs=%d", runs), func(b *testing.B) {
+			d, err := OpenDir(filepath.Join(b.TempDir(), ".agentctl"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := sampleState()
+			tmpl := s.Runs[`run.review["pricing"]`]
+			for i := range runs {
+				r := *tmpl
+				r.Address = fmt.Sprintf("run.r%d", i)
+				s.Runs[r.Address] = &r
+			}
+			if err := d.Write(s); err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; b.Loop(); i++ {
+				s.Runs["run.r1"].Turns = i
+				if err := d.Append(s, RunRef("run.r1")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkReadJournal measures reading a 1,000-step journal (resume).
 func BenchmarkReadJournal(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "j.jsonl")
