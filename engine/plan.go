@@ -179,7 +179,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Action = ActionReplace
 		c.Reasons = e.sandboxReasons(prev, sb, func(p string) bool { return !isEnvAttribute(p) })
 		if len(c.Reasons) == 0 {
-			c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+			c.Reasons = []string{"image, provider, isolation, network, ports, resources, provider settings or the manifest's users and groups changed"}
 		}
 	case prev.RestorePending != nil:
 		c.Action = ActionRestore
