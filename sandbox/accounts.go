@@ -107,10 +107,12 @@ const AccountsConflict = 4
 // image has them, else BusyBox's adduser/addgroup; with neither it exits
 // AccountsToolsMissing, and when a name or id is taken by another account
 // AccountsConflict, with the reason on stderr. Users get no home
-// directory (the SDK's useradd -M) and /bin/sh as their shell; the
+// directory of their own (the SDK's useradd -M: their home is the
+// workspace root, as the default user's) and /bin/sh as their shell; the
 // workspace root is made 1777, like /tmp, so every user can create files
 // in it but not remove or replace another's.
 const AccountsScript = `set -u
+PATH="${PATH:-/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 root=$1; shift
 have() { command -v "$1" >/dev/null 2>&1; }
 if have useradd && have groupadd && have usermod; then tools=shadow
@@ -141,8 +143,8 @@ mkuser() { # name uid
   fi
   if n=$(owner /etc/passwd "$2"); then conflict "uid $2 already belongs to user $n in the image"; fi
   mkgroup "$1" "$2"
-  if [ $tools = shadow ]; then useradd -M -N -g "$2" -u "$2" -d /nonexistent -s /bin/sh "$1"
-  else adduser -D -H -u "$2" -G "$1" -h /nonexistent -s /bin/sh "$1"; fi || exit 1
+  if [ $tools = shadow ]; then useradd -M -N -g "$2" -u "$2" -d "$root" -s /bin/sh "$1"
+  else adduser -D -H -u "$2" -G "$1" -h "$root" -s /bin/sh "$1"; fi || exit 1
 }
 member() { # user group
   while IFS=: read -r n _ _ m; do
