@@ -110,7 +110,8 @@ const AccountsConflict = 4
 // directory of their own (the SDK's useradd -M: their home is the
 // workspace root, as the default user's) and /bin/sh as their shell; the
 // workspace root is made 1777, like /tmp, so every user can create files
-// in it but not remove or replace another's.
+// in it but not remove or replace another's, and the directories above it
+// searchable (o+x) so the users can reach it.
 const AccountsScript = `set -u
 PATH="${PATH:-/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 root=$1; shift
@@ -162,6 +163,11 @@ for a in "$@"; do
   esac
 done
 chmod 1777 "$root"
+d=$root
+while [ "${d%/*}" != "$d" ]; do
+  d=${d%/*}; [ -n "$d" ] || break
+  chmod o+x "$d"
+done
 `
 
 // AccountsArgs are AccountsScript's arguments for a and workspace root.
