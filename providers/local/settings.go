@@ -96,7 +96,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 	if args.AccountsRange != nil {
 		if err := CheckAccounts(isolation, args.Accounts); err != nil {
 			diags = append(diags, registry.Errorf(*args.AccountsRange, "Manifest users unsupported here",
-				"%s uses a manifest with user or group blocks, and %v (docs/local-provider.md, \"Users and groups\").", args.Address, err))
+				"%s: %v (docs/local-provider.md, \"Users and groups\").", args.Address, err))
 		}
 	}
 	_, ds := args.Body.Content(&hcl.BodySchema{})
