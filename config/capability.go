@@ -13,14 +13,14 @@ import (
 var capabilityTypes = []string{"shell", "filesystem", "compaction", "command", "skills", "memory"}
 
 var capabilitySchemas = map[string]*hcl.BodySchema{
-	"shell":      {Attributes: []hcl.AttributeSchema{{Name: "timeout"}, {Name: "max_output_tokens"}, {Name: "needs_approval"}}},
+	"shell":      {Attributes: []hcl.AttributeSchema{{Name: "timeout"}, {Name: "max_output_tokens"}, {Name: "needs_approval"}, {Name: "run_as"}}},
 	"filesystem": {Attributes: []hcl.AttributeSchema{{Name: "max_image_bytes"}, {Name: "needs_approval"}}},
 	"compaction": {Attributes: []hcl.AttributeSchema{{Name: "threshold"}}},
 	"skills":     skillsSchema,
 	"memory":     memorySchema,
 	"command": {Attributes: []hcl.AttributeSchema{
 		{Name: "description", Required: true}, {Name: "parameters"}, {Name: "command", Required: true},
-		{Name: "timeout"}, {Name: "needs_approval"},
+		{Name: "timeout"}, {Name: "needs_approval"}, {Name: "run_as"},
 	}},
 }
 
@@ -63,6 +63,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		}
 		s.MaxOutputTokens = int(positive("max_output_tokens"))
 		s.NeedsApproval = l.approvalPolicy(content.Attributes["needs_approval"])
+		s.RunAs = l.decodeRunAs(c, content.Attributes)
 		c.Shell = s
 	case "filesystem":
 		c.Filesystem = &FilesystemCapability{MaxImageBytes: positive("max_image_bytes"), NeedsApproval: l.approvalPolicy(content.Attributes["needs_approval"])}
@@ -83,6 +84,7 @@ func (l *loader) decodeCapability(b *hcl.Block) {
 		}
 		cc.NeedsApproval = l.approvalPolicy(content.Attributes["needs_approval"])
 		cc.Parameters = l.commandParameters(content.Attributes["parameters"])
+		cc.RunAs = l.decodeRunAs(c, content.Attributes)
 		c.Command = cc
 	}
 }

@@ -404,6 +404,7 @@ func (l *loader) decodeAll() {
 	}
 	l.resolveContinues()
 	l.checkScriptRuns()
+	l.checkRunAs()
 	for _, b := range l.outputBlocks {
 		l.decodeOutput(b)
 	}

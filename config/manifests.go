@@ -24,6 +24,8 @@ var manifestSchema = &hcl.BodySchema{
 		{Type: "local_dir", LabelNames: []string{"path"}},
 		{Type: "git_repo", LabelNames: []string{"path"}},
 		{Type: "env", LabelNames: []string{"name"}},
+		{Type: "user", LabelNames: []string{"name"}},
+		{Type: "group", LabelNames: []string{"name"}},
 	},
 }
 
@@ -34,6 +36,8 @@ var entrySchemas = map[string]*hcl.BodySchema{
 	"local_dir":  {Attributes: []hcl.AttributeSchema{{Name: "source", Required: true}, {Name: "exclude"}}},
 	"git_repo":   {Attributes: []hcl.AttributeSchema{{Name: "repo", Required: true}, {Name: "ref"}, {Name: "subpath"}}},
 	"env":        {Attributes: []hcl.AttributeSchema{{Name: "value", Required: true}, {Name: "ephemeral"}}},
+	"user":       {Attributes: []hcl.AttributeSchema{{Name: "uid"}}},
+	"group":      {Attributes: []hcl.AttributeSchema{{Name: "gid"}, {Name: "users"}}},
 }
 
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -95,6 +99,7 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 		}
 	}
 	paths := map[string]hcl.Range{}
+	var accounts []*hcl.Block
 	for _, eb := range content.Blocks {
 		schema := entrySchemas[eb.Type]
 		ec, diags := eb.Body.Content(schema)
@@ -104,6 +109,10 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 		}
 		if eb.Type == "env" {
 			l.decodeEnvBlock(m, eb, ec, envRanges)
+			continue
+		}
+		if eb.Type == "user" || eb.Type == "group" {
+			accounts = append(accounts, eb)
 			continue
 		}
 		p, err := checkWorkspacePath(eb.Labels[0])
@@ -179,6 +188,7 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 			m.Entries = append(m.Entries, e)
 		}
 	}
+	l.decodeAccounts(m, accounts)
 }
 
 func (l *loader) decodeEnvBlock(m *Manifest, eb *hcl.Block, ec *hcl.BodyContent, envRanges map[string]hcl.Range) {

@@ -152,6 +152,10 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 		if args.NetworkRange == nil {
 			si.Network = pt.DefaultNetwork
 		}
+		if m := l.cfg.Manifests[manifest]; m != nil && !m.Accounts.Empty() {
+			args.Accounts = m.Accounts
+			args.AccountsRange = attrs["manifest"].Expr.Range().Ptr()
+		}
 		settings, diags := pt.DecodeSandbox(args)
 		l.diags = append(l.diags, diags...)
 		si.Settings = settings

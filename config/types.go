@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function"
 
 	"github.com/agentctl/agentctl/providers/registry"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // Config is a loaded, validated configuration. Maps are keyed by the
@@ -115,7 +116,12 @@ type Manifest struct {
 	Env map[string]string
 	// EphemeralEnv holds ephemeral env blocks; values may be sensitive.
 	EphemeralEnv map[string]string
-	DeclRange    hcl.Range
+	// Accounts are the user and group blocks, in declaration order, with
+	// every id assigned.
+	Accounts sandbox.Accounts
+	// UserRanges are the user blocks' label ranges by name.
+	UserRanges map[string]hcl.Range
+	DeclRange  hcl.Range
 }
 
 type ManifestEntry struct {
@@ -179,7 +185,21 @@ type Capability struct {
 	Command    *CommandCapability
 	Skills     *SkillsCapability
 	Memory     *MemoryCapability
+	// RunAsRange is the run_as argument's value, when set.
+	RunAsRange *hcl.Range `json:"-"`
 	DeclRange  hcl.Range
+}
+
+// RunAs is the manifest user the capability's commands run as ("" for
+// the sandbox's default user).
+func (c *Capability) RunAs() string {
+	switch {
+	case c.Shell != nil:
+		return c.Shell.RunAs
+	case c.Command != nil:
+		return c.Command.RunAs
+	}
+	return ""
 }
 
 type ShellCapability struct {
@@ -187,6 +207,9 @@ type ShellCapability struct {
 	MaxOutputTokens int
 	// NeedsApproval guards exec_command.
 	NeedsApproval ApprovalPolicy
+	// RunAs is the manifest user exec_command and write_stdin sessions
+	// run as; "" is the sandbox's default user.
+	RunAs string `json:",omitempty"`
 }
 
 type FilesystemCapability struct {
@@ -206,6 +229,9 @@ type CommandCapability struct {
 	Command       []string
 	Timeout       time.Duration
 	NeedsApproval ApprovalPolicy
+	// RunAs is the manifest user the command runs as; "" is the
+	// sandbox's default user.
+	RunAs string `json:",omitempty"`
 }
 
 type Agent struct {

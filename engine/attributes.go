@@ -136,6 +136,7 @@ func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 			set(cp+"timeout", c.Shell.Timeout, c.Shell.Timeout != 0)
 			set(cp+"max_output_tokens", c.Shell.MaxOutputTokens, c.Shell.MaxOutputTokens != 0)
 			set(cp+"needs_approval", c.Shell.NeedsApproval.Value(), approvalSet(c.Shell.NeedsApproval))
+			set(cp+"run_as", c.Shell.RunAs, c.Shell.RunAs != "")
 		case c.Filesystem != nil:
 			set(cp+"max_image_bytes", c.Filesystem.MaxImageBytes, c.Filesystem.MaxImageBytes != 0)
 			set(cp+"needs_approval", c.Filesystem.NeedsApproval.Value(), approvalSet(c.Filesystem.NeedsApproval))
@@ -148,6 +149,7 @@ func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 			set(cp+"command", cc.Command, len(cc.Command) > 0)
 			set(cp+"timeout", cc.Timeout, cc.Timeout != 0)
 			set(cp+"needs_approval", cc.NeedsApproval.Value(), approvalSet(cc.NeedsApproval))
+			set(cp+"run_as", cc.RunAs, cc.RunAs != "")
 		}
 	}
 	set("handoffs", a.Handoffs, len(a.Handoffs) > 0)
@@ -194,6 +196,13 @@ func sandboxAttributes(cfg *config.Config, sb *config.SandboxInstance, sc *sandb
 		set("settings."+k, settings[k], true)
 	}
 	set("root", manifestRoot(cfg, sb), true)
+	accts := sandboxAccounts(cfg, sb)
+	for _, u := range accts.Users {
+		set("user."+u.Name, map[string]any{"uid": u.UID}, true)
+	}
+	for _, g := range accts.Groups {
+		set("group."+g.Name, map[string]any{"gid": g.GID, "users": g.Users}, true)
+	}
 	if m := cfg.Manifests[sb.Manifest]; m != nil {
 		for k, v := range m.Env {
 			set("env."+k, v, true)

@@ -55,7 +55,16 @@ func (e *Engine) sandboxSpec(sb *config.SandboxInstance, lineage string) sandbox
 		},
 		Settings: sb.Settings,
 		StateDir: e.State.Abs("sandboxes"),
+		Accounts: sandboxAccounts(e.Config, sb),
 	}
+}
+
+// sandboxAccounts are the users and groups of the instance's manifest.
+func sandboxAccounts(cfg *config.Config, sb *config.SandboxInstance) sandbox.Accounts {
+	if m := cfg.Manifests[sb.Manifest]; m != nil {
+		return m.Accounts
+	}
+	return sandbox.Accounts{}
 }
 
 // buildAgents resolves the run's agent closure into runtime agents, each
@@ -217,7 +226,7 @@ func modelSettings(s config.AgentSettings) model.Settings {
 func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string, sessions *tools.Sessions) ([]tools.Tool, string, error) {
 	switch {
 	case c.Shell != nil:
-		opts := tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens, Root: root}
+		opts := tools.ExecOptions{Timeout: c.Shell.Timeout, MaxOutputTokens: c.Shell.MaxOutputTokens, Root: root, User: c.Shell.RunAs}
 		if sessions == nil || !tools.Interactive(ws) {
 			return []tools.Tool{tools.NewExecCommand(ws, opts, nil)}, tools.ShellInstructions, nil
 		}
@@ -230,7 +239,7 @@ func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string, s
 		if err != nil {
 			return nil, "", err
 		}
-		return []tools.Tool{t}, "", nil
+		return []tools.Tool{t.RunAs(c.Command.RunAs)}, "", nil
 	}
 	return nil, "", fmt.Errorf("capability type %q has no tools", c.Type)
 }

@@ -107,7 +107,7 @@ func sandboxConfigDigest(cfg *config.Config, sb *config.SandboxInstance) string 
 			isolation, _ = f.Fingerprint("")["isolation"].(string)
 		}
 	}
-	return digestJSON(map[string]any{
+	d := map[string]any{
 		"provider":  sb.Provider,
 		"kind":      kind,
 		"isolation": isolation,
@@ -117,7 +117,14 @@ func sandboxConfigDigest(cfg *config.Config, sb *config.SandboxInstance) string 
 		"resources": sb.Resources,
 		"settings":  sb.Settings,
 		"root":      manifestRoot(cfg, sb),
-	})
+	}
+	// The manifest's users and groups are created with the sandbox: a
+	// change replaces it. Left out when there are none, so the digests
+	// of sandboxes without them stay as they were.
+	if a := sandboxAccounts(cfg, sb); !a.Empty() {
+		d["accounts"] = a
+	}
+	return digestJSON(d)
 }
 
 // runDigest combines the named inputs into the run's digest.

@@ -158,7 +158,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Attributes["image"] = sb.Image
 	}
 	if sb.Manifest != "" {
-		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d entries)", sb.Manifest, len(m.Entries))
+		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d entries%s)", sb.Manifest, len(m.Entries), accountsSummary(sandboxAccounts(e.Config, sb)))
 	}
 	digest := digestJSON([]string{cdigest, mdigest})
 	prev := st.Sandboxes[addr]
@@ -179,7 +179,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Action = ActionReplace
 		c.Reasons = e.sandboxReasons(prev, sb, func(p string) bool { return !isEnvAttribute(p) })
 		if len(c.Reasons) == 0 {
-			c.Reasons = []string{"image, provider, isolation, network, ports, resources or provider settings changed"}
+			c.Reasons = []string{"image, provider, isolation, network, ports, resources, provider settings or the manifest's users and groups changed"}
 		}
 	case prev.RestorePending != nil:
 		c.Action = ActionRestore
@@ -589,4 +589,23 @@ func (e *Engine) checkModels(p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// accountsSummary is ", N users, M groups" for a manifest that declares
+// any, "" otherwise.
+func accountsSummary(a sandbox.Accounts) string {
+	s := ""
+	plural := func(n int, what string) string {
+		if n == 1 {
+			return fmt.Sprintf(", 1 %s", what)
+		}
+		return fmt.Sprintf(", %d %ss", n, what)
+	}
+	if len(a.Users) > 0 {
+		s += plural(len(a.Users), "user")
+	}
+	if len(a.Groups) > 0 {
+		s += plural(len(a.Groups), "group")
+	}
+	return s
 }

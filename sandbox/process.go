@@ -31,6 +31,9 @@ type ProcessRequest struct {
 	// output, stderr included, comes on Stdout; Stderr is empty.
 	TTY        bool
 	Rows, Cols int
+	// User runs the process as this user of Spec.Accounts, as
+	// ExecRequest.User does.
+	User string
 }
 
 // The default size of a process's terminal.

@@ -79,6 +79,11 @@ type Spec struct {
 	// StateDir is a directory under the state directory the provider may
 	// use for its own data (the local provider keeps workspaces there).
 	StateDir string
+	// Accounts are the manifest's users and groups: the provider creates
+	// them when it creates the sandbox (a change replaces the sandbox),
+	// and runs a request whose User names one as that user. A provider
+	// that cannot must refuse a Spec with accounts.
+	Accounts Accounts
 }
 
 // SessionState is what state.json stores to reconnect to a sandbox. It
@@ -128,6 +133,11 @@ type ExecRequest struct {
 	// OutputLimit is the number of bytes kept per stream (head and tail
 	// halves); 0 means DefaultOutputLimit.
 	OutputLimit int
+	// User runs the command as this user of Spec.Accounts (a capability's
+	// run_as); "" runs it as the sandbox's default user. A provider that
+	// cannot switch users refuses a request with one (it never runs it as
+	// another user); a name not declared is an *UnknownUserError.
+	User string
 }
 
 // ExecResult is the outcome of one command.

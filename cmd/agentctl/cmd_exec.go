@@ -191,7 +191,12 @@ func (m *meta) findTool(ws *sandbox.Workspace, root, name string, args arguments
 	}
 	for _, c := range cfg.Capabilities {
 		if c.Command != nil && c.Name == name {
-			return tools.NewCommandTool(ws, c.Name, c.Command.Description, c.Command.Parameters, c.Command.Command, c.Command.Timeout)
+			t, err := tools.NewCommandTool(ws, c.Name, c.Command.Description, c.Command.Parameters, c.Command.Command, c.Command.Timeout)
+			if err != nil {
+				return nil, err
+			}
+			// The capability's run_as holds by hand too.
+			return t.RunAs(c.Command.RunAs), nil
 		}
 	}
 	return nil, fmt.Errorf("unknown tool %q: the built-in tools are exec_command, apply_patch and view_image; command capabilities of the configuration are called by their name", name)

@@ -51,8 +51,11 @@ func TestScript(t *testing.T) {
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond == "mcp" {
+			switch cond {
+			case "mcp":
 				return memoryServer != "", nil
+			case "root":
+				return os.Geteuid() == 0, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

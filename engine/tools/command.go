@@ -31,6 +31,14 @@ type CommandTool struct {
 	schema     *jsonschema.Schema
 	argv       []string
 	timeout    time.Duration
+	user       string
+}
+
+// RunAs makes the tool run its command as the manifest user name (the
+// capability's run_as; "" is the sandbox's default user) and returns it.
+func (t *CommandTool) RunAs(name string) *CommandTool {
+	t.user = name
+	return t
 }
 
 // NewCommandTool returns a command tool named name. parameters is the JSON
@@ -135,6 +143,7 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 		Stdin:       strings.NewReader(arguments),
 		Timeout:     t.timeout,
 		OutputLimit: CommandOutputLimit,
+		User:        t.user,
 	})
 	wall := time.Since(start)
 	if ctx.Err() != nil {

@@ -30,6 +30,9 @@ type ExecOptions struct {
 	// e.g. /workspace); absolute workdirs must lie under it. Empty refuses
 	// absolute workdirs.
 	Root string
+	// User is the manifest user every command (and session) runs as (the
+	// capability's run_as); "" is the sandbox's default user.
+	User string
 }
 
 // ExecCommand is the exec_command tool of the shell capability.
@@ -115,7 +118,7 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		return Output{}, fmt.Errorf("exec_command: max_output_tokens is %d: it must be at least 1", *a.MaxOutputTokens)
 	}
 
-	req := sandbox.ExecRequest{Timeout: t.opts.Timeout}
+	req := sandbox.ExecRequest{Timeout: t.opts.Timeout, User: t.opts.User}
 	if a.YieldTimeMS != nil && *a.YieldTimeMS > 0 {
 		if d := time.Duration(*a.YieldTimeMS) * time.Millisecond; d < req.Timeout {
 			req.Timeout = d
@@ -190,7 +193,7 @@ func (t *ExecCommand) startSession(ctx context.Context, req sandbox.ExecRequest,
 		yield = time.Duration(*yieldMS) * time.Millisecond
 	}
 	start := time.Now()
-	ss, err := t.sessions.start(ctx, t.ws, sandbox.ProcessRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, TTY: tty}, t.opts.Timeout)
+	ss, err := t.sessions.start(ctx, t.ws, sandbox.ProcessRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, TTY: tty, User: req.User}, t.opts.Timeout)
 	if err != nil {
 		if _, ok := errors.AsType[*sandbox.UnsupportedError](err); ok {
 			return Output{}, err

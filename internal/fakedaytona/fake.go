@@ -71,6 +71,8 @@ type Server struct {
 	Home string
 
 	apiRouter, tbRouter routers.Router
+	// internal holds the fake's own files (accounts.go), outside Root.
+	internal string
 
 	mu         sync.Mutex
 	sandboxes  map[string]*fsb
@@ -90,6 +92,9 @@ type fsb struct {
 	owned    map[string]bool // top-level entries under Root it created
 	tmp      map[string]bool // transfer files in /tmp it created
 	deleted  bool
+	// accounts holds the sandbox's passwd, group and the fake sudo
+	// (accounts.go); "" until a command runs.
+	accounts string
 }
 
 type session struct {
@@ -157,7 +162,7 @@ func New(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{t: t, APIKey: "dtn_test_key_0123456789", Root: root, Home: filepath.Join(root, "home", "daytona"), PollsToSettle: 2,
-		apiRouter: ar, tbRouter: tr, sandboxes: map[string]*fsb{}}
+		apiRouter: ar, tbRouter: tr, sandboxes: map[string]*fsb{}, internal: t.TempDir()}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/api"
 	t.Cleanup(func() {
@@ -934,10 +939,7 @@ func (s *Server) execute(w http.ResponseWriter, b *fsb, body []byte) {
 		}
 		cmd.Dir = req.Cwd
 	}
-	cmd.Env = os.Environ()
-	for k, v := range req.Envs {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = s.commandEnv(b, req.Envs)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -993,6 +995,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, b *fsb, sid string, body []b
 	s.mu.Unlock()
 	cmd := exec.Command("/bin/sh", "-c", req.Command)
 	cmd.Dir = s.Root
+	cmd.Env = s.commandEnv(b, nil)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &s.mu, b: &c.stdout}, &lockedWriter{mu: &s.mu, b: &c.stderr}
 	c.proc = cmd

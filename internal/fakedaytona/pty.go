@@ -57,10 +57,7 @@ func (s *Server) createPty(w http.ResponseWriter, b *fsb, body []byte) {
 	if st, err := os.Stat(req.Cwd); err == nil && st.IsDir() && s.confine(b, req.Cwd) == nil {
 		cmd.Dir = req.Cwd
 	}
-	cmd.Env = os.Environ()
-	for k, v := range req.Envs {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = s.commandEnv(b, req.Envs)
 	if req.Rows == 0 || req.Cols == 0 {
 		req.Rows, req.Cols = 24, 80
 	}

@@ -69,7 +69,13 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 		inner.WriteString(" " + shq(a))
 	}
 	inner.WriteString("\n")
-	return inner.String(), nil
+	sudo, err := w.asUser(req.User)
+	if err != nil || sudo == "" {
+		return inner.String(), err
+	}
+	// The user's shell changes directory and sets the environment (sudo
+	// resets it).
+	return "exec " + sudo + "/bin/sh -c " + shq(inner.String()) + "\n", nil
 }
 
 // execScript renders req as a POSIX sh script run from the workspace. The
@@ -78,6 +84,14 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 // and printed after stdout behind the mark (process/execute returns one
 // combined stream), so the two can be told apart.
 func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark string) (string, error) {
+	// The user's command runs under sudo with timeout(1) inside it, as
+	// that user, so a timeout's kill reaches the user's processes; stdin
+	// and stderr files stay the sandbox user's, opened before sudo.
+	sudo, err := w.asUser(req.User)
+	if err != nil {
+		return "", err
+	}
+	req.User = ""
 	inner, err := w.commandScript(req)
 	if err != nil {
 		return "", err
@@ -103,7 +117,7 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 		sc.WriteString(enc + "\n__AGENTCTL_STDIN__\n")
 		in = "<\"$__ac_in\""
 	}
-	cmd := killer + "/bin/sh -c " + shq(inner)
+	cmd := sudo + killer + "/bin/sh -c " + shq(inner)
 	if stderrMark != "" {
 		sc.WriteString("__ac_err=$(mktemp \"${TMPDIR:-/tmp}/agentctl-err.XXXXXX\") || exit 125\n")
 		sc.WriteString(cmd + " " + in + " 2>\"$__ac_err\"\n__ac_rc=$?\n")

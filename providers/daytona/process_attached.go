@@ -26,7 +26,7 @@ func (w *Workspace) StartProcess(ctx context.Context, req sandbox.ProcessRequest
 	if req.TTY {
 		return w.startPty(ctx, req)
 	}
-	inner, err := w.commandScript(sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
+	inner, err := w.commandScript(sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env, User: req.User})
 	if err != nil {
 		return nil, err
 	}

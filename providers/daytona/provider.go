@@ -169,7 +169,16 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		}
 		return nil, err
 	}
-	return p.wrap(s, spec, st, root), nil
+	w := p.wrap(s, spec, st, root)
+	if err := w.createAccounts(ctx); err != nil {
+		cctx, cancel := sandbox.CleanupContext(ctx)
+		defer cancel()
+		if derr := s.Delete(cctx); derr != nil {
+			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
+		}
+		return nil, err
+	}
+	return w, nil
 }
 
 // rootHint says where the sandbox's user may create the workspace root,

@@ -69,7 +69,7 @@ func (p *Process) ConnectPty(ctx context.Context, id string) (*websocket.Conn, e
 // and its close frame carries the exit code. Deleting the session kills
 // the command.
 func (w *Workspace) startPty(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
-	inner, err := w.commandScript(sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
+	inner, err := w.commandScript(sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env, User: req.User})
 	if err != nil {
 		return nil, err
 	}

@@ -414,7 +414,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	s := &Sandbox{p: p, id: created.ID, d: sessionData{
 		Name: name, Image: spec.Image, ImageID: imageID, Root: root, User: user, Commit: commit,
-	}}
+	}, accounts: spec.Accounts}
 	fail := func(err error) (sandbox.Sandbox, error) {
 		cctx, cancel := sandbox.CleanupContext(ctx)
 		defer cancel()
@@ -439,7 +439,27 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			return fail(err)
 		}
 	}
+	if err := s.createAccounts(ctx); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// createAccounts creates the manifest's users and groups with the
+// image's own tools, as uid 0 (sandbox.AccountsScript).
+func (s *Sandbox) createAccounts(ctx context.Context) error {
+	if s.accounts.Empty() {
+		return nil
+	}
+	argv := append([]string{"/bin/sh", "-c", sandbox.AccountsScript, "sh"}, sandbox.AccountsArgs(s.accounts, s.d.Root)...)
+	_, stderr, code, err := s.run(ctx, "0", argv, nil)
+	if err != nil {
+		return fmt.Errorf("creating the manifest's users and groups: %w", err)
+	}
+	if code != 0 {
+		return sandbox.AccountsError(s.d.Image, code, string(stderr))
+	}
+	return nil
 }
 
 // Open reconnects to the container named by st without starting it.
@@ -482,7 +502,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 	if d.Name == "" {
 		d.Name = strings.TrimPrefix(c.Name, "/")
 	}
-	return &Sandbox{p: p, id: c.ID, d: d}, nil
+	return &Sandbox{p: p, id: c.ID, d: d, accounts: spec.Accounts}, nil
 }
 
 // Managed is one container carrying agentctl's labels.

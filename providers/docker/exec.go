@@ -89,7 +89,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // server over stdio); cancelling ctx or Kill kills its process tree as a
 // timeout does.
 func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
-	sp, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
+	sp, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env, User: req.User})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +112,16 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (execSpe
 	argv, err := req.Command()
 	if err != nil {
 		return execSpec{}, err
+	}
+	user := s.d.User
+	if req.User != "" {
+		// By name: the daemon takes its uid, primary group and
+		// supplementary groups from the container's /etc/passwd and
+		// /etc/group, where createAccounts put them.
+		if _, ok := s.accounts.User(req.User); !ok {
+			return execSpec{}, fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: req.User})
+		}
+		user = req.User
 	}
 	comps, err := s.relPath(req.Workdir)
 	if err != nil {
@@ -142,7 +152,7 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (execSpe
 		env = append(env, k+"="+req.Env[k])
 	}
 	env = append(env, MarkerEnv+"="+marker)
-	return execSpec{user: s.d.User, argv: argv, env: env, workdir: wd, marker: marker}, nil
+	return execSpec{user: user, argv: argv, env: env, workdir: wd, marker: marker}, nil
 }
 
 // execStream runs one exec to completion and returns its exit code.

@@ -28,6 +28,9 @@ type Sandbox struct {
 
 	mu sync.Mutex
 	d  sessionData
+	// accounts are the manifest's users and groups (sandbox.Spec), which
+	// requests may run as.
+	accounts sandbox.Accounts
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)

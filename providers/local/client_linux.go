@@ -150,10 +150,11 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	cmd.Env = []string{initEnv + "=4", "GOMAXPROCS=1"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{exe, childSock}
+	uidMap, gidMap := idMappings(uid, gid, s.spec.Accounts)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:                 flags,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		UidMappings:                uidMap,
+		GidMappings:                gidMap,
 		GidMappingsEnableSetgroups: root,
 		// As root, drop the host's supplementary groups (root's group
 		// would otherwise still grant access).
@@ -216,7 +217,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 
 	cfg := initConfig{
 		Root: s.spec.Root, HostNet: hostNet, MountFDs: root, ReadOnly: s.p.opts.ReadOnlyPaths,
-		PIDs: s.spec.Resources.PIDs,
+		PIDs: s.spec.Resources.PIDs, Accounts: s.spec.Accounts,
 	}
 	if cfg.PIDs <= 0 {
 		cfg.PIDs = DefaultPIDs
@@ -256,6 +257,23 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 		code = cmd.ProcessState.ExitCode()
 	}
 	return nil, fmt.Errorf("%s did not act as the sandbox init (exit code %d): the program's main must call local.MaybeRunInit() before anything else", exePath, code)
+}
+
+// idMappings are the sandbox's user namespace mappings: its root is
+// uid/gid, and each manifest user and group id N is host id uid+N (gid+N),
+// a range no host account uses when agentctl runs as root (uid is then
+// Options.HostID); the accounts need root (Sandbox.checkAccounts).
+func idMappings(uid, gid int, a sandbox.Accounts) (uidMap, gidMap []syscall.SysProcIDMap) {
+	uidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
+	gidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
+	for _, u := range a.Users {
+		uidMap = append(uidMap, syscall.SysProcIDMap{ContainerID: u.UID, HostID: uid + u.UID, Size: 1})
+		gidMap = append(gidMap, syscall.SysProcIDMap{ContainerID: u.UID, HostID: gid + u.UID, Size: 1})
+	}
+	for _, g := range a.Groups {
+		gidMap = append(gidMap, syscall.SysProcIDMap{ContainerID: g.GID, HostID: gid + g.GID, Size: 1})
+	}
+	return uidMap, gidMap
 }
 
 // sendConfig sends the init its configuration, with the idmapped
@@ -357,7 +375,7 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	if err != nil {
 		return failed, false, err
 	}
-	body, err := json.Marshal(execRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty})
+	body, err := json.Marshal(execRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty, User: run.user})
 	if err != nil {
 		closeFiles(sent...)
 		closeFiles(feed.w)

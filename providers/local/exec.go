@@ -42,6 +42,8 @@ type execRun struct {
 	// tty runs the command on a pseudo-terminal of rows x cols.
 	tty        bool
 	rows, cols int
+	// user is the manifest user the command runs as ("" = root).
+	user string
 }
 
 // Exec runs one command: argv, or Shell through /bin/sh -c.
@@ -66,7 +68,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // StartProcess starts a command whose streams stay attached (an MCP
 // server over stdio), in the same isolation as Exec.
 func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
-	run, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env})
+	run, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env, User: req.User})
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +110,14 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (*execRu
 	if err != nil {
 		return nil, err
 	}
+	if req.User != "" {
+		if s.p.opts.Isolation == IsolationNone {
+			return nil, fmt.Errorf("exec: cannot run as user %q: isolation \"none\" runs commands as the agentctl user and cannot switch users; use isolation \"namespaces\"", req.User)
+		}
+		if _, ok := s.spec.Accounts.User(req.User); !ok {
+			return nil, fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: req.User})
+		}
+	}
 	dir, err := sandbox.CleanPath(s.spec.Root, req.Workdir)
 	if err != nil {
 		return nil, fmt.Errorf("exec: workdir: %w", err)
@@ -124,7 +134,11 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (*execRu
 	if none {
 		home = s.ws
 	}
-	env := map[string]string{"PATH": DefaultPath, "HOME": home, "LANG": "C.UTF-8", "USER": "root", "LOGNAME": "root", "TERM": "dumb"}
+	who := "root"
+	if req.User != "" {
+		who = req.User
+	}
+	env := map[string]string{"PATH": DefaultPath, "HOME": home, "LANG": "C.UTF-8", "USER": who, "LOGNAME": who, "TERM": "dumb"}
 	if none {
 		delete(env, "USER")
 		delete(env, "LOGNAME")
@@ -135,7 +149,7 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (*execRu
 		}
 		env[k] = v
 	}
-	return &execRun{argv: argv, dir: dir, env: env}, nil
+	return &execRun{argv: argv, dir: dir, env: env, user: req.User}, nil
 }
 
 // envList is env as a sorted KEY=VALUE list.

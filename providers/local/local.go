@@ -19,6 +19,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -122,6 +123,9 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	if err := CheckResources(p.opts.Isolation, spec.Resources); err != nil {
 		return err
 	}
+	if err := CheckAccounts(p.opts.Isolation, spec.Accounts); err != nil {
+		return err
+	}
 	switch spec.Network {
 	case "", "none", "host":
 	default:
@@ -174,6 +178,27 @@ func CheckResources(isolation string, r sandbox.Resources) error {
 		if err := cgroupCheck(r); err != nil {
 			return fmt.Errorf("resources memory and cpus cannot be enforced on this machine: %w; remove them or use the docker provider", err)
 		}
+	}
+	return nil
+}
+
+// CheckAccounts reports whether a local sandbox with isolation can have
+// the manifest's users and groups: only namespaced sandboxes of an
+// agentctl running as root, which maps each of their ids into the
+// sandbox's user namespace (an unprivileged user may map only its own
+// id). Configuration validation calls it too.
+func CheckAccounts(isolation string, a sandbox.Accounts) error {
+	if a.Empty() {
+		return nil
+	}
+	if isolation == IsolationNone {
+		return fmt.Errorf("the manifest declares users and groups, but isolation %q runs every command directly on this machine as the agentctl user and cannot switch users: use isolation %q, or provider.docker", IsolationNone, IsolationNamespaces)
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("the manifest declares users and groups, which a local sandbox has only on Linux: use provider.docker")
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the manifest declares users and groups, but agentctl runs as uid %d: a local sandbox maps each user's id into its user namespace, and only root may map ids other than its own (agentctl does not use newuidmap and /etc/subuid); run agentctl as root, or use provider.docker", os.Geteuid())
 	}
 	return nil
 }
@@ -237,6 +262,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o777|os.ModeSticky); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
+	}
+	if !spec.Accounts.Empty() {
+		// The manifest's users may create files in the workspace root, as
+		// in /tmp; the sandbox directory (0700) keeps host users out.
+		if err := os.Chmod(filepath.Join(dir, "workspace"), 0o777|os.ModeSticky); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
+		}
 	}
 	sb, err := p.newSandbox(spec, sessionData{Dir: dir, Isolation: p.opts.Isolation, Status: string(sandbox.StatusRunning)})
 	if err != nil {

@@ -47,6 +47,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // initEnv is the environment variable that turns the binary into the
@@ -65,6 +67,10 @@ type initConfig struct {
 	TmpPath       string   `json:"tmp_path,omitempty"`
 	ReadOnly      []string `json:"read_only,omitempty"`
 	PIDs          int64    `json:"pids"`
+	// Accounts are the manifest's users and groups, mapped into the
+	// sandbox's user namespace and listed in its /etc/passwd and
+	// /etc/group.
+	Accounts sandbox.Accounts `json:"accounts,omitzero"`
 }
 
 type initStatus struct {
@@ -447,9 +453,10 @@ func buildEtc(cfg initConfig, etc string) error {
 	if err := os.Mkdir(etc, 0o755); err != nil {
 		return err
 	}
+	passwd, group := accountFiles(cfg.Root, cfg.Accounts)
 	files := map[string]string{
-		"passwd":        fmt.Sprintf("root:x:0:0:root:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", cfg.Root),
-		"group":         "root:x:0:\nnogroup:x:65534:\n",
+		"passwd":        passwd,
+		"group":         group,
 		"hostname":      "sandbox\n",
 		"hosts":         "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 		"resolv.conf":   "# this sandbox has no network\n",
@@ -518,6 +525,25 @@ func buildEtc(cfg initConfig, etc string) error {
 		}
 	}
 	return nil
+}
+
+// accountFiles are the sandbox's /etc/passwd and /etc/group: root,
+// nobody, and the manifest's users (home: the workspace root, as root's)
+// with their private groups and the manifest's groups.
+func accountFiles(root string, a sandbox.Accounts) (passwd, group string) {
+	var pw, gr strings.Builder
+	fmt.Fprintf(&pw, "root:x:0:0:root:%s:/bin/sh\n", root)
+	gr.WriteString("root:x:0:\n")
+	for _, u := range a.Users {
+		fmt.Fprintf(&pw, "%s:x:%d:%d::%s:/bin/sh\n", u.Name, u.UID, u.UID, root)
+		fmt.Fprintf(&gr, "%s:x:%d:\n", u.Name, u.UID)
+	}
+	for _, g := range a.Groups {
+		fmt.Fprintf(&gr, "%s:x:%d:%s\n", g.Name, g.GID, strings.Join(g.Users, ","))
+	}
+	pw.WriteString("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+	gr.WriteString("nogroup:x:65534:\n")
+	return pw.String(), gr.String()
 }
 
 // copyLimit is the size up to which /etc files are copied, not bound.
@@ -623,6 +649,9 @@ type execRequest struct {
 	// TTY says stdio is a terminal, which becomes the command's
 	// controlling terminal.
 	TTY bool `json:"tty,omitempty"`
+	// User, when set, is the manifest user the command runs as (its ids
+	// come from the init's configuration).
+	User string `json:"user,omitempty"`
 }
 
 // execStatus is the init's answer once the command's namespace is gone.
@@ -731,13 +760,22 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 		reply(execStatus{Error: fmt.Sprintf("malformed request: %v", err)})
 		return
 	}
+	var ids *credentials
+	if req.User != "" {
+		uid, gid, groups, err := cfg.Accounts.Lookup(req.User)
+		if err != nil {
+			reply(execStatus{Error: err.Error()})
+			return
+		}
+		ids = &credentials{uid: uid, gid: gid, groups: groups}
+	}
 	prog, err := lookPath(req.Argv[0], pathOf(req.Env), req.Dir)
 	if err != nil {
 		unix.Write(stdio[2], []byte(fmt.Sprintf("%s: %v\n", req.Argv[0], err)))
 		reply(execStatus{Code: notFoundCode(err)})
 		return
 	}
-	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, req.TTY, cfg.PIDs, capLast)
+	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, req.TTY, cfg.PIDs, capLast, ids)
 	if err != nil {
 		reply(execStatus{Error: "starting the command: " + err.Error()})
 		return

@@ -93,6 +93,12 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 				"The local provider limits a sandbox's %s with a cgroup of its own, and cannot on this machine: %v. Remove %s, or use provider.docker, which enforces it.", x.what, err, x.name))
 		}
 	}
+	if args.AccountsRange != nil {
+		if err := CheckAccounts(isolation, args.Accounts); err != nil {
+			diags = append(diags, registry.Errorf(*args.AccountsRange, "Manifest users unsupported here",
+				"%s: %v (docs/local-provider.md, \"Users and groups\").", args.Address, err))
+		}
+	}
 	_, ds := args.Body.Content(&hcl.BodySchema{})
 	return &SandboxSettings{}, append(diags, ds...)
 }

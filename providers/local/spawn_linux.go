@@ -42,6 +42,7 @@ const (
 	stepSignals
 	stepExec
 	stepCtty
+	stepIDs
 )
 
 var stepNames = map[uint32]string{
@@ -50,6 +51,13 @@ var stepNames = map[uint32]string{
 	stepCaps: "dropping capabilities", stepChdir: "changing to the working directory",
 	stepSignals: "resetting signal handlers", stepExec: "executing the program",
 	stepCtty: "taking the terminal as the controlling terminal",
+	stepIDs:  "switching to the run_as user",
+}
+
+// credentials are the ids a command of a manifest user runs with.
+type credentials struct {
+	uid, gid int
+	groups   []int
 }
 
 // spawnArgs is everything the child needs, prepared before the clone.
@@ -62,6 +70,10 @@ type spawnArgs struct {
 	errFD                 uintptr // write end of the error pipe
 	tty                   uintptr // 1: make stdin the controlling terminal
 	nproc                 [2]uint64
+	setIDs                uintptr // 1: switch to uid, gid and groups
+	uid, gid              uintptr
+	groups                uintptr // *uint32
+	ngroups               uintptr
 	capLast               uintptr
 	capHdr                unix.CapUserHeader
 	capData               [2]unix.CapUserData
@@ -85,10 +97,23 @@ var spawnMu sync.Mutex
 //
 // release must be called once the pid has been reaped: the child may use
 // memory of this process until then.
-func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, tty bool, nproc int64, capLast int) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
+//
+// ids, when set, are the manifest user's the command runs as.
+func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, tty bool, nproc int64, capLast int, ids *credentials) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
 	a := &spawnArgs{capLast: uintptr(capLast), blockAll: ^uint64(0)}
 	if tty {
 		a.tty = 1
+	}
+	if ids != nil {
+		gs := make([]uint32, len(ids.groups))
+		for i, g := range ids.groups {
+			gs[i] = uint32(g)
+		}
+		a.setIDs, a.uid, a.gid, a.ngroups = 1, uintptr(ids.uid), uintptr(ids.gid), uintptr(len(gs))
+		if len(gs) > 0 {
+			a.keep = append(a.keep, gs)
+			a.groups = uintptr(unsafe.Pointer(&gs[0]))
+		}
 	}
 	bs := func(s string) uintptr {
 		b, err2 := syscall.BytePtrFromString(s)
@@ -293,6 +318,19 @@ func runProgram(a *spawnArgs) {
 	}
 	if _, e := raw(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); e != 0 {
 		fail(a, 3, stepCaps, e)
+	}
+	if a.setIDs != 0 {
+		// While CAP_SETUID and CAP_SETGID are still effective (the secure
+		// bits keep them across the switch; capset below drops them).
+		if _, e := raw(unix.SYS_SETGROUPS, a.ngroups, a.groups, 0, 0, 0); e != 0 {
+			fail(a, 3, stepIDs, e)
+		}
+		if _, e := raw(unix.SYS_SETRESGID, a.gid, a.gid, a.gid, 0, 0); e != 0 {
+			fail(a, 3, stepIDs, e)
+		}
+		if _, e := raw(unix.SYS_SETRESUID, a.uid, a.uid, a.uid, 0, 0); e != 0 {
+			fail(a, 3, stepIDs, e)
+		}
 	}
 	if _, e := raw(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&a.capHdr)), uintptr(unsafe.Pointer(&a.capData[0])), 0, 0, 0); e != 0 {
 		fail(a, 3, stepCaps, e)

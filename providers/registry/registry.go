@@ -73,6 +73,12 @@ type SandboxArgs struct {
 	ResourceRanges map[string]hcl.Range
 	// MissingItemRange is where a missing argument would go.
 	MissingItemRange hcl.Range
+	// Accounts are the users and groups the sandbox's manifest declares
+	// (sandbox.Spec.Accounts); a type that cannot create them or run
+	// commands as them reports it at AccountsRange, the sandbox's
+	// manifest argument (nil when the manifest declares none).
+	Accounts      sandbox.Accounts
+	AccountsRange *hcl.Range
 }
 
 // Type is one provider type.

@@ -107,6 +107,9 @@ func BaseEnv(home string) map[string]string {
 // own process group; a timeout (or cancelled ctx) kills the whole group.
 // A non-zero exit is not an error; failing to start is.
 func (h *HostDir) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if req.User != "" {
+		return sandbox.ExecResult{}, fmt.Errorf("exec: cannot run as user %q: a host directory has no users of its own; run_as needs a sandbox whose manifest declares the user", req.User)
+	}
 	wd, err := sandbox.CleanPath("", req.Workdir)
 	if err != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("exec: workdir: %w", err)

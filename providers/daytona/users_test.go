@@ -1,0 +1,98 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/internal/testenv"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+var testAccounts = sandbox.Accounts{
+	Users:  []sandbox.User{{Name: "alice", UID: 2001}, {Name: "bob", UID: 2002}},
+	Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}},
+}
+
+// The fake models Daytona's sudo (internal/fakedaytona/accounts.go): the
+// accounts land in the sandbox's own passwd and group files, and commands
+// run as a user with that user's ids, which needs root here.
+func TestManifestUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "the Daytona fake runs a user's commands with setpriv, which switches ids only as root")
+	}
+	e := newEnv(t)
+	e.spec.Accounts = testAccounts
+	w := e.create(t)
+	ctx := context.Background()
+
+	passwd, group := e.fake.Accounts(w.ID())
+	root := e.spec.Root
+	if want := "alice:x:2001:2001::" + root + ":/bin/sh\nbob:x:2002:2002::" + root + ":/bin/sh\n"; passwd != want {
+		t.Errorf("passwd = %q, want %q", passwd, want)
+	}
+	if want := "alice:x:2001:\nbob:x:2002:\ndev:x:3000:alice\n"; group != want {
+		t.Errorf("group = %q, want %q", group, want)
+	}
+
+	// Short (process/execute) and long (session) commands.
+	for _, timeout := range []time.Duration{10 * time.Second, 0} {
+		res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "id -u; id -g; id -G; pwd", User: "alice", Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "2001\n2001\n2001 3000\n" + root + "\n"; string(res.Stdout) != want {
+			t.Errorf("timeout %v: id as alice = %q (exit %d, %s), want %q", timeout, res.Stdout, res.ExitCode, res.Stderr, want)
+		}
+	}
+	res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "echo hi > a.txt && stat -c %u:%g a.txt && mkdir -m 700 mine", User: "bob", Timeout: 10 * time.Second})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "2002:2002" {
+		t.Fatalf("file written by bob: %q %s %v", res.Stdout, res.Stderr, err)
+	}
+	for _, script := range []string{"echo x > mine/f", "rm -f a.txt", "echo x >> a.txt"} {
+		res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: script, User: "alice", Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "denied") && !strings.Contains(string(res.Stderr), "not permitted") {
+			t.Errorf("alice: %q: exit %d, stderr %q; want permission denied", script, res.ExitCode, res.Stderr)
+		}
+	}
+
+	// Attached processes and terminals run as the user too.
+	for _, tty := range []bool{false, true} {
+		p, err := w.StartProcess(ctx, sandbox.ProcessRequest{Shell: "id -u", TTY: tty, User: "bob"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(p.Stdout())
+		if _, err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		// A terminal echoes the line that started the command.
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if got := strings.TrimSpace(lines[len(lines)-1]); got != "2002" {
+			t.Errorf("tty %v: id -u as bob = %q", tty, got)
+		}
+	}
+
+	// A command capability with run_as.
+	ct, err := tools.NewCommandTool(&sandbox.Workspace{Sandbox: w}, "whoami", "who runs me", nil, []string{"id", "-u"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ct.RunAs("alice").Call(ctx, "{}")
+	if err != nil || !strings.Contains(o.Text, "2001") {
+		t.Errorf("command tool with run_as alice: %q, %v", o.Text, err)
+	}
+
+	_, err = w.Exec(ctx, sandbox.ExecRequest{Shell: "id", User: "mallory"})
+	if _, ok := errors.AsType[*sandbox.UnknownUserError](err); !ok {
+		t.Errorf("exec as an undeclared user: %v, want an UnknownUserError", err)
+	}
+}

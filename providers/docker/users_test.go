@@ -1,0 +1,198 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/internal/testenv"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+var testAccounts = sandbox.Accounts{
+	Users:  []sandbox.User{{Name: "alice", UID: 2001}, {Name: "bob", UID: 2002}},
+	Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}},
+}
+
+func execAs(t *testing.T, sb sandbox.Sandbox, user, script string) sandbox.ExecResult {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: script, User: user})
+	if err != nil {
+		t.Fatalf("exec %q as %s: %v", script, user, err)
+	}
+	return res
+}
+
+// shadowImage is TestImage with this host's useradd, groupadd and
+// usermod (Debian's passwd package) and their libraries: Debian's static
+// BusyBox has no adduser or addgroup, and there is no registry to pull an
+// image that has account tools from.
+const shadowImage = "agentctl-test-shadow:1"
+
+func buildShadowImage(t *testing.T, p *Provider) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := p.Client().ImageInspect(ctx, shadowImage); err == nil {
+		return
+	}
+	files := map[string]bool{}
+	for _, tool := range []string{"useradd", "groupadd", "usermod"} {
+		bin, err := exec.LookPath(tool)
+		if err != nil {
+			testenv.Missing(t, "building an image with account tools needs this host's %s (Debian's passwd package): %v", tool, err)
+		}
+		files[bin] = true
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			testenv.Missing(t, "ldd %s: %v", bin, err)
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				files[f] = true
+			}
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name string, mode int64, data []byte) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(data)
+	}
+	df := "FROM " + TestImage + "\n"
+	for _, f := range slices.Sorted(maps.Keys(files)) {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "files" + f
+		add(name, 0o755, data)
+		df += "COPY " + name + " " + f + "\n"
+	}
+	add("Dockerfile", 0o644, []byte(df))
+	tw.Close()
+	if err := imageBuild(ctx, p.Client(), shadowImage, &buf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManifestUsers(t *testing.T) {
+	buildShadowImage(t, testProvider(t))
+	spec := testSpec(t)
+	spec.Image = shadowImage
+	spec.Accounts = testAccounts
+	sb := newSandbox(t, spec)
+	ctx := context.Background()
+
+	res := execAs(t, sb, "alice", "id; echo $HOME")
+	want := "uid=2001(alice) gid=2001(alice) groups=2001(alice),3000(dev)\n/workspace\n"
+	if string(res.Stdout) != want || res.ExitCode != 0 {
+		t.Fatalf("id as alice = %q (exit %d, %s), want %q", res.Stdout, res.ExitCode, res.Stderr, want)
+	}
+	res = execAs(t, sb, "alice", "echo hi > a.txt && stat -c %U:%G a.txt")
+	if got := strings.TrimSpace(string(res.Stdout)); got != "alice:alice" {
+		t.Fatalf("owner of a.txt = %q (%s), want alice:alice", got, res.Stderr)
+	}
+	if res := execAs(t, sb, "bob", "mkdir -m 700 mine && echo b > mine/f && echo b > b.txt"); res.ExitCode != 0 {
+		t.Fatalf("bob writing his files: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	if err := sb.WriteFile(ctx, "root.txt", []byte("r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range []string{"echo x > mine/g", "cat mine/f", "rm -f b.txt", "echo x >> b.txt", "echo x >> root.txt"} {
+		res := execAs(t, sb, "alice", script)
+		if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "denied") && !strings.Contains(string(res.Stderr), "not permitted") {
+			t.Errorf("alice: %q: exit %d, stderr %q; want permission denied", script, res.ExitCode, res.Stderr)
+		}
+	}
+
+	// Sessions on a terminal run as the user too.
+	p, err := sb.StartProcess(ctx, sandbox.ProcessRequest{Shell: "id -un", TTY: true, User: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "bob" {
+		t.Errorf("id -un on a terminal as bob = %q", got)
+	}
+
+	// A command capability with run_as.
+	ws := &sandbox.Workspace{Sandbox: sb}
+	ct, err := tools.NewCommandTool(ws, "whoami", "who runs me", nil, []string{"id", "-un"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ct.RunAs("alice").Call(ctx, "{}")
+	if err != nil || !strings.Contains(o.Text, "alice") {
+		t.Errorf("command tool with run_as alice: %q, %v", o.Text, err)
+	}
+
+	_, err = sb.Exec(ctx, sandbox.ExecRequest{Shell: "id", User: "mallory"})
+	if _, ok := errors.AsType[*sandbox.UnknownUserError](err); !ok {
+		t.Errorf("exec as an undeclared user: %v, want an UnknownUserError", err)
+	}
+
+	// A second sandbox from the same image creates the same accounts (the
+	// script is idempotent within a container: running it again is fine).
+	if err := sb.createAccounts(ctx); err != nil {
+		t.Errorf("creating the accounts again: %v", err)
+	}
+}
+
+// An image without account tools (the test image: Debian's static
+// BusyBox has no adduser) is refused with its name and the missing tool,
+// and no container is left behind.
+func TestManifestUsersWithoutTools(t *testing.T) {
+	p := testProvider(t)
+	ctx := context.Background()
+	tag := TestImage
+	spec := testSpec(t)
+	spec.Accounts = testAccounts
+	sb, err := p.Create(ctx, spec)
+	if err == nil {
+		sb.Delete(ctx)
+		t.Fatal("Create succeeded in an image without adduser or useradd")
+	}
+	for _, want := range []string{tag, "useradd or adduser", "no tools to create them"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	left, lerr := p.ListManaged(ctx, spec.Lineage)
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	if len(left) != 0 {
+		t.Errorf("containers left behind: %+v", left)
+	}
+
+	// A name the image already uses with another id is a conflict.
+	buildShadowImage(t, p)
+	spec = testSpec(t)
+	spec.Image = shadowImage
+	spec.Accounts = sandbox.Accounts{Users: []sandbox.User{{Name: "user", UID: 2005}}}
+	if sb, err := p.Create(ctx, spec); err == nil {
+		sb.Delete(ctx)
+		t.Fatal("Create succeeded with a user the image has with another uid")
+	} else if !strings.Contains(err.Error(), "user user already exists in the image with uid 1000, not 2005") {
+		t.Errorf("conflict error: %v", err)
+	}
+}
