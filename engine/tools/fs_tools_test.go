@@ -392,3 +392,38 @@ func TestViewImageRefusesSensitiveBytes(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The JSON Schema library compiles its metaschemas on first use (a
+// patched copy, third_party/README.md): the first schemas compiled, from
+// several goroutines at once and for several drafts, are still checked
+// against their metaschema.
+func TestCommandToolSchemasCheckedConcurrently(t *testing.T) {
+	ws, _ := newHostWorkspace(t)
+	for _, tc := range []struct {
+		params json.RawMessage
+		valid  bool
+	}{
+		{json.RawMessage(`{"type": "object", "properties": {"a": {"type": "string"}}}`), true},
+		{json.RawMessage(`{"type": "object", "properties": {"a": {"type": "nope"}}}`), false},
+		{json.RawMessage(`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"minLength": -1}}}`), false},
+		{json.RawMessage(`{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "required": []}`), false},
+		{json.RawMessage(`{"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object", "properties": {"a": {"type": "integer"}}}`), true},
+	} {
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				_, err := NewCommandTool(ws, "t", "", tc.params, []string{"true"}, 0)
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			err := <-errs
+			switch {
+			case tc.valid && err != nil:
+				t.Errorf("%s: %v", tc.params, err)
+			case !tc.valid && (err == nil || !strings.Contains(err.Error(), "not a valid JSON Schema")):
+				t.Errorf("%s: error %v, want one saying the schema is invalid", tc.params, err)
+			}
+		}
+	}
+}
