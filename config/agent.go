@@ -151,7 +151,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 
 func (l *loader) decodeAgentTool(ag *Agent, tb *hcl.Block) {
 	tname := tb.Labels[0]
-	if !toolNameRe.MatchString(tname) {
+	if !toolNameRe().MatchString(tname) {
 		l.errorf(tb.LabelRanges[0], "Invalid tool name", "%q is not a valid tool name: use 1 to 64 letters, digits, underscores or dashes.", tname)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -40,8 +41,8 @@ var entrySchemas = map[string]*hcl.BodySchema{
 	"group":      {Attributes: []hcl.AttributeSchema{{Name: "gid"}, {Name: "users"}}},
 }
 
-var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-var toolNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var envNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+var toolNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // checkWorkspacePath validates a workspace-relative path and returns it
 // cleaned.
@@ -88,7 +89,7 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 		if v, ok := l.eval(a.Expr, sc, nil, nil); ok && l.noSensitive(v, a.Expr.Range(), "The env map") {
 			if env, ok := l.toStringMap(v, a.Expr.Range(), "env"); ok {
 				for k, val := range env {
-					if !envNameRe.MatchString(k) {
+					if !envNameRe().MatchString(k) {
 						l.errorf(a.Expr.Range(), "Invalid environment variable name", "%q is not a valid environment variable name: use letters, digits and underscores, not starting with a digit.", k)
 						continue
 					}
@@ -193,7 +194,7 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 
 func (l *loader) decodeEnvBlock(m *Manifest, eb *hcl.Block, ec *hcl.BodyContent, envRanges map[string]hcl.Range) {
 	name := eb.Labels[0]
-	if !envNameRe.MatchString(name) {
+	if !envNameRe().MatchString(name) {
 		l.errorf(eb.LabelRanges[0], "Invalid environment variable name", "%q is not a valid environment variable name: use letters, digits and underscores, not starting with a digit.", name)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/config"
@@ -365,10 +366,10 @@ func (a *applier) memoryModelName(m state.Memory, configured string) string {
 	return ""
 }
 
-var slugRE = regexp.MustCompile(`[^a-z0-9]+`)
+var slugRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9]+`) })
 
 func memorySlug(s string) string {
-	s = strings.Trim(slugRE.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	s = strings.Trim(slugRE().ReplaceAllString(strings.ToLower(s), "-"), "-")
 	if len(s) > 60 {
 		s = strings.TrimRight(s[:60], "-")
 	}

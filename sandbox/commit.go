@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Committer is an optional interface a Sandbox implements when it can
@@ -34,7 +35,7 @@ type ImageLooker interface {
 	ImageID(ctx context.Context, ref string) (string, error)
 }
 
-var refUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
+var refUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9]+`) })
 
 // SnapshotImageRef is the local image reference of the whole-sandbox
 // snapshot of the sandbox at address in the state of lineage:
@@ -42,14 +43,14 @@ var refUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
 // prefix>. It is a valid, lowercase docker reference; the hash keeps
 // addresses that differ only in case or punctuation apart.
 func SnapshotImageRef(lineage, address string) string {
-	name := strings.Trim(refUnsafe.ReplaceAllString(strings.ToLower(address), "-"), "-")
+	name := strings.Trim(refUnsafe().ReplaceAllString(strings.ToLower(address), "-"), "-")
 	if len(name) > 60 {
 		name = strings.TrimRight(name[:60], "-")
 	}
 	sum := sha256.Sum256([]byte(address))
 	name += "-" + hex.EncodeToString(sum[:4])
 	name = strings.TrimLeft(name, "-")
-	tag := strings.Trim(refUnsafe.ReplaceAllString(strings.ToLower(lineage), "-"), "-")
+	tag := strings.Trim(refUnsafe().ReplaceAllString(strings.ToLower(lineage), "-"), "-")
 	if len(tag) > 12 {
 		tag = tag[:12]
 	}

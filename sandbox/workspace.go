@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"regexp"
+	"sync"
 )
 
 // Workspace is a Sandbox together with what every tool needs around it:
@@ -67,7 +68,9 @@ func (w *Workspace) ReadFile(ctx context.Context, path string, limit int64) ([]b
 
 // markerRE finds the truncation markers HeadTail puts between the head and
 // the tail of a stream (truncationMarker).
-var markerRE = regexp.MustCompile(`\n…\d+ bytes truncated \(output was \d+ bytes\)…\n`)
+var markerRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\n…\d+ bytes truncated \(output was \d+ bytes\)…\n`)
+})
 
 // maskCuts masks what a truncation left of a sensitive value on either
 // side of each truncation marker in b (already scrubbed): a value cut in
@@ -77,7 +80,7 @@ func maskCuts(s *Scrubber, b []byte) []byte {
 	if !s.Active() {
 		return b
 	}
-	locs := markerRE.FindAllIndex(b, -1)
+	locs := markerRE().FindAllIndex(b, -1)
 	if locs == nil {
 		return b
 	}

@@ -5,20 +5,21 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agentctl/agentctl/model"
 )
 
 var (
-	whitespaceRE = regexp.MustCompile(`\s`)
-	nonWordRE    = regexp.MustCompile(`[^a-zA-Z0-9_]`)
+	whitespaceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\s`) })
+	nonWordRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-zA-Z0-9_]`) })
 )
 
 // FunctionName turns a name into a function-call name the way the Agents
 // SDK does: whitespace and every character other than ASCII letters,
 // digits and '_' become '_', and the result is lower-cased.
 func FunctionName(name string) string {
-	return strings.ToLower(nonWordRE.ReplaceAllString(whitespaceRE.ReplaceAllString(name, "_"), "_"))
+	return strings.ToLower(nonWordRE().ReplaceAllString(whitespaceRE().ReplaceAllString(name, "_"), "_"))
 }
 
 // HandoffToolName is the tool name of a handoff to agentName:

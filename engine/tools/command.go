@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -20,7 +21,7 @@ import (
 // command tool keeps (head and tail halves).
 const CommandOutputLimit = 64 << 10
 
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var toolNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // CommandTool is a custom tool of a "command" capability: a program in
 // the sandbox that receives the call's JSON arguments on stdin.
@@ -47,7 +48,7 @@ func (t *CommandTool) RunAs(name string) *CommandTool {
 // (0: DefaultExecTimeout), with the workspace's URLs in its environment
 // (URLEnv). Its output is formatted as exec_command's.
 func NewCommandTool(ws *sandbox.Workspace, name, description string, parameters json.RawMessage, argv []string, timeout time.Duration) (*CommandTool, error) {
-	if !toolNameRE.MatchString(name) {
+	if !toolNameRE().MatchString(name) {
 		return nil, fmt.Errorf("command tool name %q is invalid: use 1 to 64 letters, digits, '_' or '-'", name)
 	}
 	if len(argv) == 0 || argv[0] == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The V4A patch format ("*** Begin Patch"), parsed with the reference
@@ -88,14 +89,14 @@ func splitLines(s string) []string {
 	return lines
 }
 
-var heredocStart = regexp.MustCompile(`^<<(EOF|'EOF'|"EOF")$`)
+var heredocStart = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^<<(EOF|'EOF'|"EOF")$`) })
 
 // parseV4A parses a whole "*** Begin Patch" text.
 func parseV4A(patch string) ([]patchOp, error) {
 	lines := splitLines(strings.TrimSpace(patch))
 	body, err := patchBody(lines)
 	if err != nil {
-		if n := len(lines); n >= 4 && heredocStart.MatchString(lines[0]) && strings.HasSuffix(lines[n-1], "EOF") {
+		if n := len(lines); n >= 4 && heredocStart().MatchString(lines[0]) && strings.HasSuffix(lines[n-1], "EOF") {
 			body, err = patchBody(lines[1 : n-1])
 		}
 		if err != nil {

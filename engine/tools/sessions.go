@@ -442,14 +442,14 @@ func (f formatChunk) String() string {
 	return b.String()
 }
 
-var sessionIDRE = regexp.MustCompile(`(?m)^Process running with session ID (\d+)$`)
+var sessionIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^Process running with session ID (\d+)$`) })
 
 // SessionIDsUsed is the highest session id the tool results outputs
 // (those of an earlier attempt of a run) gave, 0 when none.
 func SessionIDsUsed(outputs []string) int {
 	n := 0
 	for _, out := range outputs {
-		for _, m := range sessionIDRE.FindAllStringSubmatch(out, -1) {
+		for _, m := range sessionIDRE().FindAllStringSubmatch(out, -1) {
 			if id, err := strconv.Atoi(m[1]); err == nil && id > n {
 				n = id
 			}

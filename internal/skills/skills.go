@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -52,7 +53,7 @@ func (p *Problem) Error() string {
 	return fmt.Sprintf("skill folder %q: %s", p.Folder, p.Msg)
 }
 
-var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var safeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // Load reads every skill of dir, sorted by name. Hidden entries (".git")
 // and files at the top level are skipped; a folder without SKILL.md, a
@@ -132,7 +133,7 @@ func loadSkill(dir, folder string, files *int, total *int64) (Skill, error) {
 	if err != nil {
 		return s, &Problem{Folder: folder, Msg: "SKILL.md: " + err.Error()}
 	}
-	if !safeName.MatchString(name) {
+	if !safeName().MatchString(name) {
 		return s, &Problem{Folder: folder, Msg: fmt.Sprintf("SKILL.md: name %q is not a usable skill name: use up to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
 	}
 	s.Name, s.Description = name, desc

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
@@ -25,7 +26,7 @@ const maxInlineScript = 96 << 10
 // maxStdin bounds ExecRequest.Stdin (it is sent inside the script).
 const maxStdin = 32 << 20
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // shq quotes s for a POSIX shell.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -51,7 +52,7 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	inner.WriteString("cd -- " + shq(dir) + " || exit 126\n")
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
-		if !envName.MatchString(k) {
+		if !envName().MatchString(k) {
 			return "", fmt.Errorf("environment variable name %q is not valid", k)
 		}
 		keys = append(keys, k)

@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -306,10 +307,10 @@ func nonEmpty(ss ...string) []string {
 	return out
 }
 
-var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+var nameUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-zA-Z0-9_.-]+`) })
 
 func containerName(address string) string {
-	base := strings.Trim(nameUnsafe.ReplaceAllString(address, "-"), "-.")
+	base := strings.Trim(nameUnsafe().ReplaceAllString(address, "-"), "-.")
 	if len(base) > 60 {
 		base = base[:60]
 	}

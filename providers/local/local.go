@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
@@ -218,7 +219,7 @@ func checkRoot(root string) error {
 	return nil
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_.-]+`) })
 
 // Create makes a new workspace directory under spec.StateDir.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -228,7 +229,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
-	name := strings.Trim(unsafeName.ReplaceAllString(spec.Address, "-"), "-.")
+	name := strings.Trim(unsafeName().ReplaceAllString(spec.Address, "-"), "-.")
 	if len(name) > 60 {
 		name = name[:60]
 	}

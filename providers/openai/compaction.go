@@ -1,6 +1,9 @@
 package openai
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // DefaultCompactThreshold is the compaction threshold, in tokens, for
 // models whose context window is not known; it matches the Agents SDK's
@@ -11,9 +14,9 @@ const DefaultCompactThreshold = 240_000
 // which compaction triggers (the Agents SDK's dynamic policy).
 const compactWindowFraction = 0.9
 
-// contextWindows are the context window sizes the Agents SDK knows, keyed
-// by lower-cased model name without "." and "-".
-var contextWindows = func() map[string]int64 {
+// contextWindows returns the context window sizes the Agents SDK knows,
+// keyed by lower-cased model name without "." and "-"; built on first use.
+var contextWindows = sync.OnceValue(func() map[string]int64 {
 	m := map[string]int64{}
 	add := func(window int64, models ...string) {
 		for _, name := range models {
@@ -42,16 +45,20 @@ var contextWindows = func() map[string]int64 {
 		"gpt-4o-mini", "gpt-4o-mini-2024-07-18",
 		"gpt-5-chat-latest", "gpt-5.1-chat-latest", "gpt-5.2-chat-latest", "gpt-5.3-chat-latest")
 	return m
-}()
+})
+
+// modelKeyReplacer drops "." and "-" (a Replacer builds its tables on
+// first use).
+var modelKeyReplacer = strings.NewReplacer(".", "", "-", "")
 
 func modelKey(name string) string {
 	name = strings.TrimPrefix(strings.ToLower(strings.TrimSpace(name)), "openai/")
-	return strings.NewReplacer(".", "", "-", "").Replace(name)
+	return modelKeyReplacer.Replace(name)
 }
 
 // ContextWindow returns the context window of a known model.
 func ContextWindow(modelName string) (int64, bool) {
-	w, ok := contextWindows[modelKey(modelName)]
+	w, ok := contextWindows()[modelKey(modelName)]
 	return w, ok
 }
 

@@ -407,7 +407,7 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{4,}`)
+var keyLike = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-]{4,}`) })
 
 // redactor returns a function that removes key, and anything shaped like
 // an OpenAI key (servers echo masked keys in 401 messages), from s.
@@ -416,6 +416,6 @@ func redactor(key string) func(string) string {
 		if key != "" {
 			s = strings.ReplaceAll(s, key, "[redacted]")
 		}
-		return keyLike.ReplaceAllString(s, "sk-[redacted]")
+		return keyLike().ReplaceAllString(s, "sk-[redacted]")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -348,12 +349,12 @@ func schemaMap(raw json.RawMessage) (map[string]any, error) {
 	return m, nil
 }
 
-var schemaNameBad = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+var schemaNameBad = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-zA-Z0-9_-]+`) })
 
 // SchemaName makes a valid json_schema format name (letters, digits, _
 // and -, at most 64) from name, "final_output" when empty.
 func SchemaName(name string) string {
-	name = schemaNameBad.ReplaceAllString(name, "_")
+	name = schemaNameBad().ReplaceAllString(name, "_")
 	if name == "" {
 		name = "final_output"
 	}

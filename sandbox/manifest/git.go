@@ -12,12 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
-var ownerName = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+var ownerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`) })
 
 // gitURL turns a git_repo repo into a URL: "owner/name" is a GitHub
 // repository; anything with a ":" (a URL or scp-like address) or starting
@@ -27,7 +28,7 @@ func gitURL(e Entry) (string, error) {
 	switch {
 	case strings.Contains(r, ":") || strings.HasPrefix(r, "/"):
 		return r, nil
-	case ownerName.MatchString(r):
+	case ownerName().MatchString(r):
 		return "https://github.com/" + strings.TrimSuffix(r, ".git") + ".git", nil
 	}
 	return "", fmt.Errorf("%s: repo %q is neither owner/name nor a URL; write e.g. \"openai/openai-agents-python\" or \"https://host/path.git\"", gitLabel(e), r)
