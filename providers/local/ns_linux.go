@@ -136,10 +136,20 @@ func idmappedMount(pid int, dir string) (int, error) {
 	return fd, nil
 }
 
+// The sandbox init starts while this package is initialized: Go
+// initializes a program's packages in import-path order as their
+// imports are ready, so the packages agentctl links but the init never
+// uses (the OpenAI client, the MCP SDK, JSON Schema, ...) mostly come
+// later, and the init does not pay for them before it builds the
+// sandbox.
+func init() { MaybeRunInit() }
+
 // MaybeRunInit runs the sandbox init when this process was started as
 // one, and never returns in that case (the process exits with the init's
-// status); otherwise it returns at once. agentctl's main (and the
-// TestMain of packages that use namespaced sandboxes) must call it first:
+// status); otherwise it returns at once. This package's initialization
+// calls it; agentctl's main (and the TestMain of packages that use
+// namespaced sandboxes) also call it first, which makes the entry point
+// explicit:
 //
 //	func main() {
 //		local.MaybeRunInit()
