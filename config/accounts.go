@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -13,7 +14,7 @@ import (
 
 // accountNameRe is useradd's default NAME_REGEX: what every image's
 // account tools accept.
-var accountNameRe = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+var accountNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`) })
 
 // reservedAccounts are names every image has already.
 var reservedAccounts = []string{"root", "nobody", "nogroup"}
@@ -51,7 +52,7 @@ func (l *loader) decodeAccounts(m *Manifest, blocks []*hcl.Block) {
 		case slices.Contains(reservedAccounts, name):
 			l.errorf(b.LabelRanges[0], "Reserved "+b.Type+" name", "%q already exists in every sandbox and cannot be declared. Commands run as the sandbox's default user when a capability sets no run_as; declare a user of another name to run as it.", name)
 			continue
-		case !accountNameRe.MatchString(name):
+		case !accountNameRe().MatchString(name):
 			l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name", "%q is not a valid %s name: use 1 to 32 lower-case letters, digits, '_' or '-', starting with a letter or '_' (the names useradd accepts).", name, b.Type)
 			continue
 		}

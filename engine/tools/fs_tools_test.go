@@ -393,10 +393,8 @@ func TestViewImageRefusesSensitiveBytes(t *testing.T) {
 	}
 }
 
-// The JSON Schema library compiles its metaschemas on first use (a
-// patched copy, third_party/README.md): the first schemas compiled, from
-// several goroutines at once and for several drafts, are still checked
-// against their metaschema.
+// The first schemas compiled, from several goroutines at once and for
+// several drafts, are checked against their metaschema.
 func TestCommandToolSchemasCheckedConcurrently(t *testing.T) {
 	ws, _ := newHostWorkspace(t)
 	for _, tc := range []struct {
