@@ -62,6 +62,38 @@ func replaceFile(path, backup string, data []byte, perm os.FileMode) (err error)
 	return nil
 }
 
+// writeFileVisible replaces path with data atomically for other processes
+// (a temporary file renamed over it: a reader sees the old content or
+// the new, whole) but not durably: nothing is fsynced, so a power loss
+// may leave either, or an empty file. For the lock info, which only
+// describes a holder that is alive: after a power loss there is none,
+// and the next holder replaces the file.
+func writeFileVisible(path string, data []byte, perm os.FileMode) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
 // syncDir fsyncs a directory so that entries created, renamed or removed
 // in it survive a power loss.
 func syncDir(dir string) error {

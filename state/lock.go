@@ -196,7 +196,7 @@ func (d *Dir) tryLock(info LockInfo) (*Lock, error) {
 		}
 		data, err := json.MarshalIndent(info, "", "  ")
 		if err == nil {
-			err = WriteFileAtomic(d.LockInfoPath(), append(data, '\n'), 0o644)
+			err = writeFileVisible(d.LockInfoPath(), append(data, '\n'), 0o644)
 		}
 		if err != nil {
 			f.Close()
@@ -280,7 +280,7 @@ func (l *Lock) release() error {
 	}
 	var errs []error
 	if cur, err := l.dir.ReadLockInfo(); err == nil && cur != nil && cur.ID == l.info.ID {
-		if err := removeDurable(l.dir.LockInfoPath()); err != nil {
+		if err := os.Remove(l.dir.LockInfoPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
