@@ -244,7 +244,7 @@ func (a *applier) restoreSandbox(ctx context.Context, addr string) error {
 	if ss == nil {
 		return a.createSandbox(ctx, addr, true)
 	}
-	if err := a.e.checkSnapshot(addr, &prev); err != nil {
+	if err := a.e.checkSnapshot(ctx, addr, &prev); err != nil {
 		return err
 	}
 	if prev.RestorePending != nil && prev.Status != statusDeleted {
@@ -288,7 +288,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		a.mu.Unlock()
 		if prev != nil && prev.Snapshot != "" {
 			// Nothing is created when there is nothing to restore from.
-			if err := a.e.checkSnapshot(addr, prev); err != nil {
+			if err := a.e.checkSnapshot(ctx, addr, prev); err != nil {
 				return err
 			}
 			pending = &state.RestorePending{ManifestDigest: prev.ManifestDigest, EntryDigests: prev.EntryDigests, StartedAt: time.Now().UTC()}
@@ -340,6 +340,9 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		return err
 	}
 	if pending != nil {
+		if err := a.e.State.FetchSnapshot(ctx, prev.Snapshot); err != nil {
+			return a.restoreFailed(addr, fmt.Errorf("%s: fetching snapshot %s: %w", addr, prev.Snapshot, err))
+		}
 		if err := archive.RestoreSnapshot(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest); err != nil {
 			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
 		}
@@ -369,8 +372,8 @@ func (a *applier) restoreFailed(addr string, err error) error {
 // checkSnapshot returns an error when the snapshot file a sandbox would be
 // restored from is missing or not a regular file, saying what is lost and
 // how to go on.
-func (e *Engine) checkSnapshot(addr string, ss *state.Sandbox) error {
-	if err := e.snapshotFileError(addr, ss); err != nil {
+func (e *Engine) checkSnapshot(ctx context.Context, addr string, ss *state.Sandbox) error {
+	if err := e.snapshotFileError(ctx, addr, ss); err != nil {
 		return fmt.Errorf("%s: cannot restore: %w", addr, err)
 	}
 	return nil
@@ -379,11 +382,11 @@ func (e *Engine) checkSnapshot(addr string, ss *state.Sandbox) error {
 // snapshotFileError checks the snapshot file of ss (when it has one)
 // without reading it; the error names the file, what is lost and how to
 // go on.
-func (e *Engine) snapshotFileError(addr string, ss *state.Sandbox) error {
+func (e *Engine) snapshotFileError(ctx context.Context, addr string, ss *state.Sandbox) error {
 	if ss.Snapshot == "" {
 		return nil
 	}
-	if err := archive.CheckSnapshotFile(e.State.Abs(ss.Snapshot)); err != nil {
+	if err := e.State.CheckSnapshot(ctx, ss.Snapshot); err != nil {
 		return fmt.Errorf("%w: the files the runs left in its workspace are lost with it; "+
 			"put the file back and apply again, or apply -replace=%s to recreate the sandbox from its manifest without them "+
 			"(the runs' recorded outputs are kept; -replace=run.NAME runs one again)", err, addr)
@@ -453,14 +456,9 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
 			}
 		}
 	}
-	if ss.Snapshot != "" {
-		if err := os.Remove(a.e.State.Abs(ss.Snapshot)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s: removing snapshot: %w", addr, err)
-		}
-	}
-	// And any a crash left between recording a snapshot and removing the
-	// one before it.
-	if err := archive.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), ""); err != nil {
+	// Its snapshot, and any a crash left between recording a snapshot and
+	// removing the one before it.
+	if err := a.e.State.RemoveSnapshots(ctx, state.SafeName(addr), "", ss.Snapshot); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
@@ -852,13 +850,16 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
 	a.reportSensitiveFiles(ctx, addr, info.Path)
+	if err := a.e.State.PutSnapshot(ctx, rel); err != nil {
+		return fmt.Errorf("%s: storing the snapshot: %w", addr, err)
+	}
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
 	}, state.SandboxRef(addr)); err != nil {
 		return err
 	}
-	if err := archive.RemoveOldSnapshots(a.e.State.Abs("snapshots"), state.SafeName(addr), name); err != nil {
+	if err := a.e.State.RemoveSnapshots(ctx, state.SafeName(addr), name, ""); err != nil {
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)

@@ -223,7 +223,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	// A restore needs its snapshot file: say now that it is gone, also for
 	// a sandbox deleted by on_exit that a run would restore.
 	if prev != nil && (c.Action == ActionRestore || prev.Status == statusDeleted && c.Action != ActionReplace) {
-		if err := e.snapshotFileError(addr, prev); err != nil {
+		if err := e.snapshotFileError(ctx, addr, prev); err != nil {
 			c.Action = ActionRestore
 			c.Reasons = append(c.Reasons, "apply will fail: "+err.Error())
 		}

@@ -3,15 +3,22 @@ package state
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentctl/agentctl/sandbox/archive"
 )
 
+// snapshotsDir holds the local store's snapshots.
+const snapshotsDir = "snapshots"
+
 // Store is where a configuration's state lives: the state and its
-// changes, the lock that keeps one writer at a time, and the runs'
-// journals. Dir, the .agentctl directory, is the local Store; a remote
+// changes, the lock that keeps one writer at a time, the runs' journals
+// and the sandboxes' snapshots. Dir, the .agentctl directory, is the local Store; a remote
 // backend implements the same methods with the same promises:
 //
 //   - Read returns the latest acknowledged state, whole, or a clear error
@@ -28,8 +35,9 @@ import (
 //
 // Journals are named by their paths relative to the state directory, as
 // the state records them (Run.Journal). Files that stay on this machine
-// (sandbox snapshots, the local provider's directories, logs and caches)
-// are under Abs, the local state directory, whatever the store.
+// (the local provider's directories, logs, caches, and snapshots while
+// they are written or restored) are under Abs, the local state
+// directory, whatever the store.
 type Store interface {
 	Read() (*State, error)
 	Write(s *State) error
@@ -42,6 +50,21 @@ type Store interface {
 	OpenJournal(name string) (JournalWriter, error)
 	ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error)
 	RemoveJournal(name string) error
+
+	// Snapshots are named by their paths relative to the state
+	// directory, as the state records them (Sandbox.Snapshot). A
+	// snapshot is written on this machine at Abs(name), then stored with
+	// PutSnapshot before the state refers to it; FetchSnapshot makes it
+	// available at Abs(name) again before a restore (a remote store
+	// downloads it there; the local store has it already); CheckSnapshot
+	// says, without reading it, whether it can be restored from.
+	PutSnapshot(ctx context.Context, name string) error
+	FetchSnapshot(ctx context.Context, name string) error
+	CheckSnapshot(ctx context.Context, name string) error
+	// RemoveSnapshots removes the snapshots of the sandbox whose
+	// file-safe address is base (SafeName), but keep ("" for none), and
+	// name when it is not "" (a snapshot recorded under another name).
+	RemoveSnapshots(ctx context.Context, base, keep, name string) error
 
 	// Abs resolves a path relative to the local state directory.
 	Abs(rel string) string
@@ -89,6 +112,39 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 // state directory.
 func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
 	return ReadJournal(d.Abs(name), fn)
+}
+
+// PutSnapshot stores the snapshot written at Abs(name): in the local
+// store it is already where it belongs, made durable when written.
+func (d *Dir) PutSnapshot(ctx context.Context, name string) error {
+	return archive.CheckSnapshotFile(d.Abs(name))
+}
+
+// FetchSnapshot makes the snapshot name available at Abs(name): in the
+// local store it is there, or it is lost (ErrSnapshotMissing).
+func (d *Dir) FetchSnapshot(ctx context.Context, name string) error {
+	return archive.CheckSnapshotFile(d.Abs(name))
+}
+
+// CheckSnapshot reports whether the snapshot name can be restored from:
+// its file exists and is a regular file.
+func (d *Dir) CheckSnapshot(ctx context.Context, name string) error {
+	return archive.CheckSnapshotFile(d.Abs(name))
+}
+
+// RemoveSnapshots removes the snapshot files of base in the snapshots
+// directory but keep, and the file name when it is not "".
+func (d *Dir) RemoveSnapshots(ctx context.Context, base, keep, name string) error {
+	var errs []error
+	if name != "" && name != filepath.Join(snapshotsDir, keep) {
+		if err := os.Remove(d.Abs(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing snapshot: %w", err))
+		}
+	}
+	if err := archive.RemoveOldSnapshots(d.Abs(snapshotsDir), base, keep); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // RemoveJournal removes the journal at name, relative to the state
