@@ -58,6 +58,18 @@ func BenchmarkJournalAppend(b *testing.B) {
 	}
 }
 
+// stateWithRuns is sampleState with runs more runs like its own.
+func stateWithRuns(runs int) *State {
+	s := sampleState()
+	tmpl := s.Runs[`run.review["pricing"]`]
+	for i := range runs {
+		r := *tmpl
+		r.Address = fmt.Sprintf("run.r%d", i)
+		s.Runs[r.Address] = &r
+	}
+	return s
+}
+
 // BenchmarkStateWrite shows what a checkpoint would cost if it rewrote
 // state.json instead of appending to a journal: it grows with the state.
 func BenchmarkStateWrite(b *testing.B) {
@@ -67,13 +79,7 @@ func BenchmarkStateWrite(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := sampleState()
-			tmpl := s.Runs[`run.review["pricing"]`]
-			for i := range runs {
-				r := *tmpl
-				r.Address = fmt.Sprintf("run.r%d", i)
-				s.Runs[r.Address] = &r
-			}
+			s := stateWithRuns(runs)
 			for b.Loop() {
 				if err := d.Write(s); err != nil {
 					b.Fatal(err)
@@ -92,13 +98,7 @@ func BenchmarkStateAppend(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := sampleState()
-			tmpl := s.Runs[`run.review["pricing"]`]
-			for i := range runs {
-				r := *tmpl
-				r.Address = fmt.Sprintf("run.r%d", i)
-				s.Runs[r.Address] = &r
-			}
+			s := stateWithRuns(runs)
 			if err := d.Write(s); err != nil {
 				b.Fatal(err)
 			}

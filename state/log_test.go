@@ -10,6 +10,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// pricing is the run of sampleState.
+const pricing = `run.review["pricing"]`
+
+// setTurns changes the turns of s's run and appends the change.
+func setTurns(t *testing.T, d *Dir, s *State, turns int) {
+	t.Helper()
+	s.Runs[pricing].Turns = turns
+	if err := d.Append(s, RunRef(pricing)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // reread opens the same state directory afresh, as another command
 // would, and reads the state.
 func reread(t *testing.T, d *Dir) *State {
@@ -36,9 +48,9 @@ func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A run changes, a sandbox goes, a run is added, the outputs change.
-	s.Runs[`run.review["pricing"]`].Status = RunRunning
-	s.Runs[`run.review["pricing"]`].Output = json.RawMessage("{ \"verdict\" :\n \"maybe\" }")
-	if err := d.Append(s, RunRef(`run.review["pricing"]`)); err != nil {
+	s.Runs[pricing].Status = RunRunning
+	s.Runs[pricing].Output = json.RawMessage("{ \"verdict\" :\n \"maybe\" }")
+	if err := d.Append(s, RunRef(pricing)); err != nil {
 		t.Fatal(err)
 	}
 	delete(s.Sandboxes, "sandbox.dev")
@@ -66,8 +78,8 @@ func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 	if diff := cmp.Diff(s, got); diff != "" {
 		t.Fatalf("state read back differs (-appended +read):\n%s", diff)
 	}
-	if string(got.Runs[`run.review["pricing"]`].Output) != `{"verdict":"maybe"}` {
-		t.Fatalf("output not compacted: %s", got.Runs[`run.review["pricing"]`].Output)
+	if string(got.Runs[pricing].Output) != `{"verdict":"maybe"}` {
+		t.Fatalf("output not compacted: %s", got.Runs[pricing].Output)
 	}
 }
 
@@ -77,10 +89,7 @@ func TestWriteCompactsTheLog(t *testing.T) {
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
-	s.Runs[`run.review["pricing"]`].Turns = 9
-	if err := d.Append(s, RunRef(`run.review["pricing"]`)); err != nil {
-		t.Fatal(err)
-	}
+	setTurns(t, d, s, 9)
 	if _, err := os.Stat(d.LogFile()); err != nil {
 		t.Fatalf("no log after an append: %v", err)
 	}
@@ -90,16 +99,13 @@ func TestWriteCompactsTheLog(t *testing.T) {
 	if _, err := os.Stat(d.LogFile()); !os.IsNotExist(err) {
 		t.Fatalf("the log outlived the compaction: %v", err)
 	}
-	if got := reread(t, d); got.Serial != 3 || got.Runs[`run.review["pricing"]`].Turns != 9 {
-		t.Fatalf("after compaction: serial %d turns %d", got.Serial, got.Runs[`run.review["pricing"]`].Turns)
+	if got := reread(t, d); got.Serial != 3 || got.Runs[pricing].Turns != 9 {
+		t.Fatalf("after compaction: serial %d turns %d", got.Serial, got.Runs[pricing].Turns)
 	}
 	// Appending goes on in a new log.
-	s.Runs[`run.review["pricing"]`].Turns = 10
-	if err := d.Append(s, RunRef(`run.review["pricing"]`)); err != nil {
-		t.Fatal(err)
-	}
-	if got := reread(t, d); got.Serial != 4 || got.Runs[`run.review["pricing"]`].Turns != 10 {
-		t.Fatalf("after a new append: serial %d turns %d", got.Serial, got.Runs[`run.review["pricing"]`].Turns)
+	setTurns(t, d, s, 10)
+	if got := reread(t, d); got.Serial != 4 || got.Runs[pricing].Turns != 10 {
+		t.Fatalf("after a new append: serial %d turns %d", got.Serial, got.Runs[pricing].Turns)
 	}
 }
 
@@ -113,10 +119,7 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
-	s.Runs[`run.review["pricing"]`].Turns = 5
-	if err := d.Append(s, RunRef(`run.review["pricing"]`)); err != nil {
-		t.Fatal(err)
-	}
+	setTurns(t, d, s, 5)
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +134,8 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if whole.Serial != 3 || whole.Runs[`run.review["pricing"]`].Turns != 5 {
-		t.Fatalf("the state file after unlock: serial %d turns %d; want the appended change at serial 3", whole.Serial, whole.Runs[`run.review["pricing"]`].Turns)
+	if whole.Serial != 3 || whole.Runs[pricing].Turns != 5 {
+		t.Fatalf("the state file after unlock: serial %d turns %d; want the appended change at serial 3", whole.Serial, whole.Runs[pricing].Turns)
 	}
 }
 
@@ -145,10 +148,7 @@ func TestReadAfterCrash(t *testing.T) {
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
-	s.Runs[`run.review["pricing"]`].Turns = 5
-	if err := d.Append(s, RunRef(`run.review["pricing"]`)); err != nil {
-		t.Fatal(err)
-	}
+	setTurns(t, d, s, 5)
 	f, err := os.OpenFile(d.LogFile(), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -157,18 +157,15 @@ func TestReadAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if got := reread(t, d); got.Serial != 2 || got.Runs[`run.review["pricing"]`].Turns != 5 {
-		t.Fatalf("with a torn tail: serial %d turns %d", got.Serial, got.Runs[`run.review["pricing"]`].Turns)
+	if got := reread(t, d); got.Serial != 2 || got.Runs[pricing].Turns != 5 {
+		t.Fatalf("with a torn tail: serial %d turns %d", got.Serial, got.Runs[pricing].Turns)
 	}
 	// The next append truncates the torn tail and continues.
 	d2, _ := OpenDir(d.Path())
 	s2 := reread(t, d)
-	s2.Runs[`run.review["pricing"]`].Turns = 6
-	if err := d2.Append(s2, RunRef(`run.review["pricing"]`)); err != nil {
-		t.Fatal(err)
-	}
-	if got := reread(t, d); got.Serial != 3 || got.Runs[`run.review["pricing"]`].Turns != 6 {
-		t.Fatalf("after appending past a torn tail: serial %d turns %d", got.Serial, got.Runs[`run.review["pricing"]`].Turns)
+	setTurns(t, d2, s2, 6)
+	if got := reread(t, d); got.Serial != 3 || got.Runs[pricing].Turns != 6 {
+		t.Fatalf("after appending past a torn tail: serial %d turns %d", got.Serial, got.Runs[pricing].Turns)
 	}
 	// The state file compacted, the log left behind: nothing applies twice.
 	logData, err := os.ReadFile(d.LogFile())
@@ -181,8 +178,8 @@ func TestReadAfterCrash(t *testing.T) {
 	if err := os.WriteFile(d.LogFile(), logData, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := reread(t, d); got.Serial != 4 || got.Runs[`run.review["pricing"]`].Turns != 6 {
-		t.Fatalf("with a stale log: serial %d turns %d", got.Serial, got.Runs[`run.review["pricing"]`].Turns)
+	if got := reread(t, d); got.Serial != 4 || got.Runs[pricing].Turns != 6 {
+		t.Fatalf("with a stale log: serial %d turns %d", got.Serial, got.Runs[pricing].Turns)
 	}
 }
 
@@ -197,10 +194,7 @@ func TestReadLogOfAnotherStateFile(t *testing.T) {
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
-	s.Runs[`run.review["pricing"]`].Turns = 5
-	if err := d.Append(s, RunRef(`run.review["pricing"]`)); err != nil {
-		t.Fatal(err)
-	}
+	setTurns(t, d, s, 5)
 	backup, err := os.ReadFile(d.BackupFile())
 	if err != nil {
 		t.Fatal(err)
@@ -244,9 +238,9 @@ func TestVerifyCatchesAnUnnamedChange(t *testing.T) {
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
-	s.Runs[`run.review["pricing"]`].Turns = 5
+	s.Runs[pricing].Turns = 5
 	s.Sandboxes["sandbox.dev"].Status = SandboxStopped
-	err := d.Append(s, RunRef(`run.review["pricing"]`))
+	err := d.Append(s, RunRef(pricing))
 	if err == nil || !strings.Contains(err.Error(), "changed but not recorded") || !strings.Contains(err.Error(), "sandbox sandbox.dev") {
 		t.Fatalf("an unnamed change: %v", err)
 	}

@@ -2,8 +2,6 @@ package daytona
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -12,12 +10,10 @@ import (
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/sandboxtest"
 )
 
-var testAccounts = sandbox.Accounts{
-	Users:  []sandbox.User{{Name: "alice", UID: 2001}, {Name: "bob", UID: 2002}},
-	Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}},
-}
+var testAccounts = sandboxtest.Accounts()
 
 // The fake models Daytona's sudo (internal/fakedaytona/accounts.go): the
 // accounts land in the sandbox's own passwd and group files, and commands
@@ -54,31 +50,11 @@ func TestManifestUsers(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "2002:2002" {
 		t.Fatalf("file written by bob: %q %s %v", res.Stdout, res.Stderr, err)
 	}
-	for _, script := range []string{"echo x > mine/f", "rm -f a.txt", "echo x >> a.txt"} {
-		res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: script, User: "alice", Timeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "denied") && !strings.Contains(string(res.Stderr), "not permitted") {
-			t.Errorf("alice: %q: exit %d, stderr %q; want permission denied", script, res.ExitCode, res.Stderr)
-		}
-	}
+	sandboxtest.CheckDenied(t, w, "alice", 10*time.Second, "echo x > mine/f", "rm -f a.txt", "echo x >> a.txt")
 
 	// Attached processes and terminals run as the user too.
 	for _, tty := range []bool{false, true} {
-		p, err := w.StartProcess(ctx, sandbox.ProcessRequest{Shell: "id -u", TTY: tty, User: "bob"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(p.Stdout())
-		if _, err := p.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		// A terminal echoes the line that started the command.
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if got := strings.TrimSpace(lines[len(lines)-1]); got != "2002" {
-			t.Errorf("tty %v: id -u as bob = %q", tty, got)
-		}
+		sandboxtest.CheckProcessUser(t, w, "bob", "id -u", tty, "2002")
 	}
 
 	// A command capability with run_as.
@@ -91,8 +67,5 @@ func TestManifestUsers(t *testing.T) {
 		t.Errorf("command tool with run_as alice: %q, %v", o.Text, err)
 	}
 
-	_, err = w.Exec(ctx, sandbox.ExecRequest{Shell: "id", User: "mallory"})
-	if _, ok := errors.AsType[*sandbox.UnknownUserError](err); !ok {
-		t.Errorf("exec as an undeclared user: %v, want an UnknownUserError", err)
-	}
+	sandboxtest.CheckUnknownUser(t, w)
 }

@@ -2,8 +2,6 @@ package local_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,20 +10,14 @@ import (
 
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/sandboxtest"
 )
 
-var testAccounts = sandbox.Accounts{
-	Users:  []sandbox.User{{Name: "alice", UID: 2001}, {Name: "bob", UID: 2002}},
-	Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}},
-}
+var testAccounts = sandboxtest.Accounts()
 
 func runAs(t *testing.T, sb sandbox.Sandbox, user, script string) sandbox.ExecResult {
 	t.Helper()
-	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: script, User: user})
-	if err != nil {
-		t.Fatalf("exec %q as %s: %v", script, user, err)
-	}
-	return res
+	return sandboxtest.ExecAs(t, sb, user, script, 0)
 }
 
 func TestManifestUsers(t *testing.T) {
@@ -72,31 +64,13 @@ func TestManifestUsers(t *testing.T) {
 	if err := sb.WriteFile(ctx, "root.txt", []byte("r\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, script := range []string{"echo x > mine/g", "cat mine/f", "rm -f b.txt", "echo x >> b.txt", "echo x >> root.txt"} {
-		res := runAs(t, sb, "alice", script)
-		if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "denied") && !strings.Contains(string(res.Stderr), "not permitted") {
-			t.Errorf("alice: %q: exit %d, stderr %q; want permission denied", script, res.ExitCode, res.Stderr)
-		}
-	}
+	sandboxtest.CheckDenied(t, sb, "alice", 0, "echo x > mine/g", "cat mine/f", "rm -f b.txt", "echo x >> b.txt", "echo x >> root.txt")
 
 	// A process on a terminal (exec_command's sessions) runs as the user too.
-	p, err := sb.StartProcess(ctx, sandbox.ProcessRequest{Shell: "id -un", TTY: true, User: "bob"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(p.Stdout())
-	if _, err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(out)); got != "bob" {
-		t.Errorf("id -un on a terminal as bob = %q", got)
-	}
+	sandboxtest.CheckProcessUser(t, sb, "bob", "id -un", true, "bob")
 
 	// A user the manifest does not declare is refused, never run as root.
-	_, err = sb.Exec(ctx, sandbox.ExecRequest{Shell: "id", User: "mallory"})
-	if _, ok := errors.AsType[*sandbox.UnknownUserError](err); !ok {
-		t.Errorf("exec as an undeclared user: %v, want an UnknownUserError", err)
-	}
+	sandboxtest.CheckUnknownUser(t, sb)
 }
 
 func TestManifestUsersIsolationNone(t *testing.T) {

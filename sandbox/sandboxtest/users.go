@@ -1,0 +1,82 @@
+// Package sandboxtest holds checks of the sandbox contract that the
+// providers' tests share, so that each provider is held to the same
+// behaviour.
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// Accounts are the manifest accounts the user checks expect: alice (uid
+// 2001) and bob (uid 2002), each with a private group of its own id, and
+// group dev (gid 3000) with alice in it.
+func Accounts() sandbox.Accounts {
+	return sandbox.Accounts{
+		Users:  []sandbox.User{{Name: "alice", UID: 2001}, {Name: "bob", UID: 2002}},
+		Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}},
+	}
+}
+
+// ExecAs runs script in sb as user (timeout 0: the provider's default)
+// and fails the test when it cannot be run at all.
+func ExecAs(t testing.TB, sb sandbox.Sandbox, user, script string, timeout time.Duration) sandbox.ExecResult {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: script, User: user, Timeout: timeout})
+	if err != nil {
+		t.Fatalf("exec %q as %s: %v", script, user, err)
+	}
+	return res
+}
+
+// CheckDenied runs each script as user and expects it to fail with a
+// permission error.
+func CheckDenied(t testing.TB, sb sandbox.Sandbox, user string, timeout time.Duration, scripts ...string) {
+	t.Helper()
+	for _, script := range scripts {
+		res := ExecAs(t, sb, user, script, timeout)
+		if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "denied") && !strings.Contains(string(res.Stderr), "not permitted") {
+			t.Errorf("%s: %q: exit %d, stderr %q; want permission denied", user, script, res.ExitCode, res.Stderr)
+		}
+	}
+}
+
+// CheckProcessUser starts script as user as an attached process, on a
+// terminal when tty is set, and expects the last line of its output to
+// be want (a terminal may echo the line that started the command first).
+func CheckProcessUser(t testing.TB, sb sandbox.Sandbox, user, script string, tty bool, want string) {
+	t.Helper()
+	ps, ok := sb.(sandbox.ProcessStarter)
+	if !ok {
+		t.Fatalf("%T starts no processes", sb)
+	}
+	p, err := ps.StartProcess(context.Background(), sandbox.ProcessRequest{Shell: script, TTY: tty, User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if got := strings.TrimSpace(lines[len(lines)-1]); got != want {
+		t.Errorf("tty %v: %q as %s = %q, want %q", tty, script, user, got, want)
+	}
+}
+
+// CheckUnknownUser expects a command as a user the manifest does not
+// declare to be refused with an UnknownUserError, never run as another.
+func CheckUnknownUser(t testing.TB, sb sandbox.Sandbox) {
+	t.Helper()
+	_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: "id", User: "mallory"})
+	var unknown *sandbox.UnknownUserError
+	if !errors.As(err, &unknown) {
+		t.Errorf("exec as an undeclared user: %v, want an UnknownUserError", err)
+	}
+}
