@@ -240,70 +240,45 @@ func (d *Dir) replayLog(s *State) (int, error) {
 // applyChange sets or removes one object of s.
 func applyChange(s *State, c logChange) error {
 	removed := len(c.Value) == 0 || string(c.Value) == "null"
-	set := func(v any) error {
-		if err := json.Unmarshal(c.Value, v); err != nil {
-			return fmt.Errorf("%s %s: %w", c.Kind, c.Key, err)
-		}
-		return nil
-	}
+	var err error
 	switch c.Kind {
 	case refSandbox:
-		if removed {
-			delete(s.Sandboxes, c.Key)
-			return nil
-		}
-		var sb Sandbox
-		if err := set(&sb); err != nil {
-			return err
-		}
-		s.Sandboxes[c.Key] = &sb
+		err = setObject(&s.Sandboxes, c, removed)
 	case refRun:
-		if removed {
-			delete(s.Runs, c.Key)
-			return nil
-		}
-		var r Run
-		if err := set(&r); err != nil {
-			return err
-		}
-		s.Runs[c.Key] = &r
+		err = setObject(&s.Runs, c, removed)
 	case refChat:
-		if removed {
-			delete(s.Chats, c.Key)
-			return nil
-		}
-		var ch Chat
-		if err := set(&ch); err != nil {
-			return err
-		}
-		if s.Chats == nil {
-			s.Chats = map[string]*Chat{}
-		}
-		s.Chats[c.Key] = &ch
+		err = setObject(&s.Chats, c, removed)
 	case refMemory:
-		if removed {
-			delete(s.Memories, c.Key)
-			return nil
-		}
-		var m Memory
-		if err := set(&m); err != nil {
-			return err
-		}
-		if s.Memories == nil {
-			s.Memories = map[string]*Memory{}
-		}
-		s.Memories[c.Key] = &m
+		err = setObject(&s.Memories, c, removed)
 	case refOutputs:
 		outputs := map[string]*Output{}
 		if !removed {
-			if err := set(&outputs); err != nil {
-				return err
-			}
+			err = json.Unmarshal(c.Value, &outputs)
 		}
 		s.Outputs = outputs
 	default:
 		return fmt.Errorf("unknown state object kind %q; a newer agentctl wrote it", c.Kind)
 	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", c.Kind, c.Key, err)
+	}
+	return nil
+}
+
+// setObject sets (*m)[c.Key] to the object c holds, or removes it.
+func setObject[T any](m *map[string]*T, c logChange, removed bool) error {
+	if removed {
+		delete(*m, c.Key)
+		return nil
+	}
+	v := new(T)
+	if err := json.Unmarshal(c.Value, v); err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = map[string]*T{}
+	}
+	(*m)[c.Key] = v
 	return nil
 }
 

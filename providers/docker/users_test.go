@@ -20,11 +20,6 @@ import (
 
 var testAccounts = sandboxtest.Accounts()
 
-func execAs(t *testing.T, sb sandbox.Sandbox, user, script string) sandbox.ExecResult {
-	t.Helper()
-	return sandboxtest.ExecAs(t, sb, user, script, 0)
-}
-
 // shadowImage is TestImage with this host's useradd, groupadd and
 // usermod (Debian's passwd package) and their libraries: Debian's static
 // BusyBox has no adduser or addgroup, and there is no registry to pull an
@@ -91,16 +86,16 @@ func TestManifestUsers(t *testing.T) {
 	sb := newSandbox(t, spec)
 	ctx := context.Background()
 
-	res := execAs(t, sb, "alice", "id; echo $HOME")
+	res := sandboxtest.ExecAs(t, sb, "alice", "id; echo $HOME", 0)
 	want := "uid=2001(alice) gid=2001(alice) groups=2001(alice),3000(dev)\n/workspace\n"
 	if string(res.Stdout) != want || res.ExitCode != 0 {
 		t.Fatalf("id as alice = %q (exit %d, %s), want %q", res.Stdout, res.ExitCode, res.Stderr, want)
 	}
-	res = execAs(t, sb, "alice", "echo hi > a.txt && stat -c %U:%G a.txt")
+	res = sandboxtest.ExecAs(t, sb, "alice", "echo hi > a.txt && stat -c %U:%G a.txt", 0)
 	if got := strings.TrimSpace(string(res.Stdout)); got != "alice:alice" {
 		t.Fatalf("owner of a.txt = %q (%s), want alice:alice", got, res.Stderr)
 	}
-	if res := execAs(t, sb, "bob", "mkdir -m 700 mine && echo b > mine/f && echo b > b.txt"); res.ExitCode != 0 {
+	if res := sandboxtest.ExecAs(t, sb, "bob", "mkdir -m 700 mine && echo b > mine/f && echo b > b.txt", 0); res.ExitCode != 0 {
 		t.Fatalf("bob writing his files: exit %d: %s", res.ExitCode, res.Stderr)
 	}
 	if err := sb.WriteFile(ctx, "root.txt", []byte("r\n"), 0o644); err != nil {

@@ -15,11 +15,6 @@ import (
 
 var testAccounts = sandboxtest.Accounts()
 
-func runAs(t *testing.T, sb sandbox.Sandbox, user, script string) sandbox.ExecResult {
-	t.Helper()
-	return sandboxtest.ExecAs(t, sb, user, script, 0)
-}
-
 func TestManifestUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		// Refused, with the reason, rather than run as the wrong user.
@@ -33,7 +28,7 @@ func TestManifestUsers(t *testing.T) {
 	sb, _ := newSandbox(t, local.Options{}, sandbox.Spec{Accounts: testAccounts})
 	ctx := context.Background()
 
-	res := runAs(t, sb, "alice", "id; echo $USER $HOME")
+	res := sandboxtest.ExecAs(t, sb, "alice", "id; echo $USER $HOME", 0)
 	want := "uid=2001(alice) gid=2001(alice) groups=2001(alice),3000(dev)\nalice /workspace\n"
 	if string(res.Stdout) != want || res.ExitCode != 0 {
 		t.Fatalf("id as alice = %q (exit %d, %s), want %q", res.Stdout, res.ExitCode, res.Stderr, want)
@@ -43,7 +38,7 @@ func TestManifestUsers(t *testing.T) {
 	}
 
 	// Files a user writes are its own, inside and on disk.
-	res = runAs(t, sb, "alice", "echo hi > a.txt && stat -c %U:%G a.txt")
+	res = sandboxtest.ExecAs(t, sb, "alice", "echo hi > a.txt && stat -c %U:%G a.txt", 0)
 	if got := strings.TrimSpace(string(res.Stdout)); got != "alice:alice" {
 		t.Fatalf("owner of a.txt = %q (%s), want alice:alice", got, res.Stderr)
 	}
@@ -58,7 +53,7 @@ func TestManifestUsers(t *testing.T) {
 	// Where a user must not write: another user's private directory,
 	// another user's file in the shared root (sticky), and files of the
 	// sandbox's default user.
-	if res := runAs(t, sb, "bob", "mkdir -m 700 mine && echo b > mine/f && echo b > b.txt"); res.ExitCode != 0 {
+	if res := sandboxtest.ExecAs(t, sb, "bob", "mkdir -m 700 mine && echo b > mine/f && echo b > b.txt", 0); res.ExitCode != 0 {
 		t.Fatalf("bob writing his files: exit %d: %s", res.ExitCode, res.Stderr)
 	}
 	if err := sb.WriteFile(ctx, "root.txt", []byte("r\n"), 0o644); err != nil {
