@@ -54,9 +54,12 @@ const DefaultParallel = 4
 // was written this time. Entries apply in declaration order; entries
 // whose paths do not overlap (neither is a prefix of the other) apply
 // concurrently, at most parallel at a time (<= 0: DefaultParallel).
-// Trees (local_dir, git_repo, local_file) go in as tar streams through
-// Sandbox.CopyIn, so every provider shares one code path and the safe-
-// extraction rules.
+// Trees (local_dir, git_repo) go in file by file where the sandbox can
+// take a host tree directly (sandbox.HostTreeCopier: the local provider),
+// otherwise as tar streams through Sandbox.CopyIn; either way with the
+// safe-extraction rules and the same result. A local_dir is read and
+// hashed at most once: its digest comes from the cache when its tree is
+// unchanged since a plan hashed it, or is computed by the copy.
 //
 // On error the returned result holds what was done so far.
 func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[string]string, parallel int) (MaterializeResult, error) {
@@ -109,15 +112,10 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 					return nil
 				}
 			}
-			// The copy digests the tree as it reads it: remembered (when
-			// nothing changed meanwhile), so the next plan does not read
-			// it again.
-			sig := m.DigestCache.Signature(e)
-			d, err = applyEntry(gctx, sb, e)
+			d, err = applyEntry(gctx, sb, e, m.DigestCache)
 			if err != nil {
 				return err
 			}
-			m.DigestCache.remember(e, d, sig)
 			digests[i], applied[i] = d, true
 			return nil
 		})
@@ -288,7 +286,7 @@ func gitDigest(e Entry, url, commit string) string {
 }
 
 // applyEntry writes one entry and returns its digest.
-func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
+func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestCache) (string, error) {
 	wrap := func(err error) error {
 		if err == nil {
 			return nil
@@ -312,18 +310,78 @@ func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error
 	case EntryLocalFile:
 		return applyLocalFile(ctx, sb, e)
 	case EntryLocalDir:
-		dg := newDigester(e.Kind, e.Path)
-		err := copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
-			return localDirTar(ctx, e, w, dg)
-		})
-		if err != nil {
-			return "", wrap(err)
-		}
-		return dg.sum(), nil
+		return applyLocalDir(ctx, sb, e, cache)
 	case EntryGitRepo:
 		return applyGitRepo(ctx, sb, e)
 	}
 	return "", wrap(errors.New("unknown kind"))
+}
+
+// applyLocalDir copies a local_dir into the workspace and returns its
+// digest. The tree is hashed at most once: when the cache holds the
+// digest of the tree as it is now (a plan just computed it), the copy
+// does not hash it, and its signature is checked again afterwards (a
+// tree that changed while it was copied is copied again, hashed);
+// otherwise the copy hashes what it copies, and the digest is remembered
+// when nothing changed meanwhile, so the next plan does not read it.
+func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestCache) (string, error) {
+	sig := cache.Signature(e)
+	if d, ok := cache.lookup(e, sig); ok {
+		if err := copyLocalDir(ctx, sb, e, nil); err != nil {
+			return "", err
+		}
+		if cache.unchanged(e, sig) {
+			return d, nil
+		}
+		sig = cache.Signature(e)
+	}
+	dg := newDigester(e.Kind, e.Path)
+	if err := copyLocalDir(ctx, sb, e, dg); err != nil {
+		return "", err
+	}
+	d := dg.sum()
+	cache.remember(e, d, sig)
+	return d, nil
+}
+
+// copyLocalDir copies a local_dir source (excludes applied, symlinks and
+// special files refused) into the workspace, feeding dg when it is set:
+// directly where the sandbox takes host trees, as a tar stream otherwise.
+func copyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, dg *digester) error {
+	tc, ok := sb.(sandbox.HostTreeCopier)
+	if !ok {
+		err := copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
+			return localDirTar(ctx, e, w, dg)
+		})
+		if err != nil {
+			return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+		}
+		return nil
+	}
+	if _, err := checkSource(e, true); err != nil {
+		return err
+	}
+	m, err := sandbox.CompileExclude(e.Exclude)
+	if err != nil {
+		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	t := sandbox.HostTree{Root: e.Source, Exclude: m.Match, Strict: true}
+	if dg != nil {
+		t.Digest = dg.h
+	}
+	if err := tc.CopyTreeIn(ctx, e.Path, t); err != nil {
+		if errors.Is(err, hostfs.ErrSpecialFile) {
+			return specialFileErr(e, err)
+		}
+		return fmt.Errorf("manifest entry %s %q: copying %s into the workspace: %w", e.Kind, e.Path, e.Source, err)
+	}
+	return nil
+}
+
+// specialFileErr is the error for a symlink or special file in a
+// local_dir source.
+func specialFileErr(e Entry, err error) error {
+	return fmt.Errorf("manifest entry %s %q: source %s: %w; only regular files and directories are copied: exclude it or replace it with a copy", e.Kind, e.Path, e.Source, err)
 }
 
 // copyInStream runs produce into a pipe that sb.CopyIn consumes.
@@ -435,7 +493,7 @@ func copyInFile(ctx context.Context, sb sandbox.Sandbox, p string, size, mode in
 }
 
 // localDirTar archives a local_dir source (excludes applied, symlinks and
-// special files refused) to w, feeding the digest.
+// special files refused) to w, feeding the digest when dg is set.
 func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error {
 	if _, err := checkSource(e, true); err != nil {
 		return err
@@ -449,9 +507,13 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
 	}
 	defer d.Close()
-	err = hostfs.Archive(ctx, d, ".", w, hostfs.ArchiveOptions{Exclude: m.Match, Strict: true, Digest: dg.h})
+	opts := hostfs.ArchiveOptions{Exclude: m.Match, Strict: true}
+	if dg != nil {
+		opts.Digest = dg.h
+	}
+	err = hostfs.Archive(ctx, d, ".", w, opts)
 	if errors.Is(err, hostfs.ErrSpecialFile) {
-		return fmt.Errorf("manifest entry %s %q: source %s: %w; only regular files and directories are copied: exclude it or replace it with a copy", e.Kind, e.Path, e.Source, err)
+		return specialFileErr(e, err)
 	}
 	if err != nil {
 		return fmt.Errorf("manifest entry %s %q: source %s: %w", e.Kind, e.Path, e.Source, err)
