@@ -384,7 +384,13 @@ func specialFileErr(e Entry, err error) error {
 	return fmt.Errorf("manifest entry %s %q: source %s: %w; only regular files and directories are copied: exclude it or replace it with a copy", e.Kind, e.Path, e.Source, err)
 }
 
-// copyInStream runs produce into a pipe that sb.CopyIn consumes.
+// errCopyInStopped is what the producer of a CopyIn stream gets when
+// CopyIn stopped reading.
+var errCopyInStopped = errors.New("copy in stopped")
+
+// copyInStream runs produce into a pipe that sb.CopyIn consumes. The
+// error is the producer's, or CopyIn's when the producer only failed
+// because CopyIn stopped reading (a refused member).
 func copyInStream(ctx context.Context, sb sandbox.Sandbox, dir string, produce func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	var perr error
@@ -396,9 +402,9 @@ func copyInStream(ctx context.Context, sb sandbox.Sandbox, dir string, produce f
 		pw.CloseWithError(perr)
 	}()
 	err := sb.CopyIn(ctx, dir, pr)
-	pr.CloseWithError(errors.New("copy in stopped"))
+	pr.CloseWithError(errCopyInStopped)
 	wg.Wait()
-	if perr != nil {
+	if perr != nil && (err == nil || !errors.Is(perr, errCopyInStopped)) {
 		return perr
 	}
 	return err
