@@ -158,7 +158,9 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := describeTree(t, viaTar)
-		if !slices.ContainsFunc(want, func(s string) bool { return strings.HasPrefix(s, "f repo/private.txt 644 1 ") && strings.HasSuffix(s, "2001-02-03T04:05:06Z") }) {
+		if !slices.ContainsFunc(want, func(s string) bool {
+			return strings.HasPrefix(s, "f repo/private.txt 644 1 ") && strings.HasSuffix(s, "2001-02-03T04:05:06Z")
+		}) {
 			t.Fatalf("the tar path's tree is not what this test expects (sanitized modes, times to the second): %q", want)
 		}
 
