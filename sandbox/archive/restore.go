@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -61,8 +62,8 @@ func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 st
 	defer f.Close()
 	// Hashed on another goroutine, overlapping the extraction; the bytes
 	// hashed are the bytes extracted (one read of the file).
-	h := newAsyncHash(sha256.New())
-	defer h.close()
+	h := hashpipe.New(sha256.New())
+	defer h.Close()
 	r := io.TeeReader(f, h)
 	if err := sb.CopyIn(ctx, "", r); err != nil {
 		if wantSHA256 != "" && ctx.Err() == nil {

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -97,8 +98,8 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
 	defer tmp.discard()
-	h := newAsyncHash(sha256.New())
-	defer h.close()
+	h := hashpipe.New(sha256.New())
+	defer h.Close()
 	cw := &countWriter{w: io.MultiWriter(tmp.f, h)}
 	b := newSnapshotBudget(opts.MaxBytes, cw)
 	var n int

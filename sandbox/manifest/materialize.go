@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -196,15 +197,36 @@ func Validate(m Manifest) error {
 	return nil
 }
 
-// digester builds a canonical, length-prefixed encoding of fields.
-type digester struct{ h hash.Hash }
+// digester builds a canonical, length-prefixed encoding of fields and
+// hashes it (SHA-256): h receives the encoding, directly or, for a tree's
+// content, through a hashpipe.Writer that hashes on a goroutine of its
+// own while the tree is read.
+type digester struct {
+	h    io.Writer
+	sha  hash.Hash
+	pipe *hashpipe.Writer
+}
 
 func newDigester(kind EntryKind, p string) *digester {
-	d := &digester{h: sha256.New()}
+	sha := sha256.New()
+	d := &digester{h: sha, sha: sha}
+	d.entry(kind, p)
+	return d
+}
+
+// newTreeDigester is newDigester for a tree's content, hashed
+// concurrently with the reading; close it when done.
+func newTreeDigester(kind EntryKind, p string) *digester {
+	pipe := hashpipe.New(sha256.New())
+	d := &digester{h: pipe, pipe: pipe}
+	d.entry(kind, p)
+	return d
+}
+
+func (d *digester) entry(kind EntryKind, p string) {
 	d.str("agentctl-entry-v1")
 	d.str(string(kind))
 	d.str(p)
-	return d
 }
 
 func (d *digester) str(s string) {
@@ -214,7 +236,21 @@ func (d *digester) str(s string) {
 	d.h.Write([]byte(s))
 }
 
-func (d *digester) sum() string { return "sha256:" + hex.EncodeToString(d.h.Sum(nil)) }
+// sum is the digest; a tree digester cannot be used afterwards.
+func (d *digester) sum() string {
+	if d.pipe != nil {
+		return "sha256:" + hex.EncodeToString(d.pipe.Sum())
+	}
+	return "sha256:" + hex.EncodeToString(d.sha.Sum(nil))
+}
+
+// close releases a tree digester's goroutine (after sum, or instead of
+// it on an error).
+func (d *digester) close() {
+	if d.pipe != nil {
+		d.pipe.Close()
+	}
+}
 
 // EntryDigest computes an entry's content digest without writing
 // anything: for file its path, mode and content; for dir its path; for
@@ -242,7 +278,8 @@ func entryDigest(ctx context.Context, e Entry, cache *DigestCache) (string, erro
 		return localFileDigest(e)
 	case EntryLocalDir:
 		return cache.localDirDigest(func() (string, error) {
-			dg := newDigester(e.Kind, e.Path)
+			dg := newTreeDigester(e.Kind, e.Path)
+			defer dg.close()
 			if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
 				return "", err
 			}
@@ -335,7 +372,8 @@ func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *Dige
 		}
 		sig = cache.Signature(e)
 	}
-	dg := newDigester(e.Kind, e.Path)
+	dg := newTreeDigester(e.Kind, e.Path)
+	defer dg.close()
 	if err := copyLocalDir(ctx, sb, e, dg); err != nil {
 		return "", err
 	}
@@ -533,7 +571,8 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 // EphemeralEnv never enters it. An entry missing from entryDigests
 // contributes its declaration only.
 func Digest(m Manifest, entryDigests map[string]string) string {
-	d := &digester{h: sha256.New()}
+	sha := sha256.New()
+	d := &digester{h: sha, sha: sha}
 	d.str("agentctl-manifest-v1")
 	d.str(m.Root)
 	d.str(strconv.Itoa(len(m.Entries)))

@@ -1,4 +1,4 @@
-package archive
+package hashpipe
 
 import (
 	"bytes"
@@ -7,19 +7,19 @@ import (
 	"testing"
 )
 
-// TestAsyncHash: the hash of writes of every size (a byte, a tar block,
+// TestWriter: the hash of writes of every size (a byte, a tar block,
 // more than the buffers hold at once) is the hash of their concatenation;
 // closing without Sum ends the goroutine.
-func TestAsyncHash(t *testing.T) {
+func TestWriter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, total := range []int{0, 1, 511, hashChunk, hashChunk*hashBuffers*2 + 7} {
+	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
 		data := make([]byte, total)
 		for i := range data {
 			data[i] = byte(rng.IntN(256))
 		}
-		a := newAsyncHash(sha256.New())
+		a := New(sha256.New())
 		for p := data; len(p) > 0; {
-			n := min(len(p), []int{1, 512, 4096, hashChunk + 3, 3 * hashChunk}[rng.IntN(5)])
+			n := min(len(p), []int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)])
 			if k, err := a.Write(p[:n]); k != n || err != nil {
 				t.Fatalf("Write = %d, %v", k, err)
 			}
@@ -29,10 +29,10 @@ func TestAsyncHash(t *testing.T) {
 		if got := a.Sum(); !bytes.Equal(got, want[:]) {
 			t.Errorf("%d bytes: hash %x, want %x", total, got, want)
 		}
-		a.close()
+		a.Close()
 	}
-	a := newAsyncHash(sha256.New())
-	a.Write(make([]byte, 3*hashChunk+1))
-	a.close()
-	a.close()
+	a := New(sha256.New())
+	a.Write(make([]byte, 3*chunk+1))
+	a.Close()
+	a.Close()
 }
