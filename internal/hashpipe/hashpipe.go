@@ -66,7 +66,7 @@ func (a *Writer) Write(p []byte) (int, error) {
 // Sum hashes what is still buffered and returns the hash of everything
 // written. The writer cannot be used afterwards.
 func (a *Writer) Sum() []byte {
-	if a.cur != nil && len(a.cur) > 0 {
+	if len(a.cur) > 0 {
 		a.full <- a.cur
 		a.cur = nil
 	}
