@@ -62,6 +62,17 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	return s.wsd.CopyIn(ctx, dir, r)
 }
 
+// CopyTreeIn copies a host directory tree into dir directly, file by
+// file in the kernel (reflink or copy_file_range where the file systems
+// allow, a buffered copy otherwise), with the result and the refusals
+// CopyIn gives for its tar (hostfs.CopyTree): manifest trees skip the tar
+// stream.
+func (s *Sandbox) CopyTreeIn(ctx context.Context, dir string, tree sandbox.HostTree) error {
+	return s.wsd.CopyTreeIn(ctx, dir, tree)
+}
+
+var _ sandbox.HostTreeCopier = (*Sandbox)(nil)
+
 // CopyOut streams a tar of dir (hostfs.Archive); member names are
 // relative to dir, symlinks are archived as links, never followed.
 func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error) {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -59,13 +60,16 @@ func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 st
 		return err
 	}
 	defer f.Close()
-	h := sha256.New()
+	// Hashed on another goroutine, overlapping the extraction; the bytes
+	// hashed are the bytes extracted (one read of the file).
+	h := hashpipe.New(sha256.New())
+	defer h.Close()
 	r := io.TeeReader(f, h)
 	if err := sb.CopyIn(ctx, "", r); err != nil {
 		if wantSHA256 != "" && ctx.Err() == nil {
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
-			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum(nil)) != wantSHA256 {
+			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum()) != wantSHA256 {
 				return fmt.Errorf("%w (the file does not match the sha256 %s recorded when it was written: %w)", err, wantSHA256, ErrSnapshotCorrupt)
 			}
 		}
@@ -79,7 +83,7 @@ func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 st
 	if wantSHA256 == "" {
 		return nil
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != wantSHA256 {
+	if got := hex.EncodeToString(h.Sum()); got != wantSHA256 {
 		return fmt.Errorf("the file's sha256 is %s, not the %s recorded when it was written: %w", got, wantSHA256, ErrSnapshotCorrupt)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -97,7 +98,8 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
 	defer tmp.discard()
-	h := sha256.New()
+	h := hashpipe.New(sha256.New())
+	defer h.Close()
 	cw := &countWriter{w: io.MultiWriter(tmp.f, h)}
 	b := newSnapshotBudget(opts.MaxBytes, cw)
 	var n int
@@ -122,7 +124,7 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	if err := syncDir(filepath.Dir(dst)); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
-	return SnapshotInfo{Path: dst, Size: cw.n, SHA256: hex.EncodeToString(h.Sum(nil)), Members: n}, nil
+	return SnapshotInfo{Path: dst, Size: cw.n, SHA256: hex.EncodeToString(h.Sum()), Members: n}, nil
 }
 
 // HostWorkspace is implemented by sandboxes whose workspace is a host

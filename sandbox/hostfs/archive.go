@@ -101,6 +101,18 @@ type archiver struct {
 	buf   []byte
 	top   string
 	chain *dirChain
+	// cp, when set, receives the tree instead of the tar writer
+	// (CopyTree): the walk, the excludes, the refusals and the digest
+	// are the archive's.
+	cp *treeCopier
+}
+
+// op names what the walk does in messages about the tree it reads.
+func (a *archiver) op() string {
+	if a.cp != nil {
+		return "read"
+	}
+	return "archive"
 }
 
 func (a *archiver) digest(parts ...string) {
@@ -131,11 +143,11 @@ func (a *archiver) tooLong(name string) error {
 func (a *archiver) walk(prefix string) error {
 	dirfd, err := a.chain.fd()
 	if err != nil {
-		return pathErr("archive", relJoin(a.top, prefix), err)
+		return pathErr(a.op(), relJoin(a.top, prefix), err)
 	}
 	names, err := readDirNames(dirfd)
 	if err != nil {
-		return pathErr("archive", relJoin(a.top, prefix), err)
+		return pathErr(a.op(), relJoin(a.top, prefix), err)
 	}
 	slices.Sort(names)
 	for _, n := range names {
@@ -151,14 +163,14 @@ func (a *archiver) walk(prefix string) error {
 		}
 		// A subdirectory walked before may have closed this one.
 		if dirfd, err = a.chain.fd(); err != nil {
-			return pathErr("archive", relJoin(a.top, prefix), err)
+			return pathErr(a.op(), relJoin(a.top, prefix), err)
 		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if err == unix.ENOENT {
 				continue
 			}
-			return pathErr("archive", relJoin(a.top, name), err)
+			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
 		mode := unixMode(uint32(st.Mode))
 		isDir := mode.IsDir()
@@ -171,15 +183,23 @@ func (a *archiver) walk(prefix string) error {
 			if err := a.reserve(name, 0, 0); err != nil {
 				return err
 			}
-			if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(mode.Perm()), ModTime: mtime}); err != nil {
+			if a.cp != nil {
+				err = a.cp.enter(n, name)
+			} else {
+				err = a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(mode.Perm()), ModTime: mtime})
+			}
+			if err != nil {
 				return err
 			}
 			a.digest("d", name)
 			if err := a.chain.push(n); err != nil {
-				return pathErr("archive", relJoin(a.top, name), err)
+				return pathErr(a.op(), relJoin(a.top, name), err)
 			}
 			err = a.walk(name)
 			a.chain.pop()
+			if a.cp != nil {
+				a.cp.leave()
+			}
 			if err != nil {
 				return err
 			}
@@ -193,12 +213,17 @@ func (a *archiver) walk(prefix string) error {
 			}
 			target, err := readlinkAt(dirfd, n)
 			if err != nil {
-				return pathErr("archive", relJoin(a.top, name), err)
+				return pathErr(a.op(), relJoin(a.top, name), err)
 			}
 			if err := a.reserve(name, 0, 0); err != nil {
 				return err
 			}
-			if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: mtime}); err != nil {
+			if a.cp != nil {
+				err = a.cp.symlink(n, name, target)
+			} else {
+				err = a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: mtime})
+			}
+			if err != nil {
 				return err
 			}
 			a.digest("l", name, target)
@@ -214,13 +239,13 @@ func (a *archiver) walk(prefix string) error {
 func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.Time) error {
 	fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return pathErr("archive", relJoin(a.top, name), err)
+		return pathErr(a.op(), relJoin(a.top, name), err)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return pathErr("archive", relJoin(a.top, name), err)
+		return pathErr(a.op(), relJoin(a.top, name), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%s changed type while archiving: %w", relJoin(a.top, name), ErrSpecialFile)
@@ -228,7 +253,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 	if a.opts.Sparse && st.Size > 0 && st.Blocks*512 < st.Size {
 		segs, err := dataSegments(fd, st.Size)
 		if err != nil {
-			return pathErr("archive", relJoin(a.top, name), err)
+			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
 		if segs != nil {
 			return a.sparseFile(f, name, mode, mtime, st.Size, segs)
@@ -236,6 +261,14 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 	}
 	if err := a.reserve(name, st.Size, 0); err != nil {
 		return err
+	}
+	if a.cp != nil {
+		var digest io.Writer
+		if a.opts.Digest != nil {
+			a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
+			digest = a.opts.Digest
+		}
+		return a.cp.file(f, n, name, mode, mtime, st.Size, digest, a.buf)
 	}
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err
@@ -247,7 +280,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 	}
 	k, err := io.CopyBuffer(onlyWriter{dst}, io.LimitReader(f, st.Size), a.buf)
 	if err != nil {
-		return pathErr("archive", relJoin(a.top, name), err)
+		return pathErr(a.op(), relJoin(a.top, name), err)
 	}
 	if k != st.Size {
 		return fmt.Errorf("archive %s: file shrank from %d to %d bytes while being read", relJoin(a.top, name), st.Size, k)

@@ -43,7 +43,10 @@ func NewHostDir(root string) (*HostDir, error) {
 	return &HostDir{Dir: d}, nil
 }
 
-var _ sandbox.Sandbox = (*HostDir)(nil)
+var (
+	_ sandbox.Sandbox        = (*HostDir)(nil)
+	_ sandbox.HostTreeCopier = (*HostDir)(nil)
+)
 
 // ID is the host path of the workspace.
 func (h *HostDir) ID() string { return h.Path() }

@@ -125,6 +125,24 @@ func (c *DigestCache) Signature(e Entry) string {
 	return ""
 }
 
+// lookup is the digest remembered for e's tree when its signature is sig
+// (from Signature, taken now).
+func (c *DigestCache) lookup(e Entry, sig string) (string, bool) {
+	if c == nil || sig == "" {
+		return "", false
+	}
+	c.mu.Lock()
+	hit, ok := c.entries[cacheKey(e)]
+	c.mu.Unlock()
+	return hit.Digest, ok && hit.Signature == sig
+}
+
+// unchanged reports whether e's tree still has signature sig.
+func (c *DigestCache) unchanged(e Entry, sig string) bool {
+	after, _ := treeSignature(e)
+	return after != "" && after == sig
+}
+
 // remember records d as the digest of e's tree, read while its signature
 // was before: only when the tree still has that signature (nothing changed
 // while it was read).

@@ -185,7 +185,8 @@ func CloneGitRepo(ctx context.Context, e Entry) (*GitCheckout, error) {
 }
 
 // applyGitRepo shallow-clones the repository on the host and copies it
-// (or its subpath), without .git, into the workspace as a tar stream.
+// (or its subpath), without .git, into the workspace: directly where the
+// sandbox takes host trees, as a tar stream otherwise.
 func applyGitRepo(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
 	co, err := CloneGitRepo(ctx, e)
 	if err != nil {
@@ -193,9 +194,13 @@ func applyGitRepo(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, err
 	}
 	defer co.Close()
 	exclude := func(rel string, isDir bool) bool { return co.Sub == "." && rel == ".git" }
-	err = copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
-		return hostfs.Archive(ctx, co.Root, co.Sub, w, hostfs.ArchiveOptions{Exclude: exclude})
-	})
+	if tc, ok := sb.(sandbox.HostTreeCopier); ok {
+		err = tc.CopyTreeIn(ctx, e.Path, sandbox.HostTree{Root: co.Path, Dir: co.Sub, Exclude: exclude})
+	} else {
+		err = copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
+			return hostfs.Archive(ctx, co.Root, co.Sub, w, hostfs.ArchiveOptions{Exclude: exclude})
+		})
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: copy into the workspace: %w", gitLabel(e), err)
 	}

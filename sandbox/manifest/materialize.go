@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -54,9 +55,12 @@ const DefaultParallel = 4
 // was written this time. Entries apply in declaration order; entries
 // whose paths do not overlap (neither is a prefix of the other) apply
 // concurrently, at most parallel at a time (<= 0: DefaultParallel).
-// Trees (local_dir, git_repo, local_file) go in as tar streams through
-// Sandbox.CopyIn, so every provider shares one code path and the safe-
-// extraction rules.
+// Trees (local_dir, git_repo) go in file by file where the sandbox can
+// take a host tree directly (sandbox.HostTreeCopier: the local provider),
+// otherwise as tar streams through Sandbox.CopyIn; either way with the
+// safe-extraction rules and the same result. A local_dir is read and
+// hashed at most once: its digest comes from the cache when its tree is
+// unchanged since a plan hashed it, or is computed by the copy.
 //
 // On error the returned result holds what was done so far.
 func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[string]string, parallel int) (MaterializeResult, error) {
@@ -109,15 +113,10 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 					return nil
 				}
 			}
-			// The copy digests the tree as it reads it: remembered (when
-			// nothing changed meanwhile), so the next plan does not read
-			// it again.
-			sig := m.DigestCache.Signature(e)
-			d, err = applyEntry(gctx, sb, e)
+			d, err = applyEntry(gctx, sb, e, m.DigestCache)
 			if err != nil {
 				return err
 			}
-			m.DigestCache.remember(e, d, sig)
 			digests[i], applied[i] = d, true
 			return nil
 		})
@@ -198,15 +197,36 @@ func Validate(m Manifest) error {
 	return nil
 }
 
-// digester builds a canonical, length-prefixed encoding of fields.
-type digester struct{ h hash.Hash }
+// digester builds a canonical, length-prefixed encoding of fields and
+// hashes it (SHA-256): h receives the encoding, directly or, for a tree's
+// content, through a hashpipe.Writer that hashes on a goroutine of its
+// own while the tree is read.
+type digester struct {
+	h    io.Writer
+	sha  hash.Hash
+	pipe *hashpipe.Writer
+}
 
 func newDigester(kind EntryKind, p string) *digester {
-	d := &digester{h: sha256.New()}
+	sha := sha256.New()
+	d := &digester{h: sha, sha: sha}
+	d.entry(kind, p)
+	return d
+}
+
+// newTreeDigester is newDigester for a tree's content, hashed
+// concurrently with the reading; close it when done.
+func newTreeDigester(kind EntryKind, p string) *digester {
+	pipe := hashpipe.New(sha256.New())
+	d := &digester{h: pipe, pipe: pipe}
+	d.entry(kind, p)
+	return d
+}
+
+func (d *digester) entry(kind EntryKind, p string) {
 	d.str("agentctl-entry-v1")
 	d.str(string(kind))
 	d.str(p)
-	return d
 }
 
 func (d *digester) str(s string) {
@@ -216,7 +236,21 @@ func (d *digester) str(s string) {
 	d.h.Write([]byte(s))
 }
 
-func (d *digester) sum() string { return "sha256:" + hex.EncodeToString(d.h.Sum(nil)) }
+// sum is the digest; a tree digester cannot be used afterwards.
+func (d *digester) sum() string {
+	if d.pipe != nil {
+		return "sha256:" + hex.EncodeToString(d.pipe.Sum())
+	}
+	return "sha256:" + hex.EncodeToString(d.sha.Sum(nil))
+}
+
+// close releases a tree digester's goroutine (after sum, or instead of
+// it on an error).
+func (d *digester) close() {
+	if d.pipe != nil {
+		d.pipe.Close()
+	}
+}
 
 // EntryDigest computes an entry's content digest without writing
 // anything: for file its path, mode and content; for dir its path; for
@@ -244,7 +278,8 @@ func entryDigest(ctx context.Context, e Entry, cache *DigestCache) (string, erro
 		return localFileDigest(e)
 	case EntryLocalDir:
 		return cache.localDirDigest(func() (string, error) {
-			dg := newDigester(e.Kind, e.Path)
+			dg := newTreeDigester(e.Kind, e.Path)
+			defer dg.close()
 			if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
 				return "", err
 			}
@@ -288,7 +323,7 @@ func gitDigest(e Entry, url, commit string) string {
 }
 
 // applyEntry writes one entry and returns its digest.
-func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error) {
+func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestCache) (string, error) {
 	wrap := func(err error) error {
 		if err == nil {
 			return nil
@@ -312,21 +347,88 @@ func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, error
 	case EntryLocalFile:
 		return applyLocalFile(ctx, sb, e)
 	case EntryLocalDir:
-		dg := newDigester(e.Kind, e.Path)
-		err := copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
-			return localDirTar(ctx, e, w, dg)
-		})
-		if err != nil {
-			return "", wrap(err)
-		}
-		return dg.sum(), nil
+		return applyLocalDir(ctx, sb, e, cache)
 	case EntryGitRepo:
 		return applyGitRepo(ctx, sb, e)
 	}
 	return "", wrap(errors.New("unknown kind"))
 }
 
-// copyInStream runs produce into a pipe that sb.CopyIn consumes.
+// applyLocalDir copies a local_dir into the workspace and returns its
+// digest. The tree is hashed at most once: when the cache holds the
+// digest of the tree as it is now (a plan just computed it), the copy
+// does not hash it, and its signature is checked again afterwards (a
+// tree that changed while it was copied is copied again, hashed);
+// otherwise the copy hashes what it copies, and the digest is remembered
+// when nothing changed meanwhile, so the next plan does not read it.
+func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestCache) (string, error) {
+	sig := cache.Signature(e)
+	if d, ok := cache.lookup(e, sig); ok {
+		if err := copyLocalDir(ctx, sb, e, nil); err != nil {
+			return "", err
+		}
+		if cache.unchanged(e, sig) {
+			return d, nil
+		}
+		sig = cache.Signature(e)
+	}
+	dg := newTreeDigester(e.Kind, e.Path)
+	defer dg.close()
+	if err := copyLocalDir(ctx, sb, e, dg); err != nil {
+		return "", err
+	}
+	d := dg.sum()
+	cache.remember(e, d, sig)
+	return d, nil
+}
+
+// copyLocalDir copies a local_dir source (excludes applied, symlinks and
+// special files refused) into the workspace, feeding dg when it is set:
+// directly where the sandbox takes host trees, as a tar stream otherwise.
+func copyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, dg *digester) error {
+	tc, ok := sb.(sandbox.HostTreeCopier)
+	if !ok {
+		err := copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
+			return localDirTar(ctx, e, w, dg)
+		})
+		if err != nil {
+			return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+		}
+		return nil
+	}
+	if _, err := checkSource(e, true); err != nil {
+		return err
+	}
+	m, err := sandbox.CompileExclude(e.Exclude)
+	if err != nil {
+		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+	}
+	t := sandbox.HostTree{Root: e.Source, Exclude: m.Match, Strict: true}
+	if dg != nil {
+		t.Digest = dg.h
+	}
+	if err := tc.CopyTreeIn(ctx, e.Path, t); err != nil {
+		if errors.Is(err, hostfs.ErrSpecialFile) {
+			return specialFileErr(e, err)
+		}
+		return fmt.Errorf("manifest entry %s %q: copying %s into the workspace: %w", e.Kind, e.Path, e.Source, err)
+	}
+	return nil
+}
+
+// specialFileErr is the error for a symlink or special file in a
+// local_dir source.
+func specialFileErr(e Entry, err error) error {
+	return fmt.Errorf("manifest entry %s %q: source %s: %w; only regular files and directories are copied: exclude it or replace it with a copy", e.Kind, e.Path, e.Source, err)
+}
+
+// errCopyInStopped is what the producer of a CopyIn stream gets when
+// CopyIn stopped reading.
+var errCopyInStopped = errors.New("copy in stopped")
+
+// copyInStream runs produce into a pipe that sb.CopyIn consumes. The
+// error is the producer's, or CopyIn's when the producer only failed
+// because CopyIn stopped reading (a refused member).
 func copyInStream(ctx context.Context, sb sandbox.Sandbox, dir string, produce func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	var perr error
@@ -338,9 +440,9 @@ func copyInStream(ctx context.Context, sb sandbox.Sandbox, dir string, produce f
 		pw.CloseWithError(perr)
 	}()
 	err := sb.CopyIn(ctx, dir, pr)
-	pr.CloseWithError(errors.New("copy in stopped"))
+	pr.CloseWithError(errCopyInStopped)
 	wg.Wait()
-	if perr != nil {
+	if perr != nil && (err == nil || !errors.Is(perr, errCopyInStopped)) {
 		return perr
 	}
 	return err
@@ -435,7 +537,7 @@ func copyInFile(ctx context.Context, sb sandbox.Sandbox, p string, size, mode in
 }
 
 // localDirTar archives a local_dir source (excludes applied, symlinks and
-// special files refused) to w, feeding the digest.
+// special files refused) to w, feeding the digest when dg is set.
 func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error {
 	if _, err := checkSource(e, true); err != nil {
 		return err
@@ -449,9 +551,13 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
 	}
 	defer d.Close()
-	err = hostfs.Archive(ctx, d, ".", w, hostfs.ArchiveOptions{Exclude: m.Match, Strict: true, Digest: dg.h})
+	opts := hostfs.ArchiveOptions{Exclude: m.Match, Strict: true}
+	if dg != nil {
+		opts.Digest = dg.h
+	}
+	err = hostfs.Archive(ctx, d, ".", w, opts)
 	if errors.Is(err, hostfs.ErrSpecialFile) {
-		return fmt.Errorf("manifest entry %s %q: source %s: %w; only regular files and directories are copied: exclude it or replace it with a copy", e.Kind, e.Path, e.Source, err)
+		return specialFileErr(e, err)
 	}
 	if err != nil {
 		return fmt.Errorf("manifest entry %s %q: source %s: %w", e.Kind, e.Path, e.Source, err)
@@ -465,7 +571,8 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 // EphemeralEnv never enters it. An entry missing from entryDigests
 // contributes its declaration only.
 func Digest(m Manifest, entryDigests map[string]string) string {
-	d := &digester{h: sha256.New()}
+	sha := sha256.New()
+	d := &digester{h: sha, sha: sha}
 	d.str("agentctl-manifest-v1")
 	d.str(m.Root)
 	d.str(strconv.Itoa(len(m.Entries)))

@@ -379,3 +379,13 @@ func TestMaterializeFileModeUpdate(t *testing.T) {
 		t.Errorf("mode change not applied: %v", st)
 	}
 }
+
+func newHostDirAt(t *testing.T, dir string) *hostfs.HostDir {
+	t.Helper()
+	h, err := hostfs.NewHostDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}

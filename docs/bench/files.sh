@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Whole-command timings for docs/benchmarks-sandbox.md: `agentctl apply`
+# of a 5,000-file / 200 MB local_dir into a local sandbox against
+# `cp -a` of the same tree, and a snapshot + a restore by `agentctl apply`
+# against `tar -c` + `tar -x` of the same workspace. Interleaved (the
+# order alternates every round), every command writes into a directory
+# never used before, nothing is deleted until the end, and each timed
+# command starts after a `sync` (hyperfine --prepare, not timed).
+#
+#   usage: docs/bench/files.sh AGENTCTL WORKDIR [ROUNDS]
+#   needs: bash, hyperfine, jq, GNU cp and tar
+set -euo pipefail
+agentctl=$(realpath "${1:?agentctl binary}")
+work=${2:?work directory (on the file system to measure)}
+rounds=${3:-10}
+mkdir -p "$work"
+work=$(realpath "$work")
+cfg=$work/cfg
+times=$work/times
+mkdir -p "$cfg" "$times"
+
+# The tree: 5,000 files of 20-60 KB of random bytes (200 MB in all) in
+# 100 directories of 5 subdirectories, as BenchmarkTree's.
+if [ ! -d "$cfg/repo" ]; then
+  RANDOM=1
+  for i in $(seq 0 4999); do
+    d=$cfg/repo/d$(printf %03d $((i / 50)))/s$((i % 5))
+    mkdir -p "$d"
+    head -c $((20480 + (RANDOM * 32768 + RANDOM) % 40960)) /dev/urandom > "$d/f$(printf %04d "$i").dat"
+  done
+  sleep 3 # past the digest cache's racy window
+fi
+cat > "$cfg/main.hcl" <<'HCL'
+provider "local" {}
+provider "scripted" {
+  script "noop" {
+    reply { text = "done" }
+  }
+}
+manifest "tree" {
+  local_dir "repo" { source = "./repo" }
+}
+sandbox "box" {
+  provider = provider.local
+  manifest = manifest.tree
+}
+agent "noop" {
+  model    = "scripted"
+  provider = provider.scripted
+  sandbox  = sandbox.box
+}
+variable "runs" {
+  type    = set(string)
+  default = ["noop"]
+}
+run "noop" {
+  for_each = var.runs
+  agent = agent.noop
+  input = "nothing"
+}
+HCL
+
+# time1 NAME COMMAND...: one timed run, appended to $times/NAME. The
+# digest cache is removed first (a small file), so that every apply hashes
+# the tree once, as the first apply of a new tree does.
+time1() {
+  local name=$1
+  shift
+  hyperfine -N -r 1 --style none --prepare "sh -c 'rm -f $cfg/.agentctl/cache/digests.json; sync'" \
+    --export-json "$work/h.json" "$*" > /dev/null
+  jq -r '.results[0].times[0]' "$work/h.json" >> "$times/$name"
+}
+
+# workspace STATEDIR: the workspace directory of sandbox.box.
+workspace() { jq -r '.sandboxes["sandbox.box"].session.data.dir' "$1/state.json"; }
+
+for r in $(seq "$rounds"); do
+  run=$work/run$r
+  mkdir -p "$run/cp" "$run/tar/out"
+  # A fresh state: apply creates the sandbox and materializes the tree
+  # (its plan hashes the tree, the copy does not hash it again); no run.
+  # The sandboxes' workspaces are beside the configuration
+  # ($cfg/.agentctl/sandboxes), each in a new directory.
+  a() { time1 apply_create "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state/state.json"; }
+  c() { time1 cp_a cp -a "$cfg/repo" "$run/cp/repo"; }
+  if [ $((r % 2)) = 1 ]; then a; c; else c; a; fi
+  ws=$(workspace "$run/state")
+  # A run (one scripted turn) and the snapshot that follows it, against
+  # tar -c of the same workspace.
+  s() { time1 apply_snapshot "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state/state.json"; }
+  t() { time1 tar_c tar -cf "$run/tar/t.tar" -C "$ws" .; }
+  if [ $((r % 2)) = 1 ]; then s; t; else t; s; fi
+  # The sandbox is lost (its directory moved away, not deleted): apply
+  # restores it from the snapshot, against tar -x of the same tree.
+  mv "$(dirname "$ws")" "$run/lost"
+  x() { time1 apply_restore "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state/state.json"; }
+  y() { time1 tar_x tar -xf "$run/tar/t.tar" -C "$run/tar/out"; }
+  if [ $((r % 2)) = 1 ]; then x; y; else y; x; fi
+done
+
+printf '%-16s %8s %8s %8s  (seconds, %d rounds)\n' command median min max "$rounds"
+for f in apply_create cp_a apply_snapshot tar_c apply_restore tar_x; do
+  sort -g "$times/$f" | awk -v n="$f" '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf "%-16s %8.3f %8.3f %8.3f\n", n, m, v[1], v[NR]}'
+done

@@ -1,0 +1,336 @@
+//go:build unix
+
+package hostfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// CopyTreeOptions tune CopyTree.
+type CopyTreeOptions struct {
+	// Exclude, Strict and Digest are ArchiveOptions': the walk is the
+	// archive's, so the entries copied and the digest are the ones a tar
+	// of the same tree would give.
+	Exclude func(rel string, isDir bool) bool
+	Strict  bool
+	Digest  io.Writer
+	// Limits are Extract's (zero fields take its defaults).
+	Limits ExtractLimits
+
+	// readWrite copies every file through a buffer, as on a file system
+	// without copy_file_range (tests force the fallback with it).
+	readWrite bool
+}
+
+// CopyTree copies directory srcDir of src into directory dstDir of dst
+// (created if missing) without a tar stream: the result is the one
+// Extract gives for Archive's tar of the tree. Entries are walked as
+// Archive walks them (sorted, depth first, never following a symlink,
+// excludes applied, symlinks and special files refused when Strict) and
+// written as Extract writes members: files with sanitized modes (0644, or
+// 0755 with any execute bit) and their modification time to the second,
+// directories created 0755, symlinks with their target as it is; an
+// existing file or symlink is replaced (never written through), a
+// non-empty directory in the way is an error, and nothing is written
+// beneath a symlink in dst (ErrPathEscape). The limits are Extract's.
+//
+// File contents go from file to file in the kernel: a reflink (FICLONE)
+// where the file system shares blocks between files (btrfs, xfs), else
+// copy_file_range; where neither works (another file system, an older
+// kernel) they are read and written through a buffer. With Digest set
+// the contents are read through the buffer anyway, to be hashed as they
+// are written.
+func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir string, opts CopyTreeOptions) error {
+	r, err := rel(srcDir)
+	if err != nil {
+		return err
+	}
+	base, err := rel(dstDir)
+	if err != nil {
+		return err
+	}
+	f, err := src.openDir(r)
+	if err != nil {
+		return pathErr("read", srcDir, err)
+	}
+	defer f.Close()
+	chain, err := newDirChain(int(f.Fd()))
+	if err != nil {
+		return pathErr("read", srcDir, err)
+	}
+	defer chain.close()
+	top, err := dst.walkDir(base, true)
+	if err != nil {
+		return pathErr("write", dstDir, err)
+	}
+	cp := &treeCopier{dst: dst, lim: opts.Limits.withDefaults(), clone: !opts.readWrite, copyRange: !opts.readWrite}
+	cp.levels = []copyLevel{{rel: base, f: top}}
+	defer func() {
+		for len(cp.levels) > 1 {
+			cp.leave()
+		}
+		top.Close()
+	}()
+	a := archiver{ctx: ctx, opts: ArchiveOptions{Exclude: opts.Exclude, Strict: opts.Strict, Digest: opts.Digest}, buf: make([]byte, 256<<10), top: r, chain: chain, cp: cp}
+	return a.walk("")
+}
+
+// CopyTreeIn copies the host tree into directory dir of the workspace
+// with CopyTree and the default limits (sandbox.HostTreeCopier).
+func (d *Dir) CopyTreeIn(ctx context.Context, dir string, t sandbox.HostTree) error {
+	src, err := OpenRoot(t.Root)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	return CopyTree(ctx, src, t.Dir, d, dir, CopyTreeOptions{Exclude: t.Exclude, Strict: t.Strict, Digest: t.Digest})
+}
+
+// treeCopier writes what an archiver's walk finds into a directory of a
+// Dir, as Extract would write the walk's tar.
+type treeCopier struct {
+	dst *Dir
+	// levels are the destination directories from the top (levels[0],
+	// owned by CopyTree) down to the one being filled; at most
+	// maxOpenDirs are open, the others (fd -1) are opened again by path
+	// from the workspace root, one component at a time, when needed.
+	levels []copyLevel
+	open   int
+	lim    ExtractLimits
+	// members and bytes count against lim as Extract counts headers
+	// and file content.
+	members int
+	bytes   int64
+	// clone and copyRange are cleared once the file system has refused
+	// FICLONE or copy_file_range: the rest of the tree does not try again.
+	clone, copyRange bool
+}
+
+type copyLevel struct {
+	rel string   // workspace-relative
+	f   *os.File // nil while closed
+}
+
+// count applies the member and byte limits to one more entry.
+func (c *treeCopier) count(name string, size int64) error {
+	c.members++
+	if c.members > c.lim.MaxMembers {
+		return fmt.Errorf("the tree has more than %d entries: %w", c.lim.MaxMembers, ErrUnsafeArchive)
+	}
+	c.bytes += size
+	if c.bytes > c.lim.MaxBytes {
+		return fmt.Errorf("copy %s: the tree's content exceeds the limit of %d bytes: %w", name, c.lim.MaxBytes, ErrUnsafeArchive)
+	}
+	if _, err := sandbox.CheckEntryPath(name); err != nil {
+		return fmt.Errorf("copy %q: bad path: %w: %w", name, ErrUnsafeArchive, err)
+	}
+	return nil
+}
+
+// cur is the destination directory being filled, opened again if it was
+// closed to bound the descriptors held.
+func (c *treeCopier) cur() (int, error) {
+	l := &c.levels[len(c.levels)-1]
+	if l.f == nil {
+		f, err := c.dst.walkDir(l.rel, false)
+		if err != nil {
+			return -1, err
+		}
+		l.f = f
+		c.open++
+	}
+	return int(l.f.Fd()), nil
+}
+
+// enter creates (or opens) directory n of the current one, never through
+// a symlink, and makes it current.
+func (c *treeCopier) enter(n, name string) error {
+	target := relJoin(c.levels[0].rel, name)
+	if err := c.count(name, 0); err != nil {
+		return err
+	}
+	pfd, err := c.cur()
+	if err != nil {
+		return pathErr("write", target, err)
+	}
+	f, err := walkDirAt(pfd, n, true)
+	if err != nil {
+		return pathErr("write", target, err)
+	}
+	c.levels = append(c.levels, copyLevel{rel: target, f: f})
+	c.open++
+	// Close the shallowest open levels (never the top or the new one).
+	for i := 1; c.open > maxOpenDirs && i < len(c.levels)-1; i++ {
+		if c.levels[i].f != nil {
+			c.levels[i].f.Close()
+			c.levels[i].f = nil
+			c.open--
+		}
+	}
+	return nil
+}
+
+// leave makes the parent of the current directory current again.
+func (c *treeCopier) leave() {
+	last := len(c.levels) - 1
+	if last == 0 {
+		return
+	}
+	if f := c.levels[last].f; f != nil {
+		f.Close()
+		c.open--
+	}
+	c.levels = c.levels[:last]
+}
+
+// symlink creates symlink n of the current directory with target as it
+// is, replacing what is there (a file, a link, an empty directory).
+func (c *treeCopier) symlink(n, name, target string) error {
+	dst := relJoin(c.levels[0].rel, name)
+	if err := c.count(name, 0); err != nil {
+		return err
+	}
+	if len(target) >= 4096 {
+		return fmt.Errorf("copy %q: symlink target longer than 4095 bytes: %w", name, ErrUnsafeArchive)
+	}
+	pfd, err := c.cur()
+	if err != nil {
+		return pathErr("write", dst, err)
+	}
+	if err := clearAt(pfd, n); err != nil {
+		return pathErr("write", dst, err)
+	}
+	return pathErr("write", dst, unix.Symlinkat(target, pfd, n))
+}
+
+// file copies size bytes of the open regular file src to file n of the
+// current directory, replacing what is there, and feeds digest (when
+// set) with the content as it is copied.
+func (c *treeCopier) file(src *os.File, n, name string, mode fs.FileMode, mtime time.Time, size int64, digest io.Writer, buf []byte) error {
+	target := relJoin(c.levels[0].rel, name)
+	if err := c.count(name, size); err != nil {
+		return err
+	}
+	pfd, err := c.cur()
+	if err != nil {
+		return pathErr("write", target, err)
+	}
+	perm := SanitizeMode(int64(mode.Perm()))
+	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(pfd, n, flags, perm)
+	if err == unix.EEXIST {
+		// Replace what is there: the file or link itself, never a
+		// link's target.
+		if err := clearAt(pfd, n); err != nil {
+			return pathErr("write", target, err)
+		}
+		fd, err = unix.Openat(pfd, n, flags, perm)
+	}
+	if err != nil {
+		return pathErr("write", target, err)
+	}
+	dst := os.NewFile(uintptr(fd), target)
+	defer dst.Close()
+	if err := c.copyData(dst, src, size, digest, buf); err != nil {
+		return fmt.Errorf("copy %s: %w", target, err)
+	}
+	if err := unix.Fchmod(fd, perm); err != nil {
+		return pathErr("write", target, err)
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	if err := unix.UtimesNanoAt(pfd, n, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return pathErr("write", target, err)
+	}
+	return pathErr("write", target, dst.Close())
+}
+
+// copyData copies the first size bytes of src to the empty file dst.
+func (c *treeCopier) copyData(dst, src *os.File, size int64, digest io.Writer, buf []byte) error {
+	if size == 0 {
+		return nil
+	}
+	var off int64
+	if digest == nil && c.clone {
+		err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd()))
+		if err == nil {
+			// The clone is of the whole file: it may have changed size
+			// since it was measured.
+			var st unix.Stat_t
+			if err := unix.Fstat(int(dst.Fd()), &st); err != nil {
+				return err
+			}
+			if st.Size == size {
+				return nil
+			}
+			if err := unix.Ftruncate(int(dst.Fd()), 0); err != nil {
+				return err
+			}
+		} else if kernelCopyUnsupported(err) {
+			c.clone = false
+		} else {
+			return fmt.Errorf("clone: %w", err)
+		}
+	}
+	if digest == nil && c.copyRange {
+		for off < size {
+			roff, woff := off, off
+			k, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(size-off, 1<<30)), 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				if !kernelCopyUnsupported(err) {
+					return fmt.Errorf("copy_file_range: %w", err)
+				}
+				c.copyRange = false
+				break
+			}
+			if k == 0 {
+				// The end of the file, or a file system that copies
+				// nothing (some report 0 instead of an error): read it.
+				break
+			}
+			off += int64(k)
+		}
+	}
+	for off < size {
+		k, err := src.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		if k > 0 {
+			if digest != nil {
+				digest.Write(buf[:k])
+			}
+			if _, werr := dst.WriteAt(buf[:k], off); werr != nil {
+				return werr
+			}
+			off += int64(k)
+		}
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("file shrank from %d to %d bytes while being read", size, off)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kernelCopyUnsupported reports whether an error from FICLONE or
+// copy_file_range means the file systems (or the kernel) cannot do it,
+// rather than that the copy failed.
+func kernelCopyUnsupported(err error) bool {
+	switch err {
+	case unix.ENOSYS, unix.EXDEV, unix.EOPNOTSUPP, unix.EINVAL, unix.ENOTTY, unix.EPERM, unix.EBADF:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,358 @@
+//go:build unix
+
+package hostfs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// describeTree lists every entry under root (not root itself) with what
+// an extraction must reproduce: type, permission bits, size, content
+// hash and modification time for files, targets for symlinks.
+func describeTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.IsDir():
+			out = append(out, fmt.Sprintf("d %s %o", rel, st.Mode().Perm()))
+		case st.Mode()&fs.ModeSymlink != 0:
+			tgt, _ := os.Readlink(p)
+			out = append(out, fmt.Sprintf("l %s -> %s", rel, tgt))
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			out = append(out, fmt.Sprintf("f %s %o %d %s %s", rel, st.Mode().Perm(), st.Size(), hex.EncodeToString(sum[:8]), st.ModTime().UTC().Format(time.RFC3339Nano)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// copyTreeSource writes a tree with every kind of entry a copy must get
+// right: modes that sanitize differently, old and sub-second mtimes, an
+// empty file and directory, a large file, a deep chain of directories
+// (more than the descriptors a copy keeps open), excluded entries and,
+// unless strict, symlinks.
+func copyTreeSource(t *testing.T, withLinks bool) string {
+	t.Helper()
+	src := t.TempDir()
+	files := map[string]struct {
+		body string
+		mode fs.FileMode
+	}{
+		"a.txt":            {"alpha", 0o644},
+		"private.txt":      {"p", 0o600},
+		"group-exec.sh":    {"#!/bin/sh\n", 0o750},
+		"setuid":           {"s", 0o4755},
+		"empty":            {"", 0o644},
+		"d/e/big.bin":      {strings.Repeat("0123456789abcdef", 1<<16) + "tail", 0o644},
+		"d/x.sh":           {"echo", 0o755},
+		"node_modules/x":   {"excluded", 0o644},
+		"d/cache.tmp":      {"excluded", 0o644},
+		"name with spaces": {"ok", 0o644},
+	}
+	old := time.Date(2001, 2, 3, 4, 5, 6, 789_000_000, time.UTC)
+	for p, f := range files {
+		full := filepath.Join(src, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(f.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(full, f.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(full, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(src, "emptydir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(src, filepath.FromSlash(strings.Repeat("n/", maxOpenDirs+10)))
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, "leaf"), []byte("leaf"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A file beside the deep chain, written after coming back up.
+	if err := os.WriteFile(filepath.Join(src, "n", "n", "after"), []byte("after"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if withLinks {
+		for name, target := range map[string]string{"run": "d/x.sh", "abs": "/etc/passwd", "up": "../../outside", "d/e/dirlink": ".."} {
+			if err := os.Symlink(target, filepath.Join(src, filepath.FromSlash(name))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return src
+}
+
+func openRoot(t *testing.T, dir string) *Dir {
+	t.Helper()
+	d, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// TestCopyTreeMatchesArchiveExtract: CopyTree gives the tree that
+// Extract gives for Archive's tar (entries, sanitized modes, times to the
+// second, symlinks as they are, excludes) and the same digest stream,
+// whether the kernel copies the contents or the buffered fallback does.
+func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
+	ctx := context.Background()
+	m, err := sandbox.CompileExclude([]string{"node_modules", "*.tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, strict := range []bool{false, true} {
+		src := copyTreeSource(t, !strict)
+		sd := openRoot(t, src)
+
+		var tarDigest bytes.Buffer
+		var tarball bytes.Buffer
+		if err := Archive(ctx, sd, ".", &tarball, ArchiveOptions{Exclude: m.Match, Strict: strict, Digest: &tarDigest}); err != nil {
+			t.Fatal(err)
+		}
+		viaTar := t.TempDir()
+		if err := Extract(ctx, openRoot(t, viaTar), "repo", &tarball, ExtractLimits{}); err != nil {
+			t.Fatal(err)
+		}
+		want := describeTree(t, viaTar)
+		if !slices.ContainsFunc(want, func(s string) bool {
+			return strings.HasPrefix(s, "f repo/private.txt 644 1 ") && strings.HasSuffix(s, "2001-02-03T04:05:06Z")
+		}) {
+			t.Fatalf("the tar path's tree is not what this test expects (sanitized modes, times to the second): %q", want)
+		}
+
+		for _, readWrite := range []bool{false, true} {
+			t.Run(fmt.Sprintf("strict=%v/readWrite=%v", strict, readWrite), func(t *testing.T) {
+				dst := t.TempDir()
+				var digest bytes.Buffer
+				err := CopyTree(ctx, sd, ".", openRoot(t, dst), "repo", CopyTreeOptions{Exclude: m.Match, Strict: strict, Digest: &digest, readWrite: readWrite})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := describeTree(t, dst); !slices.Equal(got, want) {
+					t.Errorf("tree differs from the tar path's:\n got %q\nwant %q", got, want)
+				}
+				if !bytes.Equal(digest.Bytes(), tarDigest.Bytes()) {
+					t.Errorf("digest stream differs from the tar path's (%d vs %d bytes)", digest.Len(), tarDigest.Len())
+				}
+				// Without a digest the contents go through the kernel (or
+				// the fallback), with the same result.
+				dst2 := t.TempDir()
+				if err := CopyTree(ctx, sd, ".", openRoot(t, dst2), "repo", CopyTreeOptions{Exclude: m.Match, Strict: strict, readWrite: readWrite}); err != nil {
+					t.Fatal(err)
+				}
+				if got := describeTree(t, dst2); !slices.Equal(got, want) {
+					t.Errorf("tree (no digest) differs from the tar path's:\n got %q\nwant %q", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestCopyTreeFallbackWhenKernelCopyRefused: once the file system refuses
+// FICLONE and copy_file_range, the copy goes on through the buffer.
+func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
+	src := t.TempDir()
+	body := strings.Repeat("x", 300<<10)
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(filepath.Join(src, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	// A pipe is not a file: FICLONE and copy_file_range refuse it as a
+	// file system without them would refuse a file.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	c := &treeCopier{clone: true, copyRange: true}
+	done := make(chan []byte)
+	go func() {
+		var b bytes.Buffer
+		b.ReadFrom(pr)
+		done <- b.Bytes()
+	}()
+	err = c.copyData(pw, in, int64(len(body)), nil, make([]byte, 64<<10))
+	pw.Close()
+	got := <-done
+	// WriteAt on a pipe fails (ESPIPE): what matters is that the kernel
+	// copies were given up for the buffered path, not an error.
+	if c.clone || c.copyRange {
+		t.Errorf("kernel copies still on after refusals: clone %v, copy_file_range %v (err %v)", c.clone, c.copyRange, err)
+	}
+	if err == nil || !errors.Is(err, syscall.ESPIPE) {
+		t.Errorf("copyData into a pipe = %v (%d bytes), want the buffered path's ESPIPE", err, len(got))
+	}
+}
+
+// TestCopyTreeRefusals: what the extractor refuses, the copy refuses:
+// writing through symlinks already in the workspace (as the destination,
+// a parent, or a directory's place), special files and symlinks in a
+// strict source, the limits; nothing is written outside.
+func TestCopyTreeRefusals(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"f1", "f2", "sub/secret.txt"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte("pwned"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name  string
+		into  string
+		plant map[string]string // symlinks in the workspace before the copy
+		src   func(t *testing.T, src string)
+		opts  CopyTreeOptions
+		want  error
+	}{
+		{name: "destination is a symlink out", into: "planted", want: sandbox.ErrPathEscape},
+		{name: "destination is an absolute symlink", into: "abs", plant: map[string]string{"abs": "/tmp"}, want: sandbox.ErrPathEscape},
+		{name: "destination parent is a symlink", into: "planted/x", want: sandbox.ErrPathEscape},
+		{name: "subdirectory's place holds a symlink out", into: "repo", plant: map[string]string{"repo/sub": "../../sibling"}, want: sandbox.ErrPathEscape},
+		{name: "subdirectory's place holds a symlink inside", into: "repo", plant: map[string]string{"repo/sub": "."}, want: sandbox.ErrPathEscape},
+		{name: "dotdot destination", into: "../sibling", want: sandbox.ErrPathEscape},
+		{name: "symlink in a strict source", into: "repo", src: func(t *testing.T, src string) {
+			os.Symlink("/etc", filepath.Join(src, "etc"))
+		}, opts: CopyTreeOptions{Strict: true}, want: ErrSpecialFile},
+		{name: "fifo in a strict source", into: "repo", src: func(t *testing.T, src string) {
+			if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644); err != nil {
+				t.Skip("mkfifo:", err)
+			}
+		}, opts: CopyTreeOptions{Strict: true}, want: ErrSpecialFile},
+		{name: "too many members", into: "repo", opts: CopyTreeOptions{Limits: ExtractLimits{MaxMembers: 2}}, want: ErrUnsafeArchive},
+		{name: "too many bytes", into: "repo", opts: CopyTreeOptions{Limits: ExtractLimits{MaxBytes: 8}}, want: ErrUnsafeArchive},
+		{name: "bad name in the source", into: "repo", src: func(t *testing.T, src string) {
+			os.WriteFile(filepath.Join(src, `back\slash`), nil, 0o644)
+		}, want: sandbox.ErrPathEscape},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := src
+			if tt.src != nil {
+				s = t.TempDir()
+				if err := os.WriteFile(filepath.Join(s, "f"), []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				tt.src(t, s)
+			}
+			parent, ws := fixture(t)
+			plant := map[string]string{"planted": "../sibling"}
+			for k, v := range tt.plant {
+				plant[k] = v
+			}
+			for name, target := range plant {
+				full := filepath.Join(ws, filepath.FromSlash(name))
+				os.MkdirAll(filepath.Dir(full), 0o755)
+				if err := os.Symlink(target, full); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, readWrite := range []bool{false, true} {
+				opts := tt.opts
+				opts.readWrite = readWrite
+				err := CopyTree(ctx, openRoot(t, s), ".", openRoot(t, ws), tt.into, opts)
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("CopyTree = %v, want %v", err, tt.want)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(parent, "sibling", "secret.txt")); string(b) != "secret" {
+				t.Errorf("sibling secret changed: %q", b)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(parent, "sibling")); len(ents) != 1 {
+				t.Errorf("sibling workspace gained entries: %v", ents)
+			}
+			if ents, _ := os.ReadDir(parent); len(ents) != 2 {
+				t.Errorf("workspace parent gained entries: %v", ents)
+			}
+		})
+	}
+}
+
+// TestCopyTreeReplaces: files and symlinks in the way are replaced (the
+// link itself, not its target), an empty directory too, a non-empty
+// directory is an error, as with Extract.
+func TestCopyTreeReplaces(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	for _, f := range []string{"link", "file", "emptydir"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte("new "+f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent, ws := fixture(t)
+	repo := filepath.Join(ws, "repo")
+	os.MkdirAll(filepath.Join(repo, "emptydir"), 0o755)
+	os.Symlink("../../sibling/secret.txt", filepath.Join(repo, "link"))
+	os.WriteFile(filepath.Join(repo, "file"), []byte("old"), 0o600)
+	if err := CopyTree(ctx, openRoot(t, src), ".", openRoot(t, ws), "repo", CopyTreeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"link", "file", "emptydir"} {
+		st, err := os.Lstat(filepath.Join(repo, f))
+		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v, %v", f, st, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(repo, f)); string(b) != "new "+f {
+			t.Errorf("%s = %q", f, b)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(parent, "sibling", "secret.txt")); string(b) != "secret" {
+		t.Errorf("a symlink's target was written: %q", b)
+	}
+	// A non-empty directory in a file's place is a conflict.
+	os.Remove(filepath.Join(repo, "file"))
+	os.MkdirAll(filepath.Join(repo, "file", "inner"), 0o755)
+	if err := CopyTree(ctx, openRoot(t, src), ".", openRoot(t, ws), "repo", CopyTreeOptions{}); err == nil || !strings.Contains(err.Error(), "directory is in the way") {
+		t.Errorf("copy over a non-empty directory = %v", err)
+	}
+}

@@ -1,0 +1,244 @@
+//go:build unix
+
+package manifest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentctl/agentctl/internal/testfiles"
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// tarOnly hides a sandbox's optional interfaces, so manifest trees go in
+// as tar streams through CopyIn, as on providers whose workspace is not
+// a host directory.
+type tarOnly struct{ sandbox.Sandbox }
+
+// workspaceTree describes every entry under root: type, permission
+// bits, size, content hash and modification time of files.
+func workspaceTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.IsDir():
+			out[rel] = fmt.Sprintf("dir %o", st.Mode().Perm())
+		case st.Mode()&fs.ModeSymlink != 0:
+			tgt, _ := os.Readlink(p)
+			out[rel] = "symlink " + tgt
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			out[rel] = fmt.Sprintf("file %o %d %s %s", st.Mode().Perm(), st.Size(), hex.EncodeToString(sum[:8]), st.ModTime().UTC().Format(time.RFC3339Nano))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLocalDirDirectCopyMatchesTar: a local_dir copied into a host
+// directory workspace directly (sandbox.HostTreeCopier) gives the tree
+// and the digest that the tar stream through CopyIn gives, and both
+// digests are EntryDigest's.
+func TestLocalDirDirectCopyMatchesTar(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	testfiles.WriteTree(t, src, map[string]string{
+		"main.go":               "package main\n",
+		"run.sh":                "#!/bin/sh\necho hi\n",
+		"private.key":           "k",
+		"node_modules/x/i.js":   "junk",
+		"a.tmp":                 "junk",
+		"src/deep/er/file.txt":  strings.Repeat("data ", 100000),
+		"src/build/keep.txt":    "kept",
+		"empty.txt":             "",
+		"spaces in name/x y.md": "x",
+	})
+	os.Chmod(filepath.Join(src, "run.sh"), 0o750)
+	os.Chmod(filepath.Join(src, "private.key"), 0o600)
+	os.MkdirAll(filepath.Join(src, "emptydir"), 0o700)
+	old := time.Date(2010, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
+	os.Chtimes(filepath.Join(src, "main.go"), old, old)
+	e := Entry{Kind: EntryLocalDir, Path: "work/repo", Source: src, Exclude: []string{"node_modules", "*.tmp"}}
+	m := Manifest{Entries: []Entry{e}}
+	want, err := EntryDigest(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	viaTar := newHostDir(t)
+	rt, err := Materialize(ctx, tarOnly{viaTar}, m, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := newHostDir(t)
+	if _, ok := sandbox.Sandbox(direct).(sandbox.HostTreeCopier); !ok {
+		t.Fatal("a host directory workspace does not take host trees directly")
+	}
+	rd, err := Materialize(ctx, direct, m, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Digests["work/repo"] != want || rd.Digests["work/repo"] != want {
+		t.Errorf("digests: tar path %s, direct %s, EntryDigest %s", rt.Digests["work/repo"], rd.Digests["work/repo"], want)
+	}
+	tarTree, directTree := workspaceTree(t, viaTar.Path()), workspaceTree(t, direct.Path())
+	if diff := cmp.Diff(tarTree, directTree); diff != "" {
+		t.Errorf("direct copy differs from the tar path (-tar +direct):\n%s", diff)
+	}
+	for p, want := range map[string]string{
+		"work/repo/run.sh":      "file 755 ",
+		"work/repo/private.key": "file 644 ",
+		"work/repo/main.go":     "file 644 13 ",
+		"work/repo/emptydir":    "dir 755",
+	} {
+		if !strings.HasPrefix(directTree[p], want) {
+			t.Errorf("%s = %q, want %q…", p, directTree[p], want)
+		}
+	}
+	if !strings.HasSuffix(directTree["work/repo/main.go"], "2010-01-02T03:04:05Z") {
+		t.Errorf("main.go's time = %q, want its source's, to the second", directTree["work/repo/main.go"])
+	}
+	for _, p := range []string{"work/repo/node_modules", "work/repo/a.tmp"} {
+		if _, ok := directTree[p]; ok {
+			t.Errorf("%s was not excluded", p)
+		}
+	}
+}
+
+// TestLocalDirHashedOnce: when a plan has just computed a local_dir's
+// digest (remembered in the cache), applying it copies the tree without
+// hashing it again: the digest is the remembered one (a marked digest
+// shows it). Without a remembered digest, the copy computes it.
+func TestLocalDirHashedOnce(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	testfiles.WriteTree(t, src, map[string]string{"a.txt": "alpha", "sub/b.txt": "bravo"})
+	old := time.Now().Add(-time.Hour)
+	for _, p := range []string{"a.txt", "sub/b.txt", "sub", "."} {
+		os.Chtimes(filepath.Join(src, p), old, old)
+	}
+	e := Entry{Kind: EntryLocalDir, Path: "repo", Source: src}
+	real, err := EntryDigest(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The change times are recent: wait out the racy window once.
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	for _, sb := range []struct {
+		name string
+		wrap func(sandbox.Sandbox) sandbox.Sandbox
+	}{
+		{"direct", func(s sandbox.Sandbox) sandbox.Sandbox { return s }},
+		{"tar", func(s sandbox.Sandbox) sandbox.Sandbox { return tarOnly{s} }},
+	} {
+		t.Run(sb.name, func(t *testing.T) {
+			m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+			// The plan: computed and remembered.
+			planned, err := EntryDigests(ctx, m)
+			if err != nil || planned["repo"] != real {
+				t.Fatalf("plan digests %v, %v", planned, err)
+			}
+			key := cacheKey(e)
+			hit := m.DigestCache.entries[key]
+			if hit.Digest != real {
+				t.Fatalf("the plan's digest was not remembered: %+v", m.DigestCache.entries)
+			}
+			hit.Digest = "sha256:from-the-plan"
+			m.DigestCache.entries[key] = hit
+			h := newHostDir(t)
+			res, err := Materialize(ctx, sb.wrap(h), m, nil, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Digests["repo"] != "sha256:from-the-plan" {
+				t.Errorf("apply hashed the tree again: digest %s", res.Digests["repo"])
+			}
+			if readWS(t, h, "repo/sub/b.txt") != "bravo" {
+				t.Error("the tree was not copied")
+			}
+			// Without the plan's digest, the copy computes it (and
+			// remembers it).
+			m.DigestCache = OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))
+			res, err = Materialize(ctx, sb.wrap(newHostDir(t)), m, nil, 1)
+			if err != nil || res.Digests["repo"] != real {
+				t.Fatalf("digest %v, %v; want %s", res.Digests, err, real)
+			}
+			if m.DigestCache.entries[key].Digest != real {
+				t.Errorf("the copy's digest was not remembered")
+			}
+		})
+	}
+}
+
+// TestLocalDirRefusesWorkspaceSymlinks: a symlink a command left in the
+// workspace where a local_dir goes (or beneath it) is never written
+// through, on either path, and the error says why.
+func TestLocalDirRefusesWorkspaceSymlinks(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	testfiles.WriteTree(t, src, map[string]string{"sub/x.txt": "pwned", "top.txt": "pwned"})
+	for _, sb := range []struct {
+		name string
+		wrap func(sandbox.Sandbox) sandbox.Sandbox
+	}{
+		{"direct", func(s sandbox.Sandbox) sandbox.Sandbox { return s }},
+		{"tar", func(s sandbox.Sandbox) sandbox.Sandbox { return tarOnly{s} }},
+	} {
+		for _, link := range []struct{ at, target string }{
+			{"repo", "../outside"},
+			{"repo", "/tmp"},
+			{"repo/sub", "../../outside"},
+		} {
+			t.Run(sb.name+"/"+link.at+"->"+link.target, func(t *testing.T) {
+				parent := t.TempDir()
+				ws := filepath.Join(parent, "ws")
+				outside := filepath.Join(parent, "outside")
+				os.MkdirAll(filepath.Join(ws, filepath.Dir(link.at)), 0o755)
+				os.MkdirAll(outside, 0o755)
+				target := link.target
+				if target == "/tmp" {
+					target = outside // absolute, out of the workspace
+				}
+				if err := os.Symlink(target, filepath.Join(ws, link.at)); err != nil {
+					t.Fatal(err)
+				}
+				h := newHostDirAt(t, ws)
+				_, err := Materialize(ctx, sb.wrap(h), Manifest{Entries: []Entry{{Kind: EntryLocalDir, Path: "repo", Source: src}}}, nil, 1)
+				if !errors.Is(err, sandbox.ErrPathEscape) || !strings.Contains(err.Error(), "symlink") || !strings.Contains(err.Error(), `local_dir "repo"`) {
+					t.Errorf("err = %v, want a path escape naming the entry and the symlink", err)
+				}
+				t.Log(err)
+				if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+					t.Errorf("written outside the workspace: %v", ents)
+				}
+			})
+		}
+	}
+}
