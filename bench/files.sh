@@ -7,7 +7,7 @@
 # never used before, nothing is deleted until the end, and each timed
 # command starts after a `sync` (hyperfine --prepare, not timed).
 #
-#   usage: docs/bench/files.sh AGENTCTL WORKDIR [ROUNDS]
+#   usage: bench/files.sh AGENTCTL WORKDIR [ROUNDS]
 #   needs: bash, hyperfine, jq, GNU cp and tar
 set -euo pipefail
 agentctl=$(realpath "${1:?agentctl binary}")
