@@ -674,7 +674,9 @@ type execStatus struct {
 // killByte on a command's connection asks the init to kill the command.
 const killByte = 'K'
 
-// startedByte precedes the answer when the command was started.
+// startedByte precedes the answer once the init has taken the command,
+// before it starts it: agentctl retries (in a new init) only a command
+// that was never taken.
 const startedByte = 'S'
 
 // maxMessage bounds a request or answer.
@@ -785,6 +787,10 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 		reply(execStatus{Code: notFoundCode(err)})
 		return
 	}
+	// Taken: from here on the command may run, so agentctl must not run
+	// it again if this init dies, even before the command is known to
+	// have started (a retry would run it twice).
+	conn.Write([]byte{startedByte})
 	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, req.TTY, cfg.PIDs, capLast, ids)
 	if err != nil {
 		reply(execStatus{Error: "starting the command: " + err.Error()})
@@ -798,8 +804,6 @@ func serveExec(fd int, cfg initConfig, capLast int) {
 	// when it does.
 	closeFDs(stdio...)
 	stdio = nil
-	// agentctl may retry a command that never started, not one that did.
-	conn.Write([]byte{startedByte})
 
 	// A kill request, or agentctl closing the connection, kills the
 	// command's namespace. The pid is not reaped (so not reused) before
