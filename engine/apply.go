@@ -987,6 +987,9 @@ func (a *applier) finish(ctx context.Context) error {
 	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }, state.OutputsRef()); err != nil {
 		errs = append(errs, err)
 	}
+	if err := a.reportRecording(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := a.e.digestCache().Save(); err != nil {
 		errs = append(errs, fmt.Errorf("saving the digest cache %s (the next plan reads unchanged local_dir sources again): %w", a.e.State.Abs(digestCacheFile), err))
 	}
