@@ -40,9 +40,6 @@ type Budget struct {
 	MaxDuration time.Duration
 }
 
-// IsZero reports whether b sets no limit.
-func (b Budget) IsZero() bool { return b == Budget{} }
-
 // Spent is what a run, or one agent within it, has spent.
 type Spent struct {
 	Usage     model.Usage   `json:"usage"`
