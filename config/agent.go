@@ -17,7 +17,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "capabilities"}, {Name: "handoffs"}, {Name: "output_schema"}, {Name: "max_turns"},
 		{Name: "mcp_servers"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}, {Type: "budget"}},
 }
 
 var toolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "agent", Required: true}, {Name: "description"}, {Name: "needs_approval"}}}
@@ -145,6 +145,12 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 			}
 			seenSettings = true
 			l.decodeAgentSettings(ag, tb)
+		case "budget":
+			if ag.Budget != nil {
+				l.errorf(tb.DefRange, "Duplicate budget block", "An agent may have one budget block; the first is at %s.", rangeString(ag.Budget.DeclRange))
+				continue
+			}
+			ag.Budget = l.decodeBudget(tb, "agent", nil)
 		}
 	}
 }

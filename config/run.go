@@ -11,7 +11,7 @@ import (
 var runSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "agent", Required: true}, {Name: "input", Required: true}, {Name: "sandbox"},
 	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"},
-}}
+}, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}}}
 
 func (l *loader) decodeRun(b *hcl.Block) {
 	name := b.Labels[0]
@@ -33,6 +33,9 @@ func (l *loader) decodeRun(b *hcl.Block) {
 		if instances, ok = l.forEach(a); !ok {
 			return
 		}
+	}
+	for _, bb := range content.Blocks[min(1, len(content.Blocks)):] {
+		l.errorf(bb.DefRange, "Duplicate budget block", "A run may have one budget block; the first is at %s.", rangeString(content.Blocks[0].DefRange))
 	}
 	var depends []hcl.Traversal
 	if a, ok := attrs["depends_on"]; ok {
@@ -74,6 +77,9 @@ func (l *loader) decodeRun(b *hcl.Block) {
 					ri.MaxTurns = n
 				}
 			}
+		}
+		if len(content.Blocks) > 0 {
+			ri.Budget = l.decodeBudget(content.Blocks[0], "run", each)
 		}
 		l.dependsOn[ri.Addr] = depends
 		l.cfg.RunInstances[ri.Addr] = ri

@@ -249,6 +249,9 @@ type Agent struct {
 	MaxTurns     int             // 0 = default
 	Settings     AgentSettings
 	DeclRange    hcl.Range
+
+	// Budget bounds what this agent does within a run (nil: no budget).
+	Budget *Budget
 }
 
 type AgentTool struct {
@@ -271,6 +274,21 @@ type AgentSettings struct {
 	ToolChoice        string
 }
 
+// Budget is a budget block: limits on what a run (or one agent within a
+// run) may spend. A zero limit is no limit. Budgets are not part of a
+// run's digest: raising one resumes a run that ran out of it.
+type Budget struct {
+	// MaxTokens bounds the model tokens (input plus output, as the
+	// provider reports them).
+	MaxTokens int64
+	// MaxToolCalls bounds the tool calls executed.
+	MaxToolCalls int
+	// MaxDuration bounds the time spent running, summed over the run's
+	// attempts (time between applies does not count).
+	MaxDuration time.Duration
+	DeclRange   hcl.Range
+}
+
 type Run struct {
 	Name      string
 	ForEach   hcl.Expression
@@ -286,6 +304,9 @@ type RunInstance struct {
 	Agent    string // agent name
 	Sandbox  string // sandbox instance address override, "" = the agent's
 	MaxTurns int
+	// Budget bounds the whole run, every agent in it included (nil: no
+	// budget).
+	Budget *Budget
 	// Continue is the run instance whose conversation this run continues
 	// (continue = run.NAME), "" for none. It is also in DependsOn; when
 	// the run sets no sandbox and its agent names none, Sandbox is the

@@ -670,6 +670,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: in.digests, Attributes: in.attrs,
 			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history)}
 		r.Turns, r.Usage = agentloop.Replay(history)
+		spent := agentloop.Spend(history)
+		r.ToolCalls, r.RunningTime, r.Budgets = spent.ToolCalls, spent.Duration, runBudgets(e.Config, ri)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
 			GitCommit:    a.gitCommit,
@@ -691,6 +693,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	runner := &agentloop.Runner{
 		Agents:    agents,
 		MaxTurns:  ri.MaxTurns,
+		Budget:    loopBudget(ri.Budget),
 		Interrupt: e.Interrupt,
 		Prior:     in.prior, // continue = run.X (continue.go)
 		// Journals and events hold nothing sensitive: model text and tool
@@ -752,6 +755,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		if res != nil {
 			r.Turns = res.Turns
 			r.Usage = res.Usage
+			r.ToolCalls, r.RunningTime = res.Spending.ToolCalls, res.Spending.Duration
 			if status == RunCompleted {
 				r.Output = scrubJSON(scrub, res.Output)
 			}
@@ -981,6 +985,9 @@ func (a *applier) finish(ctx context.Context) error {
 		cancel()
 	}
 	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }, state.OutputsRef()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.reportRecording(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := a.e.digestCache().Save(); err != nil {

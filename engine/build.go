@@ -90,6 +90,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			Settings:     modelSettings(a.Settings),
 			OutputSchema: a.OutputSchema,
 			MaxTurns:     a.MaxTurns,
+			Budget:       loopBudget(a.Budget),
 		}
 		sb := ri.AgentSandbox(a)
 		ws := workspaces[sb]

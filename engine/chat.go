@@ -144,7 +144,11 @@ func (ps *providerSet) chatModel(e *Engine, a *config.Agent, addr string) (model
 	if m, ok := ps.models[key]; ok {
 		return m, nil
 	}
-	m, err := t.NewModel(context.Background(), settings, registry.Env{Environ: e.Environ})
+	env, err := ps.modelEnv(e, provAddr)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.NewModel(context.Background(), settings, env)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", provAddr, err)
 	}

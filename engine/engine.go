@@ -83,6 +83,14 @@ type Engine struct {
 	// registry the configuration was loaded with (config.Options.Registry);
 	// another one must hold the same types.
 	Registry *registry.Registry
+	// Record, when not "", is a directory where every model provider that
+	// calls a model over HTTP records its exchanges, one cassette per
+	// provider (apply -record; record.go).
+	Record string
+	// Replay, when not "", is a directory of recorded cassettes every such
+	// provider answers from instead of the network, as if its replay
+	// setting named it (agentctl test -replay).
+	Replay string
 
 	provOnce  sync.Once
 	providers *providerSet

@@ -156,6 +156,9 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 		switch prev.Status {
 		case RunFailed:
 			c.Reasons = []string{fmt.Sprintf("failed at turn %d: %s", turns, prev.Error)}
+			if ri := e.Config.RunInstances[c.Address]; ri != nil {
+				c.Reasons = append(c.Reasons, budgetReasons(e.Config, ri, prev, steps)...)
+			}
 		case RunAwaiting:
 			ap, rej, pend := prev.ApprovalCounts()
 			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d: %d approved, %d rejected, %d pending", turns, ap, rej, pend)}

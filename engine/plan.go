@@ -309,6 +309,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		c.Attributes["input"] = e.planInputText(st, p, ri, standIn, c.Action == ActionNoop, eval.urls)
 	}
 	e.mcpPlanAttributes(ri, c.Attributes)
+	budgetAttributes(cfg, ri, c.Attributes)
 	return c, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
@@ -22,6 +23,9 @@ type providerSet struct {
 	mu        sync.Mutex
 	models    map[string]model.Model
 	sandboxes map[string]*sandboxEntry
+	// recorders record the exchanges of each model provider, by address,
+	// under Engine.Record.
+	recorders map[string]*cassette.Recorder
 }
 
 // sandboxEntry is a sandbox provider being built; ready is closed once p
@@ -97,7 +101,11 @@ func (ps *providerSet) model(e *Engine, a *config.Agent, run string) (model.Mode
 	if m, ok := ps.models[key]; ok {
 		return m, a.Model, nil
 	}
-	m, err := t.NewModel(context.Background(), settings, registry.Env{Environ: e.Environ})
+	env, err := ps.modelEnv(e, addr)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := t.NewModel(context.Background(), settings, env)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", addr, err)
 	}

@@ -249,11 +249,27 @@ type Run struct {
 	// progress appends more without rewriting the state); fewer, or no
 	// journal at all, means checkpointed progress was lost.
 	Steps int `json:"steps"`
+	// ToolCalls is the number of tool calls the run answered, and
+	// RunningTime its running time summed over its attempts: with Usage,
+	// the figures its budgets bound.
+	ToolCalls   int           `json:"tool_calls,omitempty"`
+	RunningTime time.Duration `json:"running_time_ns,omitempty"`
+	// Budgets are the budgets the run's last attempt ran under: the
+	// run's own ("run") and its agents' ("agent.NAME"). Absent without
+	// any.
+	Budgets map[string]Budget `json:"budgets,omitempty"`
 	// Approvals are the run's tool calls that needed a reviewer's
 	// approval: pending ones (status awaiting_approval) and decided ones,
 	// in the order they were requested. Absent in states written before
 	// approvals existed, and for runs that never asked.
 	Approvals []*Approval `json:"approvals,omitempty"`
+}
+
+// Budget is a budget block's limits; 0 is no limit.
+type Budget struct {
+	MaxTokens    int64         `json:"max_tokens,omitempty"`
+	MaxToolCalls int           `json:"max_tool_calls,omitempty"`
+	MaxDuration  time.Duration `json:"max_duration_ns,omitempty"`
 }
 
 // Decisions on a tool call.

@@ -111,6 +111,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	})
 	defer stop()
 	e := b.engine(args.Parallelism, events, interrupt)
+	e.Record = args.Record
 	if args.Input && args.ViewType != arguments.ViewJSON && stdinIsTerminal() {
 		e.Approver = &terminalApprover{m: m}
 	}

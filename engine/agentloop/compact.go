@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentctl/agentctl/model"
 )
@@ -67,7 +68,9 @@ func (f *frame) maybeCompact(ctx context.Context, a *Agent) error {
 	f.st.emit(Event{Type: EventCompaction, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: fmt.Sprintf("context at %d tokens (threshold %d): summarizing %d older items", f.lastTokens, threshold, cut-head)})
 	mctx, stop := f.st.untilInterrupt(ctx)
 	defer stop()
+	began := time.Now()
 	resp, err := a.Model.Respond(mctx, req, nil)
+	took := time.Since(began)
 	if err != nil {
 		if f.st.interrupted() {
 			return fmt.Errorf("agent %q, compacting before turn %d: %w: the summary call was abandoned and is made again on resume", a.Name, f.turns+1, ErrInterrupted)
@@ -79,7 +82,7 @@ func (f *frame) maybeCompact(ctx context.Context, a *Agent) error {
 		return &modelError{fmt.Errorf("agent %q, compacting before turn %d: the model returned an empty summary", a.Name, f.turns+1)}
 	}
 	c := &Compacted{Items: len(f.conv), Head: head, Tail: len(f.conv) - cut, Summary: summary}
-	if err := f.st.checkpoint(ctx, Step{Kind: StepCompaction, Path: f.path, Agent: a.Name, Response: resp, Compacted: c}); err != nil {
+	if err := f.st.checkpoint(ctx, Step{Kind: StepCompaction, Path: f.path, Agent: a.Name, Response: resp, Compacted: c, Duration: took}); err != nil {
 		return err
 	}
 	return f.applyCompaction(c)

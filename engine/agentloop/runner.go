@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/model"
@@ -44,6 +45,9 @@ type Agent struct {
 	Tools      []tools.Tool
 	Handoffs   []Handoff
 	AgentTools []AgentTool
+	// Budget bounds what this agent spends within a run (zero: no
+	// limit).
+	Budget Budget
 	// Approvals are the approval policies of the agent's tools, by the
 	// function name the model calls (exec_command, apply_patch, a
 	// command or agent tool's name). A tool without one never asks.
@@ -81,6 +85,9 @@ type Runner struct {
 	// MaxTurns bounds the run's top-level conversation (0 = the start
 	// agent's MaxTurns, else DefaultMaxTurns).
 	MaxTurns int
+	// Budget bounds what the whole run spends, every agent in it
+	// included (zero: no limit). Agent.Budget bounds one agent.
+	Budget Budget
 	// Prior are the items a new run's conversation starts from, before
 	// its input (the transcript of the run it continues). They are
 	// recorded in its input step, so a resume does not need them again.
@@ -104,6 +111,9 @@ type Result struct {
 	Agent string
 	Turns int
 	Usage model.Usage
+	// Spending is what the run spent over all its attempts: tokens, tool
+	// calls, running time, in total and by agent.
+	Spending Spending
 }
 
 // Replay reads a run's steps: the number of model turns and the usage
@@ -128,14 +138,15 @@ func Replay(steps []Step) (turns int, usage model.Usage) {
 // calls of the last recorded response that have no recorded output are
 // executed again.
 func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (*Result, error) {
-	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}}
+	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, started: time.Now()}
 	for _, s := range history {
 		st.byPath[s.Path] = append(st.byPath[s.Path], s)
 		if (s.Kind == StepModel || s.Kind == StepCompaction) && s.Response != nil {
 			st.agentTurns[s.Agent]++
-			st.usage.Add(s.Response.Usage)
 		}
+		st.spent.add(s)
 	}
+	st.baseElapsed = st.spent.Duration
 	if len(history) > 0 && history[0].Kind == StepInput && history[0].Path == "" {
 		agent, input = history[0].Agent, history[0].Input
 	}
@@ -149,7 +160,10 @@ func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (
 	}
 	f := &frame{st: st, path: "", agent: agent, input: input, maxTurns: maxTurns}
 	out, err := f.run(ctx)
-	res := &Result{Agent: f.agent, Turns: f.turns, Usage: st.usage}
+	st.mu.Lock()
+	st.spent.Duration = st.elapsedLocked()
+	res := &Result{Agent: f.agent, Turns: f.turns, Usage: st.spent.Usage, Spending: st.spent.clone()}
+	st.mu.Unlock()
 	if out != nil {
 		res.Output = out
 	}
@@ -162,8 +176,12 @@ type runState struct {
 	mu         sync.Mutex
 	byPath     map[string][]Step
 	agentTurns map[string]int
-	usage      model.Usage
-	eventMu    sync.Mutex
+	// spent is what the run spent so far; baseElapsed is the running
+	// time its earlier attempts recorded, started when this one began.
+	spent       Spending
+	baseElapsed time.Duration
+	started     time.Time
+	eventMu     sync.Mutex
 }
 
 func (st *runState) emit(e Event) {
@@ -179,16 +197,17 @@ func (st *runState) emit(e Event) {
 // concurrent calls are checkpointed concurrently (the journal commits
 // them together), so Checkpoint must be safe for concurrent use.
 func (st *runState) checkpoint(ctx context.Context, s Step) error {
+	st.mu.Lock()
+	s.Elapsed = st.elapsedLocked()
+	st.mu.Unlock()
 	if st.r.Checkpoint != nil {
 		if err := st.r.Checkpoint(ctx, s); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
-	if (s.Kind == StepModel || s.Kind == StepCompaction) && s.Response != nil {
-		st.mu.Lock()
-		st.usage.Add(s.Response.Usage)
-		st.mu.Unlock()
-	}
+	st.mu.Lock()
+	st.spent.add(s)
+	st.mu.Unlock()
 	return nil
 }
 
@@ -290,6 +309,9 @@ func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if err := f.st.overBudget(f.st.r.Agents[f.agent]); err != nil {
+			return nil, err
 		}
 		if f.turns >= f.maxTurns {
 			return nil, fmt.Errorf("%w: agent %q used all %d turns without a final answer; raise max_turns on the run or agent and apply again", ErrMaxTurns, f.agent, f.maxTurns)
@@ -405,6 +427,7 @@ func (f *frame) callModel(ctx context.Context) error {
 	f.st.emit(Event{Type: EventTurn, Path: f.path, Agent: a.Name, Turn: f.turns + 1})
 	mctx, stop := f.st.untilInterrupt(ctx)
 	defer stop()
+	began := time.Now()
 	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
 		if e.Type == model.EventTextDelta {
 			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
@@ -416,7 +439,7 @@ func (f *frame) callModel(ctx context.Context) error {
 		}
 		return &modelError{fmt.Errorf("agent %q, turn %d: model call failed: %w", a.Name, f.turns+1, err)}
 	}
-	if err := f.st.checkpoint(ctx, Step{Kind: StepModel, Path: f.path, Agent: a.Name, Response: resp}); err != nil {
+	if err := f.st.checkpoint(ctx, Step{Kind: StepModel, Path: f.path, Agent: a.Name, Response: resp, Duration: time.Since(began)}); err != nil {
 		return err
 	}
 	f.addResponse(resp)
@@ -486,6 +509,10 @@ func (f *frame) answerCalls(ctx context.Context) error {
 		}
 		jobs = append(jobs, j)
 	}
+	// The budgets may let only some of the calls run: those run and are
+	// checkpointed, and the run stops; the rest run when it resumes.
+	allowed, budgetErr := f.st.toolAllowance(a, len(jobs))
+	jobs = jobs[:allowed]
 	var (
 		mu       sync.Mutex
 		firstErr error
@@ -498,6 +525,7 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				handoffTo string
 				err       error
 			)
+			began := time.Now()
 			if j.gate == gateRun {
 				item, handoffTo, err = f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
 			} else {
@@ -512,7 +540,7 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				return
 			}
 			if err == nil {
-				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo})
+				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, Duration: time.Since(began)})
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -528,6 +556,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	wg.Wait()
 	if firstErr != nil {
 		return firstErr
+	}
+	if budgetErr != nil {
+		return budgetErr
 	}
 	if len(pending) > 0 {
 		return &AwaitingApprovalError{Calls: pending}
@@ -622,7 +653,7 @@ func isFatal(err error) bool {
 	var me *modelError
 	var ue *sandbox.UnavailableError
 	var aw *AwaitingApprovalError
-	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || errors.Is(err, ErrInterrupted) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runAgentTool runs at.Agent as a nested run on the call's input and

@@ -5,6 +5,8 @@
 package agentloop
 
 import (
+	"time"
+
 	"github.com/agentctl/agentctl/model"
 )
 
@@ -53,6 +55,13 @@ type Step struct {
 	// Compacted says which items a compaction replaced (StepCompaction);
 	// Response is the summarizing call's response.
 	Compacted *Compacted `json:"compacted,omitempty"`
+	// Elapsed is the run's running time when the step was checkpointed,
+	// summed over its attempts (max_duration; absent in journals written
+	// before budgets existed).
+	Elapsed time.Duration `json:"elapsed_ns,omitempty"`
+	// Duration is how long the step's model call or tool call took
+	// (StepModel, StepCompaction, StepTool).
+	Duration time.Duration `json:"duration_ns,omitempty"`
 }
 
 // Compacted is what a client-side compaction did to a conversation of

@@ -25,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
 )
 
@@ -65,6 +66,11 @@ type Config struct {
 	// LookupEnv reads the environment (os.LookupEnv in production, a map
 	// in tests); nil means no environment.
 	LookupEnv func(key string) (string, bool)
+	// Replay, when set, answers every request from a recorded cassette
+	// instead of the network (no API key is needed); Record, when set,
+	// records every exchange. They exclude each other.
+	Replay *cassette.Player
+	Record *cassette.Recorder
 	// RetryBaseDelay is the first backoff delay of the retries this
 	// package makes itself (timeouts, dropped streams; default 500ms).
 	// Retries of HTTP error statuses follow the server's Retry-After.
@@ -101,6 +107,9 @@ type Client struct {
 	// redact removes the API key from text that came back from the
 	// server, so it cannot leak into an error.
 	redact func(string) string
+	// replaying says requests are answered from a cassette: a request it
+	// does not hold fails the call with the cassette's MissError.
+	replaying bool
 }
 
 var _ model.Model = (*Client)(nil)
@@ -121,6 +130,13 @@ func New(cfg Config) (*Client, error) {
 		return strings.TrimSpace(s)
 	}
 	key := fromEnv(cfg.APIKey, "OPENAI_API_KEY")
+	if cfg.Replay != nil && cfg.Record != nil {
+		return nil, errors.New("cannot record while replaying: a provider with replay set serves recorded exchanges; leave -record out, or remove replay to record against the model")
+	}
+	if key == "" && cfg.Replay != nil {
+		// Nothing reaches a server: no key is needed or sent anywhere.
+		key = "replay"
+	}
 	if key == "" {
 		return nil, errors.New(`no API key: set OPENAI_API_KEY in the environment (for a local OpenAI-compatible server that needs none, set it to any placeholder such as "none")`)
 	}
@@ -162,6 +178,15 @@ func New(cfg Config) (*Client, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
+	}
+	switch {
+	case cfg.Replay != nil:
+		c.replaying = true
+		hc = &http.Client{Transport: cfg.Replay}
+	case cfg.Record != nil:
+		rc := *hc
+		rc.Transport = cfg.Record.Transport(hc.Transport)
+		hc = &rc
 	}
 	// The services are built directly (not through openai.NewClient) so
 	// that no ambient OPENAI_* variable is read behind LookupEnv's back.
@@ -209,6 +234,10 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 	}
 	tally := &attemptTally{}
 	ctx = context.WithValue(ctx, tallyKey{}, tally)
+	missed := func() error { return nil }
+	if c.replaying {
+		ctx, missed = cassette.WithMissSlot(ctx)
+	}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		var resp *model.Response
@@ -221,6 +250,9 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 		}
 		if err == nil {
 			return resp, nil
+		}
+		if miss := missed(); miss != nil {
+			return nil, miss
 		}
 		lastErr = err
 		if ctx.Err() != nil {

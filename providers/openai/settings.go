@@ -2,12 +2,15 @@ package openai
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/registry"
 )
@@ -22,11 +25,15 @@ type ProviderSettings struct {
 	Project      string
 	Timeout      time.Duration
 	MaxRetries   int
+	// Replay is a directory of recorded cassettes (agentctl apply
+	// -record) to answer from instead of the network, relative to the
+	// configuration's directory; "" calls the model.
+	Replay string
 }
 
 var providerSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "base_url"}, {Name: "api"}, {Name: "organization"}, {Name: "project"},
-	{Name: "api_key"}, {Name: "timeout"}, {Name: "max_retries"},
+	{Name: "api_key"}, {Name: "timeout"}, {Name: "max_retries"}, {Name: "replay"},
 }}
 
 // DecodeProvider decodes a provider "openai" block
@@ -48,6 +55,9 @@ func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 	if registry.Attr(attrs, "max_retries", &s.MaxRetries, &diags) && s.MaxRetries < 0 {
 		diags = append(diags, registry.Errorf(attrs["max_retries"].Expr.Range(), "Invalid max_retries", "max_retries must be 0 or more, got %d.", s.MaxRetries))
 	}
+	if registry.Attr(attrs, "replay", &s.Replay, &diags) && s.Replay == "" {
+		diags = append(diags, registry.Errorf(attrs["replay"].Expr.Range(), "Invalid replay", "replay names the directory of cassettes recorded with agentctl apply -record DIR, like replay = \"cassettes\"; it can't be empty. Leave replay out to call the model."))
+	}
 	return s, diags
 }
 
@@ -64,7 +74,8 @@ func (s *ProviderSettings) Config(lookupEnv func(string) (string, bool)) Config 
 func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey} }
 
 // Fingerprint implements registry.Fingerprinter: the endpoint and API
-// decide the answers; credentials and transport settings don't.
+// decide the answers; credentials, transport settings and replay (a
+// replay answers as the recording did) don't.
 func (s *ProviderSettings) Fingerprint(string) map[string]any {
 	return map[string]any{"base_url": s.BaseURL, "api": s.API}
 }
@@ -78,7 +89,41 @@ func Type() *registry.Type {
 			if !ok {
 				return nil, fmt.Errorf("openai: provider settings are %T, not *openai.ProviderSettings", settings)
 			}
-			return New(s.Config(EnvLookup(env.Environ)))
+			cfg := s.Config(EnvLookup(env.Environ))
+			if err := cassettes(&cfg, s, env); err != nil {
+				return nil, err
+			}
+			return New(cfg)
 		},
 	}
+}
+
+// cassettes sets up record or replay for the provider (docs/openai-provider.md,
+// "Record and replay"): the engine's replay directory wins over the
+// provider's replay setting, which is relative to the configuration.
+func cassettes(cfg *Config, s *ProviderSettings, env registry.Env) error {
+	dir := s.Replay
+	if dir != "" && !filepath.IsAbs(dir) && env.Dir != "" {
+		dir = filepath.Join(env.Dir, dir)
+	}
+	var opts cassette.Options
+	if cs := env.Cassettes; cs != nil {
+		opts = cs.Options
+		if cs.Replay != "" {
+			dir = cs.Replay
+		}
+		cfg.Record = cs.Record
+	}
+	if dir == "" {
+		return nil
+	}
+	if env.Address == "" {
+		return errors.New("replay: the provider's address is not known, so its cassette cannot be named")
+	}
+	p, err := cassette.Load(cassette.File(dir, env.Address), opts)
+	if err != nil {
+		return err
+	}
+	cfg.Replay = p
+	return nil
 }

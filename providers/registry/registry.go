@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -40,6 +41,30 @@ type Env struct {
 	// Progress reports long operations (image pulls) as lines of text;
 	// nil discards them.
 	Progress func(line string)
+	// Address is the provider's address (provider.openai.ollama); a
+	// model provider names its cassette after it.
+	Address string
+	// Dir is the configuration's directory: settings that name files
+	// are relative to it.
+	Dir string
+	// Cassettes are the record and replay settings of a model provider
+	// that calls a model over HTTP; nil: none beyond the provider's own.
+	Cassettes *Cassettes
+}
+
+// Cassettes say how a model provider records or replays its HTTP
+// exchanges (internal/cassette; docs/openai-provider.md, "Record and
+// replay"). A provider that makes no HTTP requests (scripted) has nothing
+// to record or replay and ignores them.
+type Cassettes struct {
+	// Record, when not nil, records every exchange (apply -record).
+	Record *cassette.Recorder
+	// Replay, when not "", is a directory of cassettes to serve the
+	// exchanges from instead of the network; it overrides the provider's
+	// own replay setting (agentctl test -replay, Engine.Replay).
+	Replay string
+	// Options scrub what is recorded and normalize what is matched.
+	Options cassette.Options
 }
 
 // SandboxArgs are a sandbox instance's arguments common to every type,

@@ -111,6 +111,9 @@ type Apply struct {
 	Input bool
 	// Destroy is set for agentctl destroy.
 	Destroy bool
+	// Record is the directory -record names: every model exchange of the
+	// apply is recorded there as cassettes; "" records nothing.
+	Record string
 }
 
 // ParseApply parses apply's arguments: flags and at most one PATH, a
@@ -135,6 +138,7 @@ func parseApply(name string, args []string) (*Apply, hcl.Diagnostics) {
 	fs.BoolVar(&a.AutoApprove, "auto-approve", false, "Skip the interactive approval.")
 	if name == "apply" {
 		fs.BoolVar(&a.Input, "input", true, "Ask on the terminal about tool calls that need approval; false defers them (agentctl approve decides later).")
+		fs.StringVar(&a.Record, "record", "", "Record every model request and response of the apply as cassettes in `DIR` (credentials stripped), for provider \"openai\" { replay = DIR }.")
 	}
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {

@@ -94,7 +94,7 @@ func (v showHuman) State(st *state.State) error {
 	}
 	for _, addr := range st.RunAddresses() {
 		r := st.Runs[addr]
-		fmt.Fprintf(w, "# %s (%s, %d turns, %d input + %d output tokens)\n", addr, r.Status, r.Turns, r.Usage.InputTokens, r.Usage.OutputTokens)
+		fmt.Fprintf(w, "# %s (%s, %d turns, %d input + %d output tokens%s)\n", addr, r.Status, r.Turns, r.Usage.InputTokens, r.Usage.OutputTokens, spentText(r))
 		if r.Error != "" {
 			fmt.Fprintf(w, "    error  = %s\n", termtext.Printable(r.Error))
 		}
@@ -242,11 +242,24 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	if len(p.Models) > 0 {
 		fmt.Fprintf(w, ", models %s", termtext.Line(strings.Join(p.Models, ", ")))
 	}
-	fmt.Fprintf(w, ", usage %d input / %d output tokens", r.Usage.InputTokens, r.Usage.OutputTokens)
+	fmt.Fprintf(w, ", usage %d input / %d output tokens%s", r.Usage.InputTokens, r.Usage.OutputTokens, spentText(r))
 	if mu := r.MemoryUsage; mu.InputTokens+mu.OutputTokens > 0 {
 		fmt.Fprintf(w, ", memory %d input / %d output tokens", mu.InputTokens, mu.OutputTokens)
 	}
 	fmt.Fprintln(w)
+}
+
+// spentText is what a run spent besides tokens, as its budgets count it:
+// ", 3 tool calls, 12.5s running" (empty for a run that recorded none).
+func spentText(r *state.Run) string {
+	var b strings.Builder
+	if r.ToolCalls > 0 {
+		fmt.Fprintf(&b, ", %d %s", r.ToolCalls, plural(r.ToolCalls, "tool call", "tool calls"))
+	}
+	if r.RunningTime > 0 {
+		fmt.Fprintf(&b, ", %s running", r.RunningTime.Round(time.Millisecond))
+	}
+	return b.String()
 }
 
 // showApprovals lists the run's calls that needed approval: pending ones
