@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
@@ -83,6 +84,10 @@ type Engine struct {
 	// registry the configuration was loaded with (config.Options.Registry);
 	// another one must hold the same types.
 	Registry *registry.Registry
+	// TracerProvider, when set, receives spans for plan, apply, each run,
+	// each agent turn, model call and tool call, and sandbox work
+	// (docs/observability.md); nil records nothing.
+	TracerProvider trace.TracerProvider
 
 	provOnce  sync.Once
 	providers *providerSet
