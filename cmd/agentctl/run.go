@@ -93,6 +93,7 @@ func commands() []*command {
 		execCommand(),
 		chatCommand(),
 		toolCommand(),
+		testCommand(),
 		versionCommand(),
 	}
 }
