@@ -311,7 +311,7 @@ func (ev *evaluator) readFile(addr, rel string) ([]byte, error) {
 		return nil, fmt.Errorf("there is no %s in the configuration (its sandboxes: %s)", addr, strings.Join(names, ", "))
 	}
 	if path.IsAbs(rel) || !pathLocal(rel) {
-		return nil, fmt.Errorf("%s: the path %q must be relative to the workspace root, without ..", addr, rel)
+		return nil, fmt.Errorf("%s: the path %q must be relative to the workspace root, with no .. segment", addr, rel)
 	}
 	ws, ok := ev.open[addr]
 	if !ok {
