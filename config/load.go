@@ -32,6 +32,28 @@ type Options struct {
 	// decodes their settings; nil means the built-in types
 	// (builtin.Registry).
 	Registry *registry.Registry
+	// Values set variables after every other source (agentctl test's
+	// variables blocks), each converted to its variable's type.
+	Values map[string]Value
+	// ProviderOverrides replace model providers with scripted ones
+	// (agentctl test's override_provider blocks), by provider key
+	// ("openai", "openai.ALIAS"). Each body is decoded as a provider
+	// "scripted" block; the provider keeps its address, so the agents
+	// that use it get the scripted replies.
+	ProviderOverrides map[string]ProviderOverride
+}
+
+// Value is a variable value given with where it was written.
+type Value struct {
+	Value cty.Value
+	Range hcl.Range
+}
+
+// ProviderOverride is the body of a scripted provider that replaces a
+// model provider, and where it was declared.
+type ProviderOverride struct {
+	Body      hcl.Body
+	DeclRange hcl.Range
 }
 
 // loader carries the state of one Load.
@@ -396,6 +418,7 @@ func (l *loader) decodeAll() {
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	l.applyOverrides()
 	l.checkMCPToolNames()
 	l.checkMemory()
 	l.checkScripts()

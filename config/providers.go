@@ -130,3 +130,49 @@ func (l *loader) resolveProvider(expr hcl.Expression, role registry.Role, what s
 	}
 	return pa.String(), true
 }
+
+// overrideType is the provider type that replaces a model provider in
+// an override (Options.ProviderOverrides).
+const overrideType = "scripted"
+
+// applyOverrides replaces the model providers that Options.ProviderOverrides
+// names with scripted providers decoded from the overrides' bodies, after
+// the agents resolved their providers (which creates the implicit
+// default ones). An override of a provider the configuration does not
+// have, or of a sandbox provider, is an error at the override.
+func (l *loader) applyOverrides() {
+	pt, ok := l.reg.Lookup(overrideType)
+	for _, key := range sortedKeys(l.opts.ProviderOverrides) {
+		o := l.opts.ProviderOverrides[key]
+		if !ok {
+			l.errorf(o.DeclRange, "Provider override unavailable", "The provider type %q that overrides use is not registered.", overrideType)
+			return
+		}
+		p := l.cfg.Providers[key]
+		if p == nil {
+			var models []string
+			for k, p := range l.cfg.Providers {
+				if p.Role == registry.RoleModel {
+					models = append(models, k)
+				}
+			}
+			l.errorf(o.DeclRange, "Override of an unused provider",
+				"The configuration has no model provider %q that an agent uses, so this override would do nothing.%s The model providers are %s.", key, suggest(key, models), quoteList(models))
+			continue
+		}
+		if p.Role != registry.RoleModel {
+			l.errorf(o.DeclRange, "Invalid provider override", "provider.%s is a sandbox provider: only model providers can be replaced by scripted replies.", key)
+			continue
+		}
+		body := &boundBody{l: l, body: o.Body, sc: scope{where: "a provider setting"}, nested: "An override_provider's nested setting"}
+		settings, diags := pt.DecodeProvider(body)
+		l.diags = append(l.diags, diags...)
+		p.Type, p.Settings, p.DeclRange = overrideType, settings, o.DeclRange
+		if refs, ok := settings.(registry.ScriptRefs); ok {
+			agents := refs.ScriptAgents()
+			for _, name := range sortedKeys(agents) {
+				l.scriptRefs = append(l.scriptRefs, nameRef{name, agents[name]})
+			}
+		}
+	}
+}

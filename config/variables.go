@@ -241,6 +241,17 @@ func (l *loader) variableSources() map[string]varSource {
 			out[name] = varSource{val: val, src: "the -var option"}
 		}
 	}
+	for _, name := range sortedKeys(l.opts.Values) {
+		tv := l.opts.Values[name]
+		if _, ok := l.cfg.Variables[name]; !ok {
+			r := tv.Range
+			l.errorf(r, "Value for undeclared variable",
+				"A variable named %q is set here, but the configuration does not declare it.%s Declare it with a variable block or remove the value.", name, suggest(name, sortedKeys(l.cfg.Variables)))
+			continue
+		}
+		r := tv.Range
+		out[name] = varSource{val: tv.Value, src: "the test's variables", rng: &r}
+	}
 	return out
 }
 

@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/tools"
@@ -53,7 +56,13 @@ type applier struct {
 
 // Apply carries out p against st, writing st after every node. It returns
 // the first error; the results of nodes that succeeded are kept.
-func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
+func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) (err error) {
+	ctx, span := e.startSpan(ctx, "apply", attrDestroy.Bool(p.Destroy))
+	defer func() { endSpan(span, err) }()
+	return e.apply(ctx, st, p)
+}
+
+func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
@@ -103,7 +112,7 @@ func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) error {
 		case KindChat:
 			err = a.forgetChat(addr)
 		default:
-			err = a.runNode(ctx, c)
+			err = a.tracedRunNode(ctx, c)
 		}
 		err = e.scrubErr(err)
 		if errors.Is(err, errUnchanged) {
@@ -269,9 +278,15 @@ func (a *applier) restoreSandbox(ctx context.Context, addr string) error {
 // materializes its manifest. A restore is marked in the state
 // (RestorePending) until the snapshot is unpacked and the manifest
 // materialized; only then does the sandbox get the snapshot's digests.
-func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) error {
+func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) (err error) {
 	cfg := a.e.Config
 	sbc := cfg.SandboxInstances[addr]
+	name := "create_sandbox"
+	if restore {
+		name = "restore_sandbox"
+	}
+	ctx, span := a.e.startSpan(ctx, name, attrAddress.String(addr), attrProvider.String(sbc.Provider))
+	defer func() { endSpan(span, err) }()
 	prov, err := a.e.provs().sandboxProvider(ctx, a.e, sbc.Provider)
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
@@ -438,7 +453,9 @@ func (a *applier) recordURLs(ctx context.Context, addr string, sb sandbox.Sandbo
 	return a.update(func(st *state.State) { st.Sandboxes[addr].URLs = urls }, state.SandboxRef(addr))
 }
 
-func (a *applier) deleteSandbox(ctx context.Context, addr string) error {
+func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
+	ctx, span := a.e.startSpan(ctx, "delete_sandbox", attrAddress.String(addr))
+	defer func() { endSpan(span, err) }()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]
 	a.mu.Unlock()
@@ -532,6 +549,28 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		return nil, err
 	}
 	return sb, nil
+}
+
+// tracedRunNode is runNode in a span of its own, the parent of the run's
+// agent turns.
+func (a *applier) tracedRunNode(ctx context.Context, c *Change) (err error) {
+	if c.Action == ActionNoop {
+		return nil
+	}
+	attrs := []attribute.KeyValue{attrAddress.String(c.Address), attrAction.String(string(c.Action))}
+	if ri := a.e.Config.RunInstances[c.Address]; ri != nil {
+		attrs = append(attrs, semconv.GenAIAgentName(ri.Agent))
+	}
+	ctx, span := a.e.startSpan(ctx, "run "+c.Address, attrs...)
+	defer func() {
+		a.mu.Lock()
+		if r := a.st.Runs[c.Address]; r != nil && c.Action != ActionForget {
+			runSpanResult(span, r)
+		}
+		a.mu.Unlock()
+		endSpan(span, err)
+	}()
+	return a.runNode(ctx, c)
 }
 
 // runNode executes, re-runs or resumes one run.
@@ -668,7 +707,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
 		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: in.digests, Attributes: in.attrs,
-			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history)}
+			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history), TraceID: traceID(ctx)}
 		r.Turns, r.Usage = agentloop.Replay(history)
 		spent := agentloop.Spend(history)
 		r.ToolCalls, r.RunningTime, r.Budgets = spent.ToolCalls, spent.Duration, runBudgets(e.Config, ri)
@@ -695,6 +734,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		MaxTurns:  ri.MaxTurns,
 		Budget:    loopBudget(ri.Budget),
 		Interrupt: e.Interrupt,
+		Tracer:    e.tracer(),
 		Prior:     in.prior, // continue = run.X (continue.go)
 		// Journals and events hold nothing sensitive: model text and tool
 		// calls are scrubbed as they are recorded.
@@ -828,7 +868,9 @@ func (a *applier) lockSandbox(addr string) (unlock func()) {
 // A sandbox whose restore did not finish is not snapshotted: its
 // workspace is not the snapshot's, and the last good snapshot must not be
 // replaced by a worse one.
-func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) error {
+func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox) (err error) {
+	ctx, span := a.e.startSpan(ctx, "snapshot_sandbox", attrAddress.String(addr))
+	defer func() { endSpan(span, err) }()
 	defer a.lockSandbox(addr)()
 	a.mu.Lock()
 	var restoring *state.RestorePending

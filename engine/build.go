@@ -87,6 +87,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			Name:         a.Name,
 			Model:        m,
 			ModelName:    modelName,
+			Provider:     e.modelProviderType(a),
 			Settings:     modelSettings(a.Settings),
 			OutputSchema: a.OutputSchema,
 			MaxTurns:     a.MaxTurns,

@@ -359,6 +359,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 	runner := &agentloop.Runner{
 		Agents:    agents,
 		Interrupt: e.Interrupt,
+		Tracer:    e.tracer(),
 		Prior:     prior,
 		Checkpoint: func(_ context.Context, st agentloop.Step) error {
 			if st.Kind == agentloop.StepModel && st.Response != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
@@ -91,6 +92,10 @@ type Engine struct {
 	// provider answers from instead of the network, as if its replay
 	// setting named it (agentctl test -replay).
 	Replay string
+	// TracerProvider, when set, receives spans for plan, apply, each run,
+	// each agent turn, model call and tool call, and sandbox work
+	// (docs/observability.md); nil records nothing.
+	TracerProvider trace.TracerProvider
 
 	provOnce  sync.Once
 	providers *providerSet

@@ -21,7 +21,23 @@ import (
 
 // Plan diffs the configuration against st. With opts.Refresh it first asks
 // the providers whether the sandboxes still exist.
-func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
+func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (_ *Plan, err error) {
+	ctx, span := e.startSpan(ctx, "plan", attrDestroy.Bool(opts.Destroy))
+	defer func() { endSpan(span, err) }()
+	p, err := e.plan(ctx, st, opts)
+	if p != nil && span.IsRecording() {
+		n := 0
+		for _, c := range p.Changes {
+			if c.Action != ActionNoop {
+				n++
+			}
+		}
+		span.SetAttributes(attrChanges.Int(n))
+	}
+	return p, err
+}
+
+func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
 	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
 	live := map[string]sandbox.Status{}
 	if opts.Refresh {

@@ -263,6 +263,9 @@ type Run struct {
 	// in the order they were requested. Absent in states written before
 	// approvals existed, and for runs that never asked.
 	Approvals []*Approval `json:"approvals,omitempty"`
+	// TraceID is the OpenTelemetry trace of the run's latest attempt (32
+	// hex digits), when traces were exported (docs/observability.md).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Budget is a budget block's limits; 0 is no limit.

@@ -142,6 +142,8 @@ func (b *backend) engine(parallelism int, events func(engine.Event), interrupt <
 		Version:     config.Version,
 		Interrupt:   interrupt,
 		Registry:    b.cfg.Registry(),
+		// Spans go where OTEL_EXPORTER_OTLP_* say, nowhere when unset.
+		TracerProvider: b.m.traces,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/hashicorp/hcl/v2"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // meta is shared by every command: the output streams, the environment
@@ -28,6 +29,10 @@ type meta struct {
 	// plan's confirmation, then questions about tool calls), so no
 	// prompt's buffer swallows another's answer.
 	stdin *bufio.Reader
+	// traces is the command's tracer provider (telemetry.New): spans are
+	// exported when the OTEL_EXPORTER_OTLP_* variables say where, and
+	// recorded nowhere otherwise.
+	traces trace.TracerProvider
 }
 
 // stdinReader returns the command's reader of standard input.

@@ -8,10 +8,16 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/internal/telemetry"
+	"github.com/agentctl/agentctl/internal/termtext"
 )
 
 // Exit codes, as Terraform's.
@@ -87,6 +93,7 @@ func commands() []*command {
 		execCommand(),
 		chatCommand(),
 		toolCommand(),
+		testCommand(),
 		versionCommand(),
 	}
 }
@@ -113,6 +120,22 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 		}
 	}
 	ctx := context.Background()
+	tp, err := telemetry.New(ctx, environ, config.Version)
+	if err != nil {
+		m.view().Error(fmt.Errorf("tracing: %w", err))
+		return exitError
+	}
+	m.traces = tp
+	defer func() {
+		// The spans still buffered are exported before the process ends,
+		// within a bounded time; a failed export is reported, not lost
+		// silently.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			fmt.Fprintf(stderr, "Warning: %s\n", termtext.Printable(err.Error()))
+		}
+	}()
 	if global.Version {
 		c := root.sub("version")
 		return m.exit(c, c.Run(ctx, m, nil))
@@ -132,7 +155,7 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 		m.view().Error(fmt.Errorf("unknown command %q: the commands are %s", rest[0], strings.Join(names, ", ")))
 		return exitError
 	}
-	c, err := m.dispatch(ctx, c, rest[1:])
+	c, err = m.dispatch(ctx, c, rest[1:])
 	return m.exit(c, err)
 }
 
@@ -140,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 // command that ran, whose usage goes with its argument errors.
 func (m *meta) dispatch(ctx context.Context, c *command, args []string) (*command, error) {
 	if len(c.Subcommands) == 0 {
-		return c, c.Run(ctx, m, args)
+		return c, m.traced(ctx, c, args)
 	}
 	rest, diags := arguments.ParseGroup(c.Name, args)
 	if diags.HasErrors() {
@@ -151,7 +174,22 @@ func (m *meta) dispatch(ctx context.Context, c *command, args []string) (*comman
 			return m.dispatch(ctx, s, rest[1:])
 		}
 	}
-	return c, c.Run(ctx, m, rest)
+	return c, m.traced(ctx, c, rest)
+}
+
+// traced runs c in the command's root span (named for the command), the
+// parent of the engine's spans.
+func (m *meta) traced(ctx context.Context, c *command, args []string) error {
+	if m.traces == nil {
+		return c.Run(ctx, m, args)
+	}
+	ctx, span := m.traces.Tracer("github.com/agentctl/agentctl/cmd/agentctl").Start(ctx, "agentctl "+c.Name)
+	err := c.Run(ctx, m, args)
+	if err != nil {
+		span.SetStatus(codes.Error, "command failed")
+	}
+	span.End()
+	return err
 }
 
 // exit reports the outcome of command c and returns the exit status.

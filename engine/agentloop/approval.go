@@ -88,15 +88,21 @@ func (f *frame) approval(ctx context.Context, a *Agent, call model.Item) (g gate
 	if !need {
 		return gateRun, ""
 	}
+	ctx, end := f.approvalSpan(ctx, a, call)
+	source := "recorded"
 	d, ok := f.st.r.Decisions[call.CallID]
 	if !ok && f.st.r.Ask != nil {
+		source = "reviewer"
 		d, ok = f.st.r.Ask(ctx, PendingCall{CallID: call.CallID, Path: f.path, Agent: a.Name, Tool: call.Name, Arguments: call.Arguments})
 	}
 	if !ok {
+		end("pending", source)
 		return gatePending, ""
 	}
 	if d.Approved {
+		end("approved", source)
 		return gateRun, ""
 	}
+	end("rejected", source)
 	return gateReject, RejectedOutput(d.Reason)
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
@@ -33,6 +35,9 @@ type Agent struct {
 	Name      string
 	Model     model.Model
 	ModelName string
+	// Provider is the model provider's type (openai, scripted), for
+	// traces.
+	Provider string
 	// Instructions are the fully assembled instructions (agent, then
 	// capability instructions, then the workspace rendering).
 	Instructions string
@@ -100,6 +105,11 @@ type Runner struct {
 	// decision, one call at a time, before the response's calls run; ok
 	// false defers it (the run ends awaiting approval).
 	Ask func(ctx context.Context, c PendingCall) (d Decision, ok bool)
+	// Tracer, when set, records a span for each agent turn
+	// (invoke_agent), model call (chat), tool call (execute_tool) and
+	// approval, as children of the span in the context Run is given; nil
+	// records nothing.
+	Tracer trace.Tracer
 }
 
 // Result is a finished run.
@@ -270,7 +280,18 @@ type frame struct {
 	lastTokens int64
 }
 
-func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
+func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
+	// turn is the span of the turn under way: its model call and the tool
+	// calls answering it. tctx carries it.
+	var turn trace.Span
+	tctx := ctx
+	endTurn := func(err error) {
+		if turn != nil {
+			endSpan(turn, err)
+			turn = nil
+		}
+	}
+	defer func() { endTurn(err) }()
 	steps := f.st.byPath[f.path]
 	if len(steps) == 0 || steps[0].Kind != StepInput {
 		if _, ok := f.st.r.Agents[f.agent]; !ok {
@@ -300,9 +321,15 @@ func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
 				// checkpointed; its calls run on resume.
 				return nil, ErrInterrupted
 			}
-			if err := f.answerCalls(ctx); err != nil {
+			if turn == nil {
+				// A turn checkpointed before an interruption: its calls
+				// run now.
+				tctx, turn = f.startTurn(ctx, true)
+			}
+			if err := f.answerCalls(tctx); err != nil {
 				return nil, err
 			}
+			endTurn(nil)
 		}
 		if f.st.interrupted() {
 			return nil, ErrInterrupted
@@ -316,7 +343,8 @@ func (f *frame) run(ctx context.Context) (json.RawMessage, error) {
 		if f.turns >= f.maxTurns {
 			return nil, fmt.Errorf("%w: agent %q used all %d turns without a final answer; raise max_turns on the run or agent and apply again", ErrMaxTurns, f.agent, f.maxTurns)
 		}
-		if err := f.callModel(ctx); err != nil {
+		tctx, turn = f.startTurn(ctx, false)
+		if err := f.callModel(tctx); err != nil {
 			return nil, err
 		}
 	}
@@ -425,7 +453,8 @@ func (f *frame) callModel(ctx context.Context) error {
 		Compaction:       a.Compaction,
 	}
 	f.st.emit(Event{Type: EventTurn, Path: f.path, Agent: a.Name, Turn: f.turns + 1})
-	mctx, stop := f.st.untilInterrupt(ctx)
+	cctx, span := f.startChat(ctx, a)
+	mctx, stop := f.st.untilInterrupt(cctx)
 	defer stop()
 	began := time.Now()
 	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
@@ -433,6 +462,12 @@ func (f *frame) callModel(ctx context.Context) error {
 			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
 		}
 	})
+	chatResult(span, resp)
+	if err != nil && f.st.interrupted() {
+		endSpan(span, ErrInterrupted)
+	} else {
+		endSpan(span, err)
+	}
 	if err != nil {
 		if f.st.interrupted() {
 			return fmt.Errorf("agent %q, turn %d: %w: the model call in flight (and its retries) was abandoned; it was not checkpointed and is made again on resume", a.Name, f.turns+1, ErrInterrupted)
@@ -573,11 +608,16 @@ func (f *frame) answerCalls(ctx context.Context) error {
 // execute runs one call. The returned error is fatal to the run (a model
 // failure inside a nested run, a sandbox that failed under a tool, an
 // interrupt, a cancelled context); tool failures become the call's output.
-func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandoff, ignoreExtra bool) (model.Item, string, error) {
+func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandoff, ignoreExtra bool) (_ model.Item, _ string, err error) {
 	out := model.Item{Type: model.ItemFunctionCallOutput, CallID: call.CallID}
+	ctx, span := f.startTool(ctx, a, call)
+	defer func() { endSpan(span, err) }()
+	var exitCode *int
+	handoff := ""
 	f.st.emit(Event{Type: EventToolCall, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Arguments: call.Arguments})
 	result := func(text string, isErr bool) {
 		out.Output = text
+		toolResult(span, text, exitCode, isErr, handoff)
 		f.st.emit(Event{Type: EventToolResult, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Text: preview(text), IsError: isErr})
 	}
 	if isHandoff {
@@ -585,9 +625,9 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 			result("Multiple handoffs detected, ignoring this one.", true)
 			return out, "", nil
 		}
-		target := takenHandoff(a, []model.Item{call})
-		result(tools.HandoffOutput(target), false)
-		return out, target, nil
+		handoff = takenHandoff(a, []model.Item{call})
+		result(tools.HandoffOutput(handoff), false)
+		return out, handoff, nil
 	}
 	for _, at := range a.AgentTools {
 		if tools.FunctionName(at.Name) != call.Name {
@@ -623,6 +663,7 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 			return out, "", nil
 		}
 		out.Images = o.Images
+		exitCode = o.ExitCode
 		result(o.Text, false)
 		return out, "", nil
 	}

@@ -163,5 +163,5 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 		notices = append(notices, TimeoutNotice(t.timeout))
 	}
 	res.Wall = wall
-	return Output{Text: FormatExecOutput(res, 0, notices...)}, nil
+	return Output{ExitCode: exitCode(res), Text: FormatExecOutput(res, 0, notices...)}, nil
 }

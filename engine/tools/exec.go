@@ -180,7 +180,7 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		notices = append(notices, TimeoutNotice(req.Timeout))
 	}
 	res.Wall = wall
-	return Output{Text: FormatExecOutput(res, maxTokens, notices...)}, nil
+	return Output{ExitCode: exitCode(res), Text: FormatExecOutput(res, maxTokens, notices...)}, nil
 }
 
 // startSession runs a command as a session: on a terminal when tty, and

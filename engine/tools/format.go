@@ -196,3 +196,13 @@ func chunkID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// exitCode is res's exit status, nil when the command did not finish
+// (timed out).
+func exitCode(res sandbox.ExecResult) *int {
+	if res.TimedOut {
+		return nil
+	}
+	c := res.ExitCode
+	return &c
+}

@@ -15,6 +15,9 @@ import (
 type Output struct {
 	Text   string
 	Images []model.Image
+	// ExitCode is the exit status of the command a tool ran, when it
+	// finished (exec_command, command tools); traces record it.
+	ExitCode *int
 }
 
 // Tool is one function tool.

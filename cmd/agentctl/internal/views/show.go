@@ -247,6 +247,9 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 		fmt.Fprintf(w, ", memory %d input / %d output tokens", mu.InputTokens, mu.OutputTokens)
 	}
 	fmt.Fprintln(w)
+	if r.TraceID != "" {
+		fmt.Fprintf(w, "Trace: %s\n", termtext.Line(r.TraceID))
+	}
 }
 
 // spentText is what a run spent besides tokens, as its budgets count it:

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/agenttest"
+	"github.com/agentctl/agentctl/providers/builtin"
+)
+
+func testCommand() *command {
+	return &command{
+		Name:       "test",
+		ShortUsage: "agentctl test [options] [PATH]",
+		ShortHelp:  "Run the configuration's tests (*.test.hcl) in temporary state.",
+		LongHelp: "  Runs each test file's run blocks in order, each a plan or an apply of\n" +
+			"  the configuration with the file's variables and scripted model\n" +
+			"  replies, and checks its assert blocks. Every file gets a temporary\n" +
+			"  state directory; its sandboxes are destroyed afterwards. Exits 1 when\n" +
+			"  any assertion fails or any run cannot be carried out.",
+		Run: leaf(arguments.ParseTest, (*meta).test),
+	}
+}
+
+// test runs agentctl test.
+func (m *meta) test(ctx context.Context, args *arguments.Test) error {
+	m.noColor = args.NoColor
+	view := views.NewTest(args.ViewType, m.view())
+	// Tests are not resumable: an interrupt cancels the runs, and the
+	// teardown still destroys what they created.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := agenttest.Test(ctx, agenttest.Options{
+		ConfigPath:     args.Path,
+		Files:          args.Filter,
+		Vars:           args.Vars.Vars,
+		VarFiles:       args.Vars.VarFiles,
+		Environ:        m.Environ,
+		Registry:       builtin.Registry(),
+		TracerProvider: m.traces,
+		Version:        config.Version,
+		Parallelism:    args.Parallelism,
+		Events:         view.Event,
+	})
+	if err != nil {
+		return err
+	}
+	view.Summary(sum)
+	if !sum.OK() {
+		return exitCode(exitError)
+	}
+	return nil
+}
