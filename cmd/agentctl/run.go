@@ -72,6 +72,7 @@ func (c *command) sub(name string) *command {
 // commands lists the subcommands; add new ones here.
 func commands() []*command {
 	return []*command{
+		initCommand(),
 		validateCommand(),
 		fmtCommand(),
 		graphCommand(),

@@ -76,6 +76,11 @@ func (j *journal) Append(rec any) error {
 	if j.broken != nil {
 		return j.broken
 	}
+	if err := j.s.leaseLost(); err != nil {
+		// Another agentctl may hold the lock now and resume this run:
+		// stop writing its journal.
+		return fmt.Errorf("journal %s: %w", j.name, err)
+	}
 	seq := j.n + 1
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -178,4 +183,46 @@ func (s *Store) RemoveJournal(name string) error {
 		return s.fail("removing journal "+name, err)
 	}
 	return nil
+}
+
+// ImportJournal replaces the journal name with records, in one
+// transaction (agentctl init -migrate-state moves local journals with
+// it).
+func (s *Store) ImportJournal(ctx context.Context, name string, records [][]byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*opTimeout)
+	defer cancel()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.fail("importing journal "+name, err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `DELETE FROM `+s.t.journals+` WHERE name = $1`, name); err != nil {
+		return s.fail("importing journal "+name, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.t.journals+` (name) VALUES ($1)`, name); err != nil {
+		return s.fail("importing journal "+name, err)
+	}
+	rows := make([][]any, len(records))
+	for i, r := range records {
+		rows[i] = []any{name, int64(i + 1), r}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.cfg.Schema, "journal_records"}, []string{"name", "seq", "record"}, pgx.CopyFromRows(rows)); err != nil {
+		return s.fail("importing journal "+name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return s.fail("importing journal "+name, err)
+	}
+	return nil
+}
+
+// leaseLost returns why the lock this store holds was lost, or nil (also
+// when it holds none).
+func (s *Store) leaseLost() error {
+	s.mu.Lock()
+	l := s.held
+	s.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	return l.lostErr()
 }

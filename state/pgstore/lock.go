@@ -29,6 +29,49 @@ type lease struct {
 
 	mu   sync.Mutex
 	conn *pgx.Conn // nil once released
+	// lost is why the lock's connection failed, found by the watchdog
+	// (nil while it answers).
+	lost error
+	stop chan struct{}
+}
+
+// watchInterval is how often the lock's connection is checked while
+// held, so that journal appends stop soon after the lock is lost.
+const watchInterval = 2 * time.Second
+
+// watch checks the lock's connection until the lease is released.
+func (l *lease) watch() {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		if l.conn == nil {
+			l.mu.Unlock()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := l.conn.Ping(ctx)
+		cancel()
+		if err != nil && l.lost == nil {
+			l.lost = fmt.Errorf("state lock lost: %w", l.s.fail("the connection holding the lock", err))
+		}
+		l.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lostErr returns why the lock was lost, or nil.
+func (l *lease) lostErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
 }
 
 var _ state.Lease = (*lease)(nil)
@@ -108,10 +151,11 @@ func (s *Store) tryLock(ctx context.Context, conn *pgx.Conn, info state.LockInfo
 		conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, s.lockKey[0], s.lockKey[1])
 		return nil, s.fail("locking the state: recording the lock info", err)
 	}
-	l := &lease{s: s, info: info, conn: conn}
+	l := &lease{s: s, info: info, conn: conn, stop: make(chan struct{})}
 	s.mu.Lock()
 	s.held = l
 	s.mu.Unlock()
+	go l.watch()
 	return l, nil
 }
 
@@ -167,6 +211,7 @@ func (l *lease) release() error {
 	if l.conn == nil {
 		return nil
 	}
+	close(l.stop)
 	ctx, cancel := opCtx(context.Background())
 	defer cancel()
 	var errs []error

@@ -434,13 +434,14 @@ func TestSnapshots(t *testing.T) {
 // committed is lost; the lock's session is gone, so the lease refuses
 // state writes.
 func TestDatabaseRestart(t *testing.T) {
-	s, _ := newStore(t)
+	s, cfg := newStore(t)
+	ls := another(t, cfg) // holds the lock; s writes the journal
 	ctx := context.Background()
 	st, _ := s.Read()
 	if err := s.Write(st); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
+	l, err := ls.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +460,7 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Fatalf("append after a restart: %v", err)
 	}
 	st.Runs["run.r"] = &state.Run{Status: "running"}
-	err = s.Append(st, state.RunRef("run.r"))
+	err = ls.Append(st, state.RunRef("run.r"))
 	if err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("state append on the lock's lost connection: %v", err)
 	}
@@ -471,5 +472,18 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 	if pid, err := s.lockHolder(ctx); pid != 0 || err != nil {
 		t.Fatalf("the lock is held after the restart by %d (%v)", pid, err)
+	}
+	// The watchdog finds the lost lock; the holder's journal appends
+	// then stop.
+	jl, err := ls.OpenJournal("journals/r.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * watchInterval)
+	for ls.leaseLost() == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := jl.Append(map[string]int{"step": 3}); err == nil || !strings.Contains(err.Error(), "state lock lost") {
+		t.Fatalf("journal append after the lock was lost: %v", err)
 	}
 }
