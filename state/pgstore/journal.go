@@ -40,14 +40,20 @@ var _ state.JournalWriter = (*journal)(nil)
 
 // OpenJournal opens (creating it if needed) the journal name.
 func (s *Store) OpenJournal(name string) (state.JournalWriter, error) {
-	ctx, cancel := opCtx(context.Background())
-	defer cancel()
-	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.t.journals+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
-		return nil, s.fail("opening journal "+name, err)
-	}
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM `+s.t.records+` WHERE name = $1`, name).Scan(&n); err != nil {
-		return nil, s.fail("opening journal "+name, err)
+	err := retry(func() error {
+		ctx, cancel := opCtx(context.Background())
+		defer cancel()
+		if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.t.journals+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+			return s.fail("opening journal "+name, err)
+		}
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM `+s.t.records+` WHERE name = $1`, name).Scan(&n); err != nil {
+			return s.fail("opening journal "+name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &journal{s: s, name: name, n: n}, nil
 }
@@ -136,7 +142,24 @@ func (j *journal) Close() error {
 // ReadJournal calls fn with each record of the journal name, in order,
 // and returns how many there are. A journal that does not exist is an
 // error wrapping fs.ErrNotExist.
-func (s *Store) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
+func (s *Store) ReadJournal(name string, fn func(raw json.RawMessage) error) (n int, err error) {
+	// Retried only while no record was passed to fn.
+	err = retry(func() error {
+		n, err = s.readJournal(name, fn)
+		if n > 0 && err != nil && retryable(err) {
+			return fmt.Errorf("journal %s: the connection was lost while reading it: %w", name, errNoRetry{err})
+		}
+		return err
+	})
+	return n, err
+}
+
+// errNoRetry hides a retryable error from retry.
+type errNoRetry struct{ err error }
+
+func (e errNoRetry) Error() string { return e.err.Error() }
+
+func (s *Store) readJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -177,12 +200,14 @@ func (s *Store) ReadJournal(name string, fn func(raw json.RawMessage) error) (in
 
 // RemoveJournal removes the journal name; a missing one is not an error.
 func (s *Store) RemoveJournal(name string) error {
-	ctx, cancel := opCtx(context.Background())
-	defer cancel()
-	if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.t.journals+` WHERE name = $1`, name); err != nil {
-		return s.fail("removing journal "+name, err)
-	}
-	return nil
+	return retry(func() error {
+		ctx, cancel := opCtx(context.Background())
+		defer cancel()
+		if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.t.journals+` WHERE name = $1`, name); err != nil {
+			return s.fail("removing journal "+name, err)
+		}
+		return nil
+	})
 }
 
 // ImportJournal replaces the journal name with records, in one

@@ -236,7 +236,15 @@ func (s *Store) ReadLockInfo() (*state.LockInfo, error) {
 	return s.readLockInfo(context.Background())
 }
 
-func (s *Store) readLockInfo(ctx context.Context) (*state.LockInfo, error) {
+func (s *Store) readLockInfo(ctx context.Context) (info *state.LockInfo, err error) {
+	err = retry(func() error {
+		info, err = s.readLockInfoOnce(ctx)
+		return err
+	})
+	return info, err
+}
+
+func (s *Store) readLockInfoOnce(ctx context.Context) (*state.LockInfo, error) {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	var data []byte

@@ -254,6 +254,27 @@ func retryable(err error) bool {
 	return unreachable(err)
 }
 
+// retryWaits are the waits before the retries of an operation that may
+// be made again (a read, an idempotent write) when the connection
+// failed: a pooled connection the database closed when it restarted
+// fails once, and a restarting database refuses connections for a
+// moment. Bounded: then the error is the operation's.
+var retryWaits = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+
+// retry runs fn, an operation that may be made again, retrying it
+// (boundedly) while its error says the database could not be reached.
+func retry(fn func() error) error {
+	err := fn()
+	for _, wait := range retryWaits {
+		if err == nil || !retryable(err) {
+			return err
+		}
+		time.Sleep(wait)
+		err = fn()
+	}
+	return err
+}
+
 // scrubber removes secrets from error messages.
 type scrubber struct {
 	secrets []string

@@ -98,6 +98,14 @@ func (s *Store) PutSnapshot(ctx context.Context, name string) error {
 // snapshotRow returns the stored size and SHA-256 of the snapshot name,
 // or an error wrapping archive.ErrSnapshotMissing.
 func (s *Store) snapshotRow(ctx context.Context, name string) (size int64, sum string, err error) {
+	err = retry(func() error {
+		size, sum, err = s.snapshotRowOnce(ctx, name)
+		return err
+	})
+	return size, sum, err
+}
+
+func (s *Store) snapshotRowOnce(ctx context.Context, name string) (size int64, sum string, err error) {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	err = s.pool.QueryRow(ctx, `SELECT size, sha256 FROM `+s.t.snapshots+` WHERE name = $1`, name).Scan(&size, &sum)

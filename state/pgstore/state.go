@@ -32,7 +32,15 @@ func (s *Store) Read() (*State, error) {
 // State is state.State (the alias keeps Read's signature readable).
 type State = state.State
 
-func (s *Store) read(ctx context.Context) (*state.State, error) {
+func (s *Store) read(ctx context.Context) (st *state.State, err error) {
+	err = retry(func() error {
+		st, err = s.readOnce(ctx)
+		return err
+	})
+	return st, err
+}
+
+func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
