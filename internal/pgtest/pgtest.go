@@ -90,7 +90,7 @@ func Start(ctx context.Context) (srv *Server, skip string, err error) {
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
 func (s *Server) start(ctx context.Context) error {
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200", s.Port, s.dir)
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c max_connections=200", s.Port, s.dir)
 	if out, err := s.run(ctx, "pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "server.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
 		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\n%s", err, out, log)
