@@ -11,6 +11,10 @@
 # and the ratio of the medians when terraform is on PATH (terraform init
 # is run untimed; terraform_data needs no provider download). It builds
 # agentctl from this checkout. Nothing needs a network or a key.
+#
+# With AGENTCTL_BENCH_PG set to a PostgreSQL connection string, agentctl
+# keeps its state in the pg backend there (a schema per repetition,
+# agentctl init run untimed) instead of the local .agentctl directory.
 set -euo pipefail
 reps=5
 while getopts r: opt; do
@@ -35,6 +39,9 @@ gen() {
   local n=$1 dir=$2 r deps
   mkdir -p "$dir/a" "$dir/t"
   {
+    if [ -n "${AGENTCTL_BENCH_PG:-}" ]; then
+      printf 'agentctl {\n  backend "pg" {\n    conn_str    = env("AGENTCTL_BENCH_PG")\n    schema_name = "bench_%s"\n  }\n}\n\n' "$(basename "$dir" | tr -c 'a-z0-9\n' _)_$$"
+    fi
     printf 'provider "scripted" {\n  script "a" {\n    reply { text = "done" }\n  }\n}\n\n'
     printf 'agent "a" {\n  provider     = provider.scripted\n  instructions = "Do it."\n}\n\n'
     for ((r = 0; r < n; r++)); do
@@ -81,6 +88,9 @@ for n in "${sizes[@]}"; do
     gen "$n" "$d"
     if $have_tf; then
       (cd "$d/t" && terraform init -input=false >/dev/null 2>&1)
+    fi
+    if [ -n "${AGENTCTL_BENCH_PG:-}" ]; then
+      (cd "$d/a" && "$work/agentctl" init -no-color >/dev/null)
     fi
     timed "a$n" "$d/a" "$work/agentctl" apply -auto-approve -no-color
     if $have_tf; then

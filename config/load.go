@@ -352,8 +352,9 @@ func (l *loader) declareBlock(b *hcl.Block, kind, name string) bool {
 func (l *loader) decodeSettings(b *hcl.Block) {
 	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "required_version"}, {Name: "parallelism"},
-	}})
+	}, Blocks: backendBlockSchema.Blocks})
 	l.diags = append(l.diags, diags...)
+	l.decodeBackend(content.Blocks)
 	if a, ok := content.Attributes["required_version"]; ok {
 		if s, ok := l.staticString(a); ok {
 			l.cfg.Settings.RequiredVersion = s

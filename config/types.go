@@ -60,7 +60,10 @@ type Config struct {
 type Settings struct {
 	RequiredVersion string
 	Parallelism     int // default 10
-	DeclRange       hcl.Range
+	// Backend is the state backend; nil for the local .agentctl
+	// directory.
+	Backend   *Backend
+	DeclRange hcl.Range
 }
 
 type Variable struct {

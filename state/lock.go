@@ -65,6 +65,9 @@ type LockInfo struct {
 type LockedError struct {
 	// LockFile is the path of the lock file.
 	LockFile string
+	// Lock describes a lock that is not a file (a remote backend's), in
+	// place of LockFile.
+	Lock string
 	// Info describes the holder; nil when it could not be read (the holder
 	// is between taking the lock and recording itself).
 	Info *LockInfo
@@ -84,7 +87,11 @@ func (e *LockedError) Error() string {
 	} else {
 		b.WriteString(": the holder has not recorded itself yet")
 	}
-	fmt.Fprintf(&b, "; lock file %s. ", e.LockFile)
+	if e.Lock != "" {
+		fmt.Fprintf(&b, "; lock: %s. ", e.Lock)
+	} else {
+		fmt.Fprintf(&b, "; lock file %s. ", e.LockFile)
+	}
 	b.WriteString("To wait for it, run the command again with -lock-timeout=DURATION (e.g. -lock-timeout=5m). ")
 	b.WriteString("If that process is stuck, stop it: the lock is released as soon as it exits, even if killed, and the next command replaces the lock info it left (agentctl force-unlock is not needed).")
 	return b.String()
@@ -124,18 +131,7 @@ func (d *Dir) Lock(ctx context.Context, info LockInfo, timeout time.Duration) (L
 	if err := d.Ensure(); err != nil {
 		return nil, fmt.Errorf("locking state: %w", err)
 	}
-	if info.ID == "" {
-		info.ID = uuid.NewString()
-	}
-	if info.Who == "" {
-		info.Who = whoAmI()
-	}
-	if info.PID == 0 {
-		info.PID = os.Getpid()
-	}
-	if info.Version == "" {
-		info.Version = d.version
-	}
+	info = fillLockInfo(info, d.version)
 	start := time.Now()
 	backoff := 25 * time.Millisecond
 	setCreated := info.Created.IsZero()
@@ -373,6 +369,24 @@ func (d *Dir) ForceUnlock(id string) error {
 		return fmt.Errorf("force-unlock: %w", err)
 	}
 	return nil
+}
+
+// fillLockInfo fills in the ID, who, the PID and the version of info
+// when they are empty.
+func fillLockInfo(info LockInfo, version string) LockInfo {
+	if info.ID == "" {
+		info.ID = uuid.NewString()
+	}
+	if info.Who == "" {
+		info.Who = whoAmI()
+	}
+	if info.PID == 0 {
+		info.PID = os.Getpid()
+	}
+	if info.Version == "" {
+		info.Version = version
+	}
+	return info
 }
 
 func whoAmI() string {

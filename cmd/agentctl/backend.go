@@ -21,10 +21,14 @@ import (
 // backend is what the state-using commands share: the loaded
 // configuration, its state directory and, while held, the state lock.
 type backend struct {
-	m    *meta
-	cfg  *config.Config
-	dir  *state.Dir
-	lock state.Lease
+	m   *meta
+	cfg *config.Config
+	// dir is the local state directory: the store itself, or what a
+	// remote backend keeps on this machine (logs, caches, sandboxes).
+	dir *state.Dir
+	// store is where the state lives: dir, or the configured backend.
+	store state.Store
+	lock  state.Lease
 }
 
 // stateDirFor is where a configuration's state lives (DESIGN §5):
@@ -104,8 +108,12 @@ func (m *meta) backendFor(path string, cfg *config.Config, sa arguments.State) (
 	if err != nil {
 		return nil, err
 	}
+	store, err := m.openStore(cfg, dir, sa)
+	if err != nil {
+		return nil, err
+	}
 	m.log.Debug("configuration loaded", "path", path, "state_dir", dir.Path(), "state_file", dir.StateFile())
-	return &backend{m: m, cfg: cfg, dir: dir}, nil
+	return &backend{m: m, cfg: cfg, dir: dir, store: store}, nil
 }
 
 // takeLock takes the state lock for operation unless -lock=false.
@@ -114,7 +122,7 @@ func (b *backend) takeLock(ctx context.Context, sa arguments.State, operation st
 		return nil
 	}
 	b.m.log.Debug("taking the state lock", "operation", operation, "timeout", sa.LockTimeout)
-	l, err := b.dir.Lock(ctx, state.LockInfo{Operation: operation}, sa.LockTimeout)
+	l, err := b.store.Lock(ctx, state.LockInfo{Operation: operation}, sa.LockTimeout)
 	if err != nil {
 		return err
 	}
@@ -135,7 +143,7 @@ func (b *backend) unlock() {
 func (b *backend) engine(parallelism int, events func(engine.Event), interrupt <-chan struct{}) *engine.Engine {
 	return &engine.Engine{
 		Config:      b.cfg,
-		State:       b.dir,
+		State:       b.store,
 		Environ:     b.m.Environ,
 		Events:      logEvents(b.m.log, events),
 		Parallelism: parallelism,
@@ -214,7 +222,7 @@ func (m *meta) lockedState(ctx context.Context, args arguments.Backend, operatio
 	if err := b.takeLock(ctx, args.State, operation); err != nil {
 		return nil, nil, err
 	}
-	st, err := b.dir.Read()
+	st, err := b.store.Read()
 	if err != nil {
 		b.unlock()
 		return nil, nil, err
@@ -230,7 +238,7 @@ func readState(open func(string, arguments.Vars, arguments.State) (*backend, err
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := b.dir.Read()
+	st, err := b.store.Read()
 	if err != nil {
 		return nil, nil, err
 	}

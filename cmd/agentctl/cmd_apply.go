@@ -90,7 +90,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	if b.lock != nil {
 		m.removeSnapshotTemps(b.dir)
 	}
-	st, err := b.dir.Read()
+	st, err := b.store.Read()
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		view.Plan(p)
 		if !p.HasChanges() {
 			if !destroy && e.RefreshOutputs(st) {
-				if err := b.dir.Write(st); err != nil {
+				if err := b.store.Write(st); err != nil {
 					return err
 				}
 			}

@@ -51,7 +51,7 @@ func (m *meta) decide(ctx context.Context, args *arguments.Approve) error {
 		return err
 	}
 	defer b.unlock()
-	st, err := b.dir.Read()
+	st, err := b.store.Read()
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (m *meta) decide(ctx context.Context, args *arguments.Approve) error {
 	if err != nil {
 		return err
 	}
-	if err := b.dir.Write(st); err != nil {
+	if err := b.store.Write(st); err != nil {
 		return err
 	}
 	view.Decided(args.Run, decided, len(r.Pending()))

@@ -40,7 +40,7 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 		return err
 	}
 	defer b.unlock()
-	st, err := b.dir.Read()
+	st, err := b.store.Read()
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 		return err
 	}
 	defer b.unlock()
-	st, err := b.dir.Read()
+	st, err := b.store.Read()
 	if err != nil {
 		return err
 	}
@@ -123,13 +123,13 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 		delete(st.Runs, addr)
 		delete(st.Chats, addr)
 	}
-	if err := b.dir.Write(st); err != nil {
+	if err := b.store.Write(st); err != nil {
 		return err
 	}
 	// A forgotten run's journal (its checkpoints or transcript) goes with
 	// its record, once the state no longer points to it.
 	for _, j := range journals {
-		if err := b.dir.RemoveJournal(j); err != nil {
+		if err := b.store.RemoveJournal(j); err != nil {
 			return fmt.Errorf("the state was updated, but a journal was not removed: %w", err)
 		}
 	}
@@ -153,7 +153,7 @@ func (m *meta) forceUnlock(_ context.Context, args *arguments.ForceUnlock) error
 	if err != nil {
 		return err
 	}
-	err = b.dir.ForceUnlock(args.LockID)
+	err = b.store.ForceUnlock(args.LockID)
 	if errors.Is(err, state.ErrNotLocked) {
 		view.NotLocked(args.LockID)
 		return nil

@@ -16,7 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	// Namespaced local sandboxes re-execute this binary as their init.
 	local.MaybeRunInit()
-	testscript.Main(m, map[string]func(){
+	testscript.Main(stopPG{m}, map[string]func(){
 		"agentctl": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ())) },
 	})
 }

@@ -78,6 +78,7 @@ func (c *command) sub(name string) *command {
 // commands lists the subcommands; add new ones here.
 func commands() []*command {
 	return []*command{
+		initCommand(),
 		validateCommand(),
 		fmtCommand(),
 		graphCommand(),

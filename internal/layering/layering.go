@@ -40,6 +40,11 @@ var Rules = []Rule{
 		Why:  "the state records results; it does not load configuration or talk to providers",
 	},
 	{
+		From: []string{"state", "engine/..."},
+		To:   []string{"state/pgstore"},
+		Why:  "the engine and the storage contract know stores only as state.Store; the command line picks the backend",
+	},
+	{
 		From: []string{"engine/..."},
 		To:   []string{"cmd/..."},
 		Why:  "the engine knows nothing of the command line",

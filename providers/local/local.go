@@ -304,6 +304,13 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 	if err := p.check(&spec); err != nil {
 		return nil, err
 	}
+	if spec.StateDir != "" && filepath.Dir(filepath.Clean(data.Dir)) != filepath.Clean(spec.StateDir) {
+		// A state shared through a backend: the sandbox was made by the
+		// agentctl of another working directory or machine, whose
+		// files this one does not use; here it is gone (plan restores
+		// it from its snapshot, or creates it again).
+		return nil, fmt.Errorf("sandbox directory %s belongs to another working directory or machine (this one keeps its sandboxes in %s): %w", data.Dir, spec.StateDir, sandbox.ErrNotFound)
+	}
 	if _, err := os.Stat(filepath.Join(data.Dir, markerName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("sandbox directory %s: %w", data.Dir, sandbox.ErrNotFound)
