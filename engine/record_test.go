@@ -181,3 +181,35 @@ func TestReplayWithoutCassetteFailsAtPlan(t *testing.T) {
 		t.Fatalf("plan: %v", err)
 	}
 }
+
+// TestWriteReplayExample records examples/replay.hcl's pipeline against
+// the fake OpenAI server into examples/cassettes/replay, the cassette the
+// example replays (skipped unless AGENTCTL_WRITE_REPLAY_EXAMPLE=1):
+//
+//	AGENTCTL_WRITE_REPLAY_EXAMPLE=1 go test ./engine -run TestWriteReplayExample
+func TestWriteReplayExample(t *testing.T) {
+	if os.Getenv("AGENTCTL_WRITE_REPLAY_EXAMPLE") != "1" {
+		t.Skip("set AGENTCTL_WRITE_REPLAY_EXAMPLE=1 to record the example's cassette again")
+	}
+	src, err := os.ReadFile("../examples/replay.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fakeopenai.New(t)
+	srv.Enqueue(
+		fakeopenai.Text("Q3 revenue rose 12% to 4.1M while churn fell to 2%."),
+		fakeopenai.Text("Revenue Up 12%, Churn Down to 2%"),
+	)
+	live := strings.Replace(string(src), `  replay = "cassettes/replay"`, fmt.Sprintf("  base_url = %q", srv.URL), 1)
+	dir := t.TempDir()
+	e := engineAt(t, dir, live)
+	tapes, err := filepath.Abs("../examples/cassettes/replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(tapes); err != nil {
+		t.Fatal(err)
+	}
+	e.Record = tapes
+	planApply(t, e, PlanOptions{})
+}

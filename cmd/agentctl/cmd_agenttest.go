@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
@@ -35,6 +37,17 @@ func (m *meta) test(ctx context.Context, args *arguments.Test) error {
 	// teardown still destroys what they created.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	replay := args.Replay
+	if replay != "" {
+		abs, err := filepath.Abs(replay)
+		if err != nil {
+			return fmt.Errorf("-replay %s: %w", replay, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return fmt.Errorf("-replay %s: not a directory of cassettes (record one with agentctl apply -record DIR)", replay)
+		}
+		replay = abs
+	}
 	sum, err := agenttest.Test(ctx, agenttest.Options{
 		ConfigPath:     args.Path,
 		Files:          args.Filter,
@@ -46,6 +59,7 @@ func (m *meta) test(ctx context.Context, args *arguments.Test) error {
 		Version:        config.Version,
 		Parallelism:    args.Parallelism,
 		Events:         view.Event,
+		Replay:         replay,
 	})
 	if err != nil {
 		return err

@@ -39,9 +39,11 @@ type Options struct {
 	Parallelism int
 	// Events receives progress, in order, from one goroutine.
 	Events func(Event)
-	// Record/replay (agentctl test -replay DIR, serving recorded model
-	// exchanges offline) is an option of this struct: it is applied to
-	// each run's configuration like Overrides are.
+	// Replay, when not "", is a directory of recorded cassettes (apply
+	// -record) that every model provider calling a model over HTTP
+	// answers from instead of the network (agentctl test -replay DIR);
+	// a request that was not recorded fails its run, naming it.
+	Replay string
 }
 
 // EventType names a test event.
@@ -244,6 +246,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir
 	e := &engine.Engine{
 		Config: cfg, State: dir, Environ: opts.Environ, Version: opts.Version,
 		Parallelism: opts.Parallelism, Registry: cfg.Registry(), TracerProvider: opts.TracerProvider,
+		Replay: opts.Replay,
 	}
 	st, err := dir.Read()
 	if err != nil {

@@ -14,8 +14,11 @@ type Test struct {
 	// Parallelism bounds concurrent graph nodes in each run (0 = the
 	// configuration's).
 	Parallelism int
-	ViewType    ViewType
-	NoColor     bool
+	// Replay is the directory -replay names: recorded model exchanges
+	// the runs are answered from, offline.
+	Replay   string
+	ViewType ViewType
+	NoColor  bool
 }
 
 // ParseTest parses test's arguments: flags and at most one PATH.
@@ -28,6 +31,7 @@ func ParseTest(args []string) (*Test, hcl.Diagnostics) {
 	fs.BoolVar(&a.NoColor, "no-color", false, "Disable color in the output.")
 	fs.Var(&filter, "filter", "Run only this test file (repeatable).")
 	fs.IntVar(&a.Parallelism, "parallelism", 0, "Limit the number of concurrent operations in each run.")
+	fs.StringVar(&a.Replay, "replay", "", "Answer every model call over HTTP from the cassettes in `DIR` (recorded by apply -record), with no network; a request that was not recorded fails its run.")
 	a.Vars.register(fs)
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {
