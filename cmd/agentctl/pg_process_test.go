@@ -236,6 +236,35 @@ func TestPGTwoWorkingDirectories(t *testing.T) {
 	if out := b.mustRun("plan", "-no-color"); !strings.Contains(out, "No changes") {
 		t.Errorf("plan after the resume:\n%s", out)
 	}
+
+	// The sandbox now lives in b's directory: from a it is gone, and a's
+	// apply restores it from the snapshot b's run stored in the backend.
+	want, err := os.ReadFile(filepath.Join(localWorkspace(b), "log.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = a.mustRun("plan", "-no-color")
+	t.Logf("plan in the first directory:\n%s", out)
+	if !strings.Contains(out, "sandbox.box will be restored") {
+		t.Errorf("plan in a does not restore sandbox.box:\n%s", out)
+	}
+	for _, f := range []string{"snapshots"} {
+		if m, _ := filepath.Glob(filepath.Join(a.stateDir(), f, "*.tar")); len(m) != 0 {
+			t.Fatalf("a already holds a snapshot before restoring: %v", m)
+		}
+	}
+	out = a.mustRun("apply", "-auto-approve", "-no-color")
+	t.Logf("apply in the first directory:\n%s", out)
+	got, err := os.ReadFile(filepath.Join(localWorkspace(a), "log.txt"))
+	if err != nil {
+		t.Fatalf("the restored workspace in a: %v", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("restored log.txt in a = %q, want b's %q", got, want)
+	}
+	if out := a.mustRun("plan", "-no-color"); !strings.Contains(out, "No changes") {
+		t.Errorf("plan in a after the restore:\n%s", out)
+	}
 }
 
 // TestPGMigrateState: a local state moved into the backend with init
