@@ -305,6 +305,18 @@ func TestPGMigrateState(t *testing.T) {
 	if out := h.mustRun("show", "-no-color", "run.job"); !strings.Contains(out, finalAnswer) {
 		t.Errorf("show run.job after the migration (its transcript is in the backend):\n%s", out)
 	}
+	// A saved plan is checked against the backend's state: applied while
+	// the state is as it was planned, refused once another command
+	// changed it.
+	h.mustRun("plan", "-no-color", "-replace=run.job", "-out=replace.plan")
+	h.mustRun("plan", "-no-color", "-replace=run.job", "-out=stale.plan")
+	if out := h.mustRun("apply", "-no-color", "replace.plan"); !strings.Contains(out, "1 runs executed") && !strings.Contains(out, "1 run executed") {
+		t.Errorf("apply of the saved plan:\n%s", out)
+	}
+	_, errOut, code = h.run("apply", "-no-color", "stale.plan")
+	if code == 0 || !strings.Contains(errOut, "Saved plan is stale") {
+		t.Errorf("apply of a plan the backend's state moved past: exit %d\n%s", code, errOut)
+	}
 	// Another state is never overwritten.
 	other := newHarness(t)
 	other.mustRun("apply", "-auto-approve", "-no-color")
