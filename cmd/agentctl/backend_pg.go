@@ -17,13 +17,15 @@ import (
 
 // backendRecordFile, in the local state directory, records the backend
 // agentctl init set up for it (as .terraform/terraform.tfstate does):
-// its type and schema, never the connection string. A backend in the
-// configuration that it does not record needs agentctl init first.
+// its type, schema and database (host:port/name), never the connection
+// string's user or password. A backend in the configuration that it does
+// not record needs agentctl init first.
 const backendRecordFile = "backend.json"
 
 type backendRecord struct {
 	Type          string    `json:"type"`
 	Schema        string    `json:"schema_name"`
+	Database      string    `json:"database,omitempty"`
 	InitializedAt time.Time `json:"initialized_at"`
 }
 
@@ -93,6 +95,9 @@ func (m *meta) openStore(cfg *config.Config, dir *state.Dir, sa arguments.State)
 			return nil, fmt.Errorf("backend configuration changed: %s was initialized with the %s backend (schema %q), the configuration now says %s (schema %q): run agentctl init (-migrate-state to move a local state into it)%s", dir.Path(), rec.Type, rec.Schema, be.Type, schema, hint)
 		}
 		return nil, fmt.Errorf("backend initialization required: the configuration keeps the state in the %s backend (schema %q) at %s: run agentctl init%s", be.Type, schema, be.DeclRange, hint)
+	}
+	if db := pgstore.Target(be.ConnString); rec.Database != "" && db != "" && db != rec.Database {
+		return nil, fmt.Errorf("backend configuration changed: %s was initialized with the %s backend in the database %s, the connection string at %s now reaches %s: point it back at %s, or run agentctl init to use the new database (the state in the old one stays there: moving a state between databases is not supported)", dir.Path(), rec.Type, rec.Database, be.DeclRange, db, rec.Database)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -72,6 +72,9 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 	}
 	schema := backendSchema(be)
 	fmt.Fprintf(m.Stdout, "Initializing the %s backend (schema %q)...\n", be.Type, schema)
+	if db := pgstore.Target(be.ConnString); rec != nil && rec.Database != "" && db != "" && db != rec.Database {
+		fmt.Fprintf(m.Stdout, "The configuration now reaches the database %s; the state in %s stays there (moving a state between databases is not supported).\n", db, rec.Database)
+	}
 	store, err := pgstore.Connect(ctx, pgConfig(be, dir))
 	if err != nil {
 		return err
@@ -104,7 +107,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 	} else if local.Serial > 0 {
 		fmt.Fprintf(m.Stdout, "The local state in %s (serial %d) is left where it is (-reconfigure).\n", dir.StateFile(), local.Serial)
 	}
-	if err := writeBackendRecord(dir, &backendRecord{Type: be.Type, Schema: schema, InitializedAt: time.Now().UTC()}); err != nil {
+	if err := writeBackendRecord(dir, &backendRecord{Type: be.Type, Schema: schema, Database: pgstore.Target(be.ConnString), InitializedAt: time.Now().UTC()}); err != nil {
 		return fmt.Errorf("recording the backend: %w", err)
 	}
 	fmt.Fprintf(m.Stdout, "\nagentctl has been initialized: the state is in the %s backend (schema %q).\n", be.Type, schema)

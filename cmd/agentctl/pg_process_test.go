@@ -317,6 +317,17 @@ func TestPGMigrateState(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "Saved plan is stale") {
 		t.Errorf("apply of a plan the backend's state moved past: exit %d\n%s", code, errOut)
 	}
+	// Pointed at another database, the configuration is refused until
+	// init, naming both databases.
+	conn := os.Getenv("AGENTCTL_TEST_PG")
+	t.Setenv("AGENTCTL_TEST_PG", strings.Replace(conn, "/postgres?", "/elsewhere?", 1))
+	_, errOut, code = h.run("plan", "-no-color")
+	if code == 0 || !strings.Contains(errOut, "Backend configuration changed") || !strings.Contains(errOut, "/postgres, the connection string") ||
+		!strings.Contains(errOut, "/elsewhere: point it back") {
+		t.Errorf("plan against another database: exit %d\n%s", code, errOut)
+	}
+	t.Setenv("AGENTCTL_TEST_PG", conn)
+
 	// Another state is never overwritten.
 	other := newHarness(t)
 	other.mustRun("apply", "-auto-approve", "-no-color")
