@@ -101,7 +101,7 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
-	j, err := OpenJournal(path)
+	j, err := openJournal(path, d.keys, kindJournal)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 // ReadJournal is ReadJournal for the journal at name, relative to the
 // state directory.
 func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
-	return ReadJournal(d.Abs(name), fn)
+	return readJournal(d.Abs(name), d.keys, kindJournal, fn)
 }
 
 // PutSnapshot stores the snapshot written at Abs(name): in the local
