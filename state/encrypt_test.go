@@ -206,6 +206,17 @@ func TestEncryptionMigration(t *testing.T) {
 	dir := t.TempDir()
 	plain, _ := OpenDir(dir)
 	fill(t, plain)
+	// A snapshot written before the key was set.
+	s0, _ := plain.Read()
+	os.MkdirAll(filepath.Join(dir, "snapshots"), 0o700)
+	snap := "snapshots/sandbox.b@1.tar"
+	if err := os.WriteFile(plain.Abs(snap), []byte("tar bytes "+canary), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s0.Sandboxes["sandbox.b"] = &Sandbox{Address: "sandbox.b", Snapshot: snap}
+	if err := plain.Append(s0, SandboxRef("sandbox.b")); err != nil {
+		t.Fatal(err)
+	}
 	keys := testKeys(t, false)
 	enc, _ := OpenDir(dir, WithEncryption(keys))
 	// Read as it is, with the key configured.
@@ -234,7 +245,7 @@ func TestEncryptionMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFilled(t, plain)
-	for _, p := range []string{plain.StateFile(), plain.BackupFile(), plain.JournalPath("run.a")} {
+	for _, p := range []string{plain.StateFile(), plain.BackupFile(), plain.JournalPath("run.a"), plain.Abs(snap)} {
 		if !bytes.Contains(mustRead(t, p), []byte(canary)) {
 			t.Errorf("%s is not plaintext after decrypt", p)
 		}

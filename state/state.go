@@ -35,6 +35,7 @@ import (
 
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/archive"
 )
 
 // FormatVersion is the version of the state file format this package
@@ -1047,7 +1048,7 @@ func (d *Dir) replaceStateFile(s *State, data []byte) error {
 		// Unreadable (kept as it is, as the backup) or already as wanted.
 		return replaceFile(d.stateFile, d.BackupFile(), data, 0o600)
 	}
-	if err := d.convertJournals(s); err != nil {
+	if err := d.convertFiles(s); err != nil {
 		return err
 	}
 	backup, err := d.sealStateFile(plain)
@@ -1060,9 +1061,21 @@ func (d *Dir) replaceStateFile(s *State, data []byte) error {
 	return replaceFile(d.stateFile, "", data, 0o600)
 }
 
-// convertJournals rewrites the journals s refers to that were written
-// with another encryption setting than the directory's.
-func (d *Dir) convertJournals(s *State) error {
+// convertFiles rewrites the journals and the snapshots s refers to that
+// were written with another encryption setting than the directory's.
+func (d *Dir) convertFiles(s *State) error {
+	for _, sb := range s.Sandboxes {
+		if sb.Snapshot == "" {
+			continue
+		}
+		path := d.Abs(sb.Snapshot)
+		if _, err := os.Stat(path); err != nil {
+			continue // a lost snapshot is reported where it is needed
+		}
+		if err := archive.ConvertSnapshot(path, d.keys.Key(), d.keys.WriteKey()); err != nil {
+			return err
+		}
+	}
 	var names []string
 	for _, r := range s.Runs {
 		names = append(names, r.Journal)
