@@ -505,9 +505,14 @@ func scanJournal(name string, r io.Reader, keys *seal.Keys, kind string, fn func
 	}
 	good = int64(len(line)) + 1
 	offset := good
+	maxLine := MaxJournalRecord + 10
+	if sealed {
+		// base64 of the envelope: 4/3 of the record and its overhead.
+		maxLine = (MaxJournalRecord+64)/3*4 + 20
+	}
 	var bad *JournalError
 	for {
-		line, complete, tooLong, err := readLine(br, MaxJournalRecord/3*4+200)
+		line, complete, tooLong, err := readLine(br, maxLine)
 		if err != nil {
 			return n, good, sealed, fmt.Errorf("reading journal %s: %w", name, err)
 		}

@@ -30,9 +30,10 @@ import (
 type SnapshotInfo struct {
 	// Path is the snapshot file on the host.
 	Path string `json:"path"`
-	// Size is its size in bytes.
+	// Size is its size in bytes (of the tar when it is encrypted).
 	Size int64 `json:"size"`
-	// SHA256 is the hex digest of the file.
+	// SHA256 is the hex digest of the file (of the tar when it is
+	// encrypted).
 	SHA256 string `json:"sha256"`
 	// Members is the number of tar members.
 	Members int `json:"members"`
