@@ -32,6 +32,9 @@ var backendBlockSchema = &hcl.BodySchema{
 // decodeBackend decodes the backend blocks of the agentctl block.
 func (l *loader) decodeBackend(blocks hcl.Blocks) {
 	for _, b := range blocks {
+		if b.Type != "backend" {
+			continue
+		}
 		if l.cfg.Settings.Backend != nil {
 			l.errorf(b.DefRange, "Duplicate backend block",
 				"A backend was already declared at %s; an agentctl block has at most one.", rangeString(l.cfg.Settings.Backend.DeclRange))

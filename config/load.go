@@ -352,9 +352,10 @@ func (l *loader) declareBlock(b *hcl.Block, kind, name string) bool {
 func (l *loader) decodeSettings(b *hcl.Block) {
 	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "required_version"}, {Name: "parallelism"},
-	}, Blocks: backendBlockSchema.Blocks})
+	}, Blocks: append(backendBlockSchema.Blocks[:len(backendBlockSchema.Blocks):len(backendBlockSchema.Blocks)], encryptionBlockSchema)})
 	l.diags = append(l.diags, diags...)
 	l.decodeBackend(content.Blocks)
+	l.decodeEncryption(content.Blocks)
 	if a, ok := content.Attributes["required_version"]; ok {
 		if s, ok := l.staticString(a); ok {
 			l.cfg.Settings.RequiredVersion = s

@@ -62,8 +62,10 @@ type Settings struct {
 	Parallelism     int // default 10
 	// Backend is the state backend; nil for the local .agentctl
 	// directory.
-	Backend   *Backend
-	DeclRange hcl.Range
+	Backend *Backend
+	// Encryption encrypts the state at rest; nil for none.
+	Encryption *Encryption
+	DeclRange  hcl.Range
 }
 
 type Variable struct {

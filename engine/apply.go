@@ -358,7 +358,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		if err := a.e.State.FetchSnapshot(ctx, prev.Snapshot); err != nil {
 			return a.restoreFailed(addr, fmt.Errorf("%s: fetching snapshot %s: %w", addr, prev.Snapshot, err))
 		}
-		if err := archive.RestoreSnapshot(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest); err != nil {
+		if err := archive.RestoreSnapshotWith(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest, state.EncryptionOf(a.e.State).Key()); err != nil {
 			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
 		}
 	}
@@ -891,7 +891,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
 		exclude = sbc.SnapshotExclude
 	}
-	info, err := archive.Snapshot(ctx, sb, "", exclude, a.e.State.Abs(rel))
+	info, err := archive.SnapshotWith(ctx, sb, "", a.e.State.Abs(rel), archive.SnapshotOptions{Exclude: exclude, Key: state.EncryptionOf(a.e.State).WriteKey()})
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
@@ -917,7 +917,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 // lose its work, and the snapshot stays in the state directory; the
 // warning says how to keep such files out (snapshot_exclude).
 func (a *applier) reportSensitiveFiles(ctx context.Context, addr, path string) {
-	files, err := archive.SensitiveMembers(ctx, path, a.e.scrubber())
+	files, err := archive.SensitiveMembersWith(ctx, path, state.EncryptionOf(a.e.State).Key(), a.e.scrubber())
 	if err != nil {
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: fmt.Sprintf("warning: could not check the snapshot for sensitive values: %v", err)})
 		return

@@ -3,9 +3,12 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/seal"
 )
 
 // benchStep is a checkpoint record of realistic size (about 2 KiB: one
@@ -127,6 +130,38 @@ func BenchmarkReadJournal(b *testing.B) {
 	for b.Loop() {
 		if n, err := ReadJournal(path, func(json.RawMessage) error { return nil }); err != nil || n != 1000 {
 			b.Fatal(n, err)
+		}
+	}
+}
+
+// BenchmarkCheckpointEncryption is what encryption adds to a checkpoint
+// (one journal append): with fsync, as apply does, and without (fsync
+// replaced by nothing) to show the encryption's own cost.
+func BenchmarkCheckpointEncryption(b *testing.B) {
+	for _, enc := range []bool{false, true} {
+		for _, synced := range []bool{true, false} {
+			name := fmt.Sprintf("encrypted=%t/fsync=%t", enc, synced)
+			b.Run(name, func(b *testing.B) {
+				var keys *seal.Keys
+				if enc {
+					keys = testKeys(b, false)
+				}
+				j, err := openJournal(filepath.Join(b.TempDir(), "j.jsonl"), keys, kindJournal)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer j.Close()
+				if !synced {
+					j.sync = func(*os.File) error { return nil }
+				}
+				rec := benchStep(1)
+				b.ResetTimer()
+				for b.Loop() {
+					if err := j.Append(rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

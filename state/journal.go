@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/agentctl/agentctl/internal/seal"
 )
 
 // Journal file format (see docs/state.md):
@@ -36,7 +38,21 @@ import (
 // come from a crash and is reported as corruption.
 
 // JournalFormatVersion is the version of the journal format written.
-const JournalFormatVersion = 1
+// Version 2 is the encrypted journal: its header is followed by the key
+// check, and each record's JSON is sealed (seal.Key.Seal) and written in
+// base64, the CRC covering the base64 text (docs/state.md, "Encryption").
+const JournalFormatVersion = 2
+
+// plainJournalVersion is the version of an unencrypted journal.
+const plainJournalVersion = 1
+
+// Kinds of sealed journal records (the additional data of their
+// envelopes): a journal's record cannot pass for a state change.
+const (
+	kindJournal  = "journal"
+	kindStateLog = "state-log"
+	kindState    = "state"
+)
 
 const (
 	journalMagic = "AGENTCTL-JOURNAL"
@@ -46,7 +62,7 @@ const (
 )
 
 var (
-	journalHeader = journalMagic + " " + strconv.Itoa(JournalFormatVersion) + "\n"
+	journalHeader = journalMagic + " " + strconv.Itoa(plainJournalVersion) + "\n"
 	// castagnoli is built on first use: computing the table costs about
 	// 0.3 ms, which every command would pay at start-up.
 	castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
@@ -97,6 +113,11 @@ func (d *Dir) JournalPath(runAddress string) string {
 // Journal is an append-only file of checkpointed steps of one run.
 type Journal struct {
 	path string
+	// keys seal the records when the journal is encrypted (sealed);
+	// kind is their envelopes' kind.
+	keys   *seal.Keys
+	kind   string
+	sealed bool
 
 	mu     sync.Mutex
 	f      *os.File
@@ -141,6 +162,22 @@ func (e *JournalError) Error() string {
 // torn last record left by a crash is truncated away; a corrupt record
 // before the end is an error.
 func OpenJournal(path string) (*Journal, error) {
+	return openJournal(path, nil, kindJournal)
+}
+
+// journalHeaderFor is the header of a journal written with keys.
+func journalHeaderFor(keys *seal.Keys) string {
+	if !keys.Encrypting() {
+		return journalHeader
+	}
+	return journalMagic + " " + strconv.Itoa(JournalFormatVersion) + " " + keys.Key().Check() + "\n"
+}
+
+// openJournal is OpenJournal for a journal whose records are sealed
+// with keys (nil: unencrypted) as kind. A journal written with another
+// setting (unencrypted before the key was configured, or encrypted when
+// decrypt is set) is first rewritten with this one.
+func openJournal(path string, keys *seal.Keys, kind string) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
@@ -154,9 +191,16 @@ func OpenJournal(path string) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
-	n, good, err := scanJournal(path, f, nil)
+	n, good, sealed, err := scanJournal(path, f, keys, kind, nil)
 	if err != nil {
 		return fail(err)
+	}
+	if good > 0 && sealed != keys.Encrypting() {
+		f.Close()
+		if err := rewriteJournal(path, keys, kind); err != nil {
+			return nil, err
+		}
+		return openJournal(path, keys, kind)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -164,13 +208,15 @@ func OpenJournal(path string) (*Journal, error) {
 	}
 	if good == 0 {
 		// New, empty or torn header: start afresh.
+		header := journalHeaderFor(keys)
 		if err := f.Truncate(0); err != nil {
 			return fail(fmt.Errorf("opening journal %s: %w", path, err))
 		}
-		if _, err := f.WriteAt([]byte(journalHeader), 0); err != nil {
+		if _, err := f.WriteAt([]byte(header), 0); err != nil {
 			return fail(fmt.Errorf("opening journal %s: %w", path, err))
 		}
-		good = int64(len(journalHeader))
+		good = int64(len(header))
+		sealed = keys.Encrypting()
 	} else if good < fi.Size() {
 		if err := f.Truncate(good); err != nil {
 			return fail(fmt.Errorf("opening journal %s: removing a torn last record: %w", path, err))
@@ -189,7 +235,7 @@ func OpenJournal(path string) (*Journal, error) {
 	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("opening journal %s: %w", path, err))
 	}
-	j := &Journal{path: path, f: f, size: good, n: n, sync: (*os.File).Sync}
+	j := &Journal{path: path, keys: keys, kind: kind, sealed: sealed, f: f, size: good, n: n, sync: (*os.File).Sync}
 	j.idle = sync.NewCond(&j.mu)
 	return j, nil
 }
@@ -216,6 +262,13 @@ func (j *Journal) Append(rec any) error {
 	}
 	if len(data) > MaxJournalRecord {
 		return fmt.Errorf("journal %s: record of %d bytes exceeds the limit of %d bytes", j.path, len(data), MaxJournalRecord)
+	}
+	if j.sealed {
+		env, err := j.keys.Seal(j.kind, data)
+		if err != nil {
+			return fmt.Errorf("journal %s: %w", j.path, err)
+		}
+		data = seal.EncodeText(env)
 	}
 	p := &pendingRecord{line: encodeRecord(make([]byte, 0, len(data)+10), data), done: make(chan error, 1)}
 	j.mu.Lock()
@@ -333,68 +386,156 @@ func encodeRecord(dst, data []byte) []byte {
 // *JournalError. An error from fn stops the read and is returned wrapped.
 // The raw message passed to fn may be retained.
 func ReadJournal(path string, fn func(raw json.RawMessage) error) (int, error) {
+	return readJournal(path, nil, kindJournal, fn)
+}
+
+// readJournal is ReadJournal for a journal that may be encrypted with
+// keys.
+func readJournal(path string, keys *seal.Keys, kind string, fn func(raw json.RawMessage) error) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("reading journal: %w", err)
 	}
 	defer f.Close()
-	n, _, err := scanJournal(path, f, fn)
+	n, _, _, err := scanJournal(path, f, keys, kind, fn)
 	return n, err
 }
 
+// rewriteJournal rewrites the journal at path with keys: its records
+// sealed when keys encrypt, in plaintext otherwise. The new file
+// replaces the old one atomically (a temporary file, fsynced and
+// renamed); a torn last record is dropped.
+func rewriteJournal(path string, keys *seal.Keys, kind string) (err error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, 64<<10)
+	if _, err := w.WriteString(journalHeaderFor(keys)); err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	var line []byte
+	if _, _, _, err := scanJournal(path, src, keys, kind, func(raw json.RawMessage) error {
+		data := []byte(raw)
+		if keys.Encrypting() {
+			env, err := keys.Seal(kind, data)
+			if err != nil {
+				return err
+			}
+			data = seal.EncodeText(env)
+		}
+		line = encodeRecord(line[:0], data)
+		_, err := w.Write(line)
+		return err
+	}); err != nil {
+		return fmt.Errorf("converting journal: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("converting journal %s: fsync: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("converting journal %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
 // scanJournal reads a journal, calling fn (if not nil) for each valid
-// record. It returns the number of records and the length of the valid
-// prefix (0 when even the header is missing or torn).
-func scanJournal(name string, r io.Reader, fn func(json.RawMessage) error) (n int, good int64, err error) {
+// record, decrypted with keys when the journal is encrypted (sealed).
+// It returns the number of records and the length of the valid prefix
+// (0 when even the header is missing or torn).
+func scanJournal(name string, r io.Reader, keys *seal.Keys, kind string, fn func(json.RawMessage) error) (n int, good int64, sealed bool, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	line, complete, tooLong, err := readLine(br, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("reading journal %s: %w", name, err)
+		return 0, 0, false, fmt.Errorf("reading journal %s: %w", name, err)
 	}
 	if !complete {
-		if !tooLong && strings.HasPrefix(journalHeader, string(line)) {
-			return 0, 0, nil // empty, or a header torn by a crash at creation
+		if !tooLong && (strings.HasPrefix(journalHeader, string(line)) || strings.HasPrefix(string(line), journalMagic+" 2")) {
+			return 0, 0, false, nil // empty, or a header torn by a crash at creation
 		}
-		return 0, 0, &JournalError{Path: name, Reason: "not an agentctl journal"}
+		return 0, 0, false, &JournalError{Path: name, Reason: "not an agentctl journal"}
 	}
 	if tooLong || !bytes.HasPrefix(line, []byte(journalMagic+" ")) {
-		return 0, 0, fmt.Errorf("%s is not an agentctl journal (it does not start with %q)", name, journalMagic)
+		return 0, 0, false, fmt.Errorf("%s is not an agentctl journal (it does not start with %q)", name, journalMagic)
 	}
-	v, perr := strconv.Atoi(string(line[len(journalMagic)+1:]))
-	if perr != nil || v < 1 {
-		return 0, 0, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
+	fields := strings.Fields(string(line[len(journalMagic)+1:]))
+	v, perr := 0, error(nil)
+	if len(fields) > 0 {
+		v, perr = strconv.Atoi(fields[0])
+	}
+	if len(fields) == 0 || perr != nil || v < 1 {
+		return 0, 0, false, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
 	}
 	if v > JournalFormatVersion {
-		return 0, 0, &NewerFormatError{File: name, What: "journal", Format: v}
+		return 0, 0, false, &NewerFormatError{File: name, What: "journal", Format: v}
+	}
+	var key *seal.Key
+	if v == JournalFormatVersion {
+		if len(fields) != 2 {
+			return 0, 0, false, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
+		}
+		key = keys.Key()
+		if key == nil {
+			return 0, 0, false, seal.NoKeyError("journal "+name, fields[1])
+		}
+		if fields[1] != key.Check() {
+			return 0, 0, false, seal.WrongKeyError("journal "+name, fields[1], key.Check())
+		}
+		sealed = true
 	}
 	good = int64(len(line)) + 1
 	offset := good
+	maxLine := MaxJournalRecord + 10
+	if sealed {
+		// base64 of the envelope: 4/3 of the record and its overhead.
+		maxLine = (MaxJournalRecord+64)/3*4 + 20
+	}
 	var bad *JournalError
 	for {
-		line, complete, tooLong, err := readLine(br, MaxJournalRecord+10)
+		line, complete, tooLong, err := readLine(br, maxLine)
 		if err != nil {
-			return n, good, fmt.Errorf("reading journal %s: %w", name, err)
+			return n, good, sealed, fmt.Errorf("reading journal %s: %w", name, err)
 		}
 		if !complete {
 			// EOF: an incomplete line is a torn tail.
-			return n, good, nil
+			return n, good, sealed, nil
 		}
 		if bad != nil {
-			return n, good, bad
+			return n, good, sealed, bad
 		}
 		var reason string
 		var rec []byte
 		if tooLong {
 			reason = "record too long"
 		} else {
-			rec, reason = parseRecord(line)
+			rec, reason = parseRecord(line, key, name, kind)
 		}
 		if reason != "" {
 			bad = &JournalError{Path: name, Offset: offset, Record: n + 1, Reason: reason}
 		} else {
 			if fn != nil {
 				if err := fn(json.RawMessage(rec)); err != nil {
-					return n, good, fmt.Errorf("journal %s: record %d: %w", name, n+1, err)
+					return n, good, sealed, fmt.Errorf("journal %s: record %d: %w", name, n+1, err)
 				}
 			}
 			n++
@@ -436,9 +577,9 @@ func readLine(br *bufio.Reader, max int) (line []byte, complete, tooLong bool, e
 	}
 }
 
-// parseRecord checks one record line and returns its JSON, or the reason
-// it is invalid.
-func parseRecord(line []byte) ([]byte, string) {
+// parseRecord checks one record line and returns its JSON (decrypted
+// with key when it is not nil), or the reason it is invalid.
+func parseRecord(line []byte, key *seal.Key, name, kind string) ([]byte, string) {
 	if len(line) < 10 || line[8] != ' ' {
 		return nil, "malformed record"
 	}
@@ -449,6 +590,15 @@ func parseRecord(line []byte) ([]byte, string) {
 	data := line[9:]
 	if crc32.Checksum(data, castagnoli()) != uint32(sum) {
 		return nil, "checksum mismatch"
+	}
+	if key != nil {
+		env, err := seal.DecodeText(data)
+		if err == nil {
+			data, err = key.Open(name, kind, env)
+		}
+		if err != nil {
+			return nil, "the encrypted record does not authenticate"
+		}
 	}
 	if !json.Valid(data) {
 		return nil, "invalid JSON"

@@ -120,7 +120,7 @@ func (d *Dir) Append(s *State, refs ...Ref) error {
 		rec.Changes = append(rec.Changes, c)
 	}
 	if d.log == nil {
-		j, err := OpenJournal(d.LogFile())
+		j, err := openJournal(d.LogFile(), d.keys, kindStateLog)
 		if err != nil {
 			return fmt.Errorf("writing state: %w", err)
 		}
@@ -205,7 +205,7 @@ func (e *errLogGap) Error() string {
 // state file. It returns how many it applied.
 func (d *Dir) replayLog(s *State) (int, error) {
 	applied := 0
-	_, err := ReadJournal(d.LogFile(), func(raw json.RawMessage) error {
+	_, err := readJournal(d.LogFile(), d.keys, kindStateLog, func(raw json.RawMessage) error {
 		var rec logRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			return fmt.Errorf("not a state log record: %w", err)
@@ -317,7 +317,7 @@ func (d *Dir) verifyLog(s *State, refs []Ref) error {
 	if err != nil {
 		return fmt.Errorf("verifying the state log: %w", err)
 	}
-	back, err := decodeState(d.stateFile, data)
+	back, err := d.decodeStateFile(d.stateFile, data)
 	if err != nil {
 		return fmt.Errorf("verifying the state log: %w", err)
 	}

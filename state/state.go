@@ -31,8 +31,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentctl/agentctl/internal/seal"
+
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/archive"
 )
 
 // FormatVersion is the version of the state file format this package
@@ -460,6 +463,9 @@ type Dir struct {
 	// verify makes Append read the state back and compare
 	// (AGENTCTL_STATE_VERIFY=1).
 	verify bool
+	// keys encrypt the state file, the state log, the journals and the
+	// snapshots (WithEncryption); nil for none.
+	keys *seal.Keys
 }
 
 // Option configures OpenDir.
@@ -475,6 +481,18 @@ func WithStateFile(path string) Option {
 func WithAgentctlVersion(v string) Option {
 	return func(d *Dir) { d.version = v }
 }
+
+// WithEncryption encrypts what the directory keeps at rest (the state
+// file, the state log, the journals and the snapshots) with keys, or
+// decrypts it on the next write when keys say decrypt; nil keys read
+// and write plaintext and refuse what is encrypted (docs/state.md,
+// "Encryption").
+func WithEncryption(keys *seal.Keys) Option {
+	return func(d *Dir) { d.keys = keys }
+}
+
+// Encryption returns the directory's encryption setting (nil for none).
+func (d *Dir) Encryption() *seal.Keys { return d.keys }
 
 // OpenDir returns the state directory at path. It does not create it:
 // Write, Lock and OpenJournal create it when first needed.
@@ -592,8 +610,11 @@ func (d *Dir) readOnce() (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading state: %w", err)
 	}
-	s, err := decodeState(d.stateFile, data)
+	s, err := d.decodeStateFile(d.stateFile, data)
 	var nf *NewerFormatError
+	if err != nil && (errors.Is(err, seal.ErrNoKey) || errors.Is(err, seal.ErrWrongKey)) {
+		return nil, fmt.Errorf("reading state: %w", err)
+	}
 	if err != nil && !errors.As(err, &nf) {
 		return nil, fmt.Errorf("%w; %s", err, d.recoveryHint())
 	}
@@ -627,7 +648,7 @@ func (d *Dir) recoveryHint() string {
 	case err != nil:
 		return fmt.Sprintf("the backup %s cannot be read either (%v): fix the file, or remove it to start over with an empty state", backup, err)
 	}
-	b, err := decodeState(backup, data)
+	b, err := d.decodeStateFile(backup, data)
 	if err != nil {
 		return fmt.Sprintf("the backup %s is damaged too (%v): fix the file, or remove it to start over with an empty state", backup, err)
 	}
@@ -695,7 +716,10 @@ func (d *Dir) Write(s *State) error {
 	s.Serial++
 	data, err := encodeState(s)
 	if err == nil {
-		err = replaceFile(d.stateFile, d.BackupFile(), data, 0o600)
+		data, err = d.sealStateFile(data)
+	}
+	if err == nil {
+		err = d.replaceStateFile(s, data)
 	}
 	if err != nil {
 		s.Serial--
@@ -926,4 +950,157 @@ func position(data []byte, off int64) (line, col int) {
 	line = 1 + bytes.Count(before, []byte{'\n'})
 	col = int(off) - bytes.LastIndexByte(before, '\n')
 	return line, col
+}
+
+// encryptedStateFile is the state file when it is encrypted: the
+// state file's bytes, sealed (seal.Key.Seal, kind "state") and in
+// base64. Its format_version, 2, makes an agentctl that predates
+// encryption refuse it as newer instead of misreading it.
+type encryptedStateFile struct {
+	FormatVersion int    `json:"format_version"`
+	Encryption    string `json:"encryption"`
+	KeyCheck      string `json:"key_check"`
+	Data          string `json:"data"`
+}
+
+const (
+	encryptedStateFormat = 2
+	encryptionMethod     = "aes-256-gcm"
+)
+
+// sealStateFile returns the state file's bytes as written: data, or
+// its encrypted form when the directory encrypts.
+func (d *Dir) sealStateFile(data []byte) ([]byte, error) {
+	if !d.keys.Encrypting() {
+		return data, nil
+	}
+	env, err := d.keys.Seal(kindState, data)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.MarshalIndent(encryptedStateFile{
+		FormatVersion: encryptedStateFormat,
+		Encryption:    encryptionMethod,
+		KeyCheck:      d.keys.Key().Check(),
+		Data:          string(seal.EncodeText(env)),
+	}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// openStateFile returns the plaintext of a state file's content: data
+// itself when it is not encrypted; encrypted is set when it was.
+func (d *Dir) openStateFile(name string, data []byte) (plain []byte, encrypted bool, err error) {
+	trimmed := bytes.TrimSpace(data)
+	if !bytes.HasPrefix(trimmed, []byte("{")) || !bytes.Contains(trimmed, []byte(`"encryption"`)) {
+		return data, false, nil
+	}
+	var f encryptedStateFile
+	if err := json.Unmarshal(data, &f); err != nil || f.Encryption == "" {
+		return data, false, nil // a plaintext state; decodeState reports it
+	}
+	if f.FormatVersion != encryptedStateFormat || f.Encryption != encryptionMethod {
+		return nil, true, &NewerFormatError{File: name, What: "encrypted state", Format: f.FormatVersion}
+	}
+	env, err := seal.DecodeText([]byte(f.Data))
+	if err != nil {
+		return nil, true, fmt.Errorf("%s: %w", name, err)
+	}
+	plain, err = d.keys.Key().Open("the state file "+name, kindState, env)
+	return plain, true, err
+}
+
+// decodeStateFile is decodeState for the content of a state file that
+// may be encrypted.
+func (d *Dir) decodeStateFile(name string, data []byte) (*State, error) {
+	plain, _, err := d.openStateFile(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeState(name, plain)
+}
+
+// replaceStateFile replaces the state file with data (Write), keeping
+// the previous file as the backup. When the previous file was written
+// with another encryption setting (before the key was configured, or
+// before decrypt was set), the backup is written re-encoded with this
+// one rather than linked, and the journals s refers to are converted
+// too, so that nothing is left behind unencrypted (or, with decrypt,
+// encrypted) once the state is.
+//
+// A state file encrypted with another key, or encrypted while no key is
+// configured, is not replaced: the state it holds would be lost.
+func (d *Dir) replaceStateFile(s *State, data []byte) error {
+	old, err := os.ReadFile(d.stateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return replaceFile(d.stateFile, d.BackupFile(), data, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	plain, encrypted, err := d.openStateFile(d.stateFile, old)
+	if errors.Is(err, seal.ErrNoKey) || errors.Is(err, seal.ErrWrongKey) {
+		return err
+	}
+	if err != nil || encrypted == d.keys.Encrypting() {
+		// Unreadable (kept as it is, as the backup) or already as wanted.
+		return replaceFile(d.stateFile, d.BackupFile(), data, 0o600)
+	}
+	if err := d.convertFiles(s); err != nil {
+		return err
+	}
+	backup, err := d.sealStateFile(plain)
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(d.BackupFile(), backup, 0o600); err != nil {
+		return err
+	}
+	return replaceFile(d.stateFile, "", data, 0o600)
+}
+
+// convertFiles rewrites the journals and the snapshots s refers to that
+// were written with another encryption setting than the directory's.
+func (d *Dir) convertFiles(s *State) error {
+	for _, sb := range s.Sandboxes {
+		if sb.Snapshot == "" {
+			continue
+		}
+		path := d.Abs(sb.Snapshot)
+		if _, err := os.Stat(path); err != nil {
+			continue // a lost snapshot is reported where it is needed
+		}
+		if err := archive.ConvertSnapshot(path, d.keys.Key(), d.keys.WriteKey()); err != nil {
+			return err
+		}
+	}
+	var names []string
+	for _, r := range s.Runs {
+		names = append(names, r.Journal)
+	}
+	for _, c := range s.Chats {
+		names = append(names, c.Journal, c.Current)
+	}
+	for _, m := range s.Memories {
+		names = append(names, m.Journal)
+	}
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		path := d.Abs(name)
+		if _, err := os.Stat(path); err != nil {
+			continue // a lost journal is reported where it is needed
+		}
+		j, err := openJournal(path, d.keys, kindJournal)
+		if err != nil {
+			return fmt.Errorf("converting journal %s: %w", path, err)
+		}
+		if err := j.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox/archive"
 )
 
@@ -101,7 +102,7 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
-	j, err := OpenJournal(path)
+	j, err := openJournal(path, d.keys, kindJournal)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 // ReadJournal is ReadJournal for the journal at name, relative to the
 // state directory.
 func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
-	return ReadJournal(d.Abs(name), fn)
+	return readJournal(d.Abs(name), d.keys, kindJournal, fn)
 }
 
 // PutSnapshot stores the snapshot written at Abs(name): in the local
@@ -151,4 +152,22 @@ func (d *Dir) RemoveSnapshots(ctx context.Context, base, keep, name string) erro
 // directory; a missing journal is not an error.
 func (d *Dir) RemoveJournal(name string) error {
 	return RemoveJournal(d.Abs(name))
+}
+
+// Encrypted is implemented by the stores that can encrypt at rest (Dir
+// and the PostgreSQL backend): Encryption is their setting, nil for
+// none. The store encrypts the state and the journals itself; the
+// engine writes and reads snapshots on this machine with its keys
+// (archive.SnapshotOptions.Key), and the store keeps them as written.
+type Encrypted interface {
+	Encryption() *seal.Keys
+}
+
+// EncryptionOf returns the encryption setting of s: nil when it has none
+// or cannot encrypt.
+func EncryptionOf(s Store) *seal.Keys {
+	if e, ok := s.(Encrypted); ok {
+		return e.Encryption()
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -97,6 +98,9 @@ func (m *meta) backendFor(path string, cfg *config.Config, sa arguments.State) (
 	}
 	var opts []state.Option
 	opts = append(opts, state.WithAgentctlVersion(config.Version))
+	if cfg != nil {
+		opts = append(opts, state.WithEncryption(cfg.Settings.Encryption.Keys()))
+	}
 	if sa.StatePath != "" {
 		p, err := filepath.Abs(sa.StatePath)
 		if err != nil {
@@ -240,6 +244,9 @@ func readState(open func(string, arguments.Vars, arguments.State) (*backend, err
 	}
 	st, err := b.store.Read()
 	if err != nil {
+		if b.cfg == nil && errors.Is(err, seal.ErrNoKey) {
+			return nil, nil, fmt.Errorf("%w; the configuration, which holds the encryption block, has errors: fix them first (agentctl validate shows them)", err)
+		}
 		return nil, nil, err
 	}
 	return b, st, nil

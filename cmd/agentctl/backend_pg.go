@@ -109,5 +109,5 @@ func (m *meta) openStore(cfg *config.Config, dir *state.Dir, sa arguments.State)
 }
 
 func pgConfig(be *config.Backend, dir *state.Dir) pgstore.Config {
-	return pgstore.Config{ConnString: be.ConnString, Schema: backendSchema(be), Version: config.Version, Local: dir}
+	return pgstore.Config{ConnString: be.ConnString, Schema: backendSchema(be), Version: config.Version, Local: dir, Encryption: dir.Encryption()}
 }

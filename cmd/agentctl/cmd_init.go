@@ -47,7 +47,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 	if err != nil {
 		return err
 	}
-	dir, err := state.OpenDir(sdir, state.WithAgentctlVersion(config.Version))
+	dir, err := state.OpenDir(sdir, state.WithAgentctlVersion(config.Version), state.WithEncryption(cfg.Settings.Encryption.Keys()))
 	if err != nil {
 		return err
 	}

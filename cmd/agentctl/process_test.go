@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/state"
 )
@@ -90,6 +91,10 @@ type harness struct {
 	t   *testing.T
 	bin string
 	dir string
+	// env is added to every command's environment; keys read the
+	// state when it is encrypted (encrypt).
+	env  []string
+	keys *seal.Keys
 }
 
 func newHarness(t *testing.T) *harness {
@@ -122,7 +127,7 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(h.bin, args...)
 	cmd.Dir = h.dir
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), h.env...)
 	return cmd
 }
 
@@ -252,7 +257,7 @@ func (h *harness) stateDir() string { return filepath.Join(h.dir, ".agentctl") }
 // readState reads state.json without agentctl (nil when there is none).
 func (h *harness) readState() *state.State {
 	h.t.Helper()
-	d, err := state.OpenDir(h.stateDir())
+	d, err := state.OpenDir(h.stateDir(), state.WithEncryption(h.keys))
 	if err != nil {
 		return nil
 	}
@@ -329,7 +334,11 @@ func (h *harness) journal() []agentloop.Step {
 		return nil
 	}
 	var steps []agentloop.Step
-	_, err := state.ReadJournal(filepath.Join(h.stateDir(), st.Runs["run.job"].Journal), func(raw json.RawMessage) error {
+	d, err := state.OpenDir(h.stateDir(), state.WithEncryption(h.keys))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	_, err = d.ReadJournal(st.Runs["run.job"].Journal, func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err

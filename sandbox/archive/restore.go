@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/agentctl/agentctl/internal/hashpipe"
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -49,17 +50,33 @@ func CheckSnapshotFile(src string) error {
 // ErrSnapshotCorrupt when those are the cause; they do not repeat src
 // unless the file is missing.
 func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 string) error {
+	return RestoreSnapshotWith(ctx, sb, src, wantSHA256, nil)
+}
+
+// RestoreSnapshotWith is RestoreSnapshot for a snapshot that may be
+// encrypted (SnapshotOptions.Key): it is decrypted with key as it is
+// read, and wantSHA256 is the digest of the tar. An encrypted snapshot
+// without key, or with another key, is refused (seal.ErrNoKey,
+// seal.ErrWrongKey); an unencrypted one is read as it is whatever key.
+func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 string, key *seal.Key) error {
 	if err := CheckSnapshotFile(src); err != nil {
 		return err
 	}
-	f, err := os.Open(src)
+	file, err := os.Open(src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: %w", src, ErrSnapshotMissing)
 	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer file.Close()
+	f, err := openSnapshot(file, key)
+	if err != nil {
+		if errors.Is(err, seal.ErrDamaged) {
+			return fmt.Errorf("%w: %w", err, ErrSnapshotCorrupt)
+		}
+		return err
+	}
 	// Hashed on another goroutine, overlapping the extraction; the bytes
 	// hashed are the bytes extracted (one read of the file).
 	h := hashpipe.New(sha256.New())
@@ -78,6 +95,9 @@ func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 st
 	// Every CopyIn has consumed the archive when it returns; the rest of
 	// the file (tar padding) still counts towards the digest.
 	if _, err := io.Copy(h, f); err != nil {
+		if errors.Is(err, seal.ErrDamaged) {
+			return fmt.Errorf("reading the snapshot: %w: %w", err, ErrSnapshotCorrupt)
+		}
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
 	if wantSHA256 == "" {
@@ -87,4 +107,33 @@ func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 st
 		return fmt.Errorf("the file's sha256 is %s, not the %s recorded when it was written: %w", got, wantSHA256, ErrSnapshotCorrupt)
 	}
 	return nil
+}
+
+// snapshotReader is a snapshot's tar: the file, or its decrypted content.
+type snapshotReader interface {
+	io.Reader
+	io.Seeker
+	io.ReaderAt
+}
+
+// openSnapshot returns the tar of the snapshot file f: f itself, or,
+// when it is encrypted, its content decrypted with key as it is read.
+func openSnapshot(f *os.File, key *seal.Key) (snapshotReader, error) {
+	prefix := make([]byte, seal.StreamMagicLen)
+	n, err := f.ReadAt(prefix, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("reading the snapshot: %w", err)
+	}
+	if !seal.IsStream(prefix[:n]) {
+		return f, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading the snapshot: %w", err)
+	}
+	sr, err := key.OpenStream(f, fi.Size(), "snapshot "+f.Name())
+	if err != nil {
+		return nil, err
+	}
+	return io.NewSectionReader(sr, 0, sr.Size()), nil
 }

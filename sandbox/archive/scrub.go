@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -17,14 +18,25 @@ import (
 // of its encodings. The names are returned scrubbed: a name may itself be
 // the secret.
 func SensitiveMembers(ctx context.Context, path string, s *sandbox.Scrubber) ([]string, error) {
+	return SensitiveMembersWith(ctx, path, nil, s)
+}
+
+// SensitiveMembersWith is SensitiveMembers for a snapshot that may be
+// encrypted with key (SnapshotOptions.Key): it is read decrypted, and
+// still only the stored bytes are scanned.
+func SensitiveMembersWith(ctx context.Context, path string, key *seal.Key, s *sandbox.Scrubber) ([]string, error) {
 	if !s.Active() {
 		return nil, nil
 	}
-	f, err := os.Open(path)
+	file, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer file.Close()
+	f, err := openSnapshot(file, key)
+	if err != nil {
+		return nil, err
+	}
 	type member struct {
 		name       string
 		hit        bool

@@ -4,6 +4,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/internal/hashpipe"
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -28,9 +30,10 @@ import (
 type SnapshotInfo struct {
 	// Path is the snapshot file on the host.
 	Path string `json:"path"`
-	// Size is its size in bytes.
+	// Size is its size in bytes (of the tar when it is encrypted).
 	Size int64 `json:"size"`
-	// SHA256 is the hex digest of the file.
+	// SHA256 is the hex digest of the file (of the tar when it is
+	// encrypted).
 	SHA256 string `json:"sha256"`
 	// Members is the number of tar members.
 	Members int `json:"members"`
@@ -53,6 +56,11 @@ type SnapshotOptions struct {
 	// MaxBytes caps the snapshot file's size in bytes; 0 means
 	// DefaultSnapshotMaxBytes.
 	MaxBytes int64
+	// Key, when not nil, encrypts the file (a sealed stream of chunks,
+	// internal/seal): the tar is never on disk in plaintext. Size and
+	// SHA256 are then those of the tar, which a restore checks after
+	// decrypting.
+	Key *seal.Key
 }
 
 // Snapshot is SnapshotWith with the given exclude patterns and the
@@ -100,7 +108,22 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	defer tmp.discard()
 	h := hashpipe.New(sha256.New())
 	defer h.Close()
-	cw := &countWriter{w: io.MultiWriter(tmp.f, h)}
+	var out io.Writer = tmp.f
+	var sw *seal.StreamWriter
+	if opts.Key != nil {
+		bw := bufio.NewWriterSize(tmp.f, 256<<10)
+		if sw, err = opts.Key.NewStreamWriter(bw); err != nil {
+			return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
+		}
+		out = sw
+		tmp.flush = func() error {
+			if err := sw.Close(); err != nil {
+				return err
+			}
+			return bw.Flush()
+		}
+	}
+	cw := &countWriter{w: io.MultiWriter(out, h)}
 	b := newSnapshotBudget(opts.MaxBytes, cw)
 	var n int
 	if hw, ok := sb.(HostWorkspace); ok {
@@ -178,10 +201,18 @@ type snapshotTemp struct {
 	name string
 	dir  string
 	base string
+	// flush, when set, writes what is buffered before the file is
+	// synced (an encrypted snapshot's last chunk).
+	flush func() error
 }
 
 // commit syncs the file and puts it in place at dst.
 func (t *snapshotTemp) commit(dst string) error {
+	if t.flush != nil {
+		if err := t.flush(); err != nil {
+			return fmt.Errorf("writing %s: %w", dst, err)
+		}
+	}
 	if err := t.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", dst, err)
 	}

@@ -74,6 +74,9 @@ func (j *journal) Append(rec any) error {
 	if len(data) > state.MaxJournalRecord {
 		return fmt.Errorf("journal %s: record of %d bytes exceeds the %d byte limit", j.name, len(data), state.MaxJournalRecord)
 	}
+	if data, err = j.s.cfg.Encryption.Seal(kindJournal, data); err != nil {
+		return fmt.Errorf("journal %s: %w", j.name, err)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -187,6 +190,10 @@ func (s *Store) readJournal(name string, fn func(raw json.RawMessage) error) (in
 		}
 		n++
 		if fn != nil {
+			raw, err := s.cfg.Encryption.Open(fmt.Sprintf("journal %s in the %s", name, s.where), kindJournal, raw)
+			if err != nil {
+				return n - 1, err
+			}
 			if err := fn(json.RawMessage(raw)); err != nil {
 				return n, fmt.Errorf("journal %s: record %d: %w", name, n, err)
 			}
@@ -229,6 +236,10 @@ func (s *Store) ImportJournal(ctx context.Context, name string, records [][]byte
 	}
 	rows := make([][]any, len(records))
 	for i, r := range records {
+		r, err := s.cfg.Encryption.Seal(kindJournal, r)
+		if err != nil {
+			return err
+		}
 		rows[i] = []any{name, int64(i + 1), r}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.cfg.Schema, "journal_records"}, []string{"name", "seq", "record"}, pgx.CopyFromRows(rows)); err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -55,7 +56,15 @@ type Config struct {
 	// Local is the local state directory: Abs, and where snapshots are
 	// written before PutSnapshot and fetched to by FetchSnapshot.
 	Local *state.Dir
+	// Encryption encrypts the state versions, the changes and the
+	// journal records in their rows (nil for none); snapshots are
+	// stored as written, encrypted by whoever wrote them with the same
+	// setting (Encryption).
+	Encryption *seal.Keys
 }
+
+// Encryption returns the store's encryption setting (nil for none).
+func (s *Store) Encryption() *seal.Keys { return s.cfg.Encryption }
 
 // Store is the PostgreSQL state.Store.
 type Store struct {

@@ -63,6 +63,10 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 	if err != nil {
 		return nil, s.fail("reading the state", err)
 	}
+	data, err = s.cfg.Encryption.Open("the state in the "+s.where, kindState, data)
+	if err != nil {
+		return nil, err
+	}
 	st, err := state.DecodeStateVersion(s.where, data)
 	if err != nil {
 		return nil, err
@@ -77,6 +81,11 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 		if err := rows.Scan(&r); err != nil {
 			rows.Close()
 			return nil, s.fail("reading the state", err)
+		}
+		r, err = s.cfg.Encryption.Open("a state change in the "+s.where, kindChange, r)
+		if err != nil {
+			rows.Close()
+			return nil, err
 		}
 		recs = append(recs, r)
 	}
@@ -117,8 +126,15 @@ func (s *Store) Write(st *state.State) error {
 }
 
 func (s *Store) write(ctx context.Context, st *state.State) error {
+	if err := s.checkEncryption(ctx); err != nil {
+		return err
+	}
 	data, err := state.EncodeStateVersion(st, s.cfg.Version)
+	if err == nil {
+		data, err = s.cfg.Encryption.Seal(kindState, data)
+	}
 	if err != nil {
+		st.Serial--
 		return err
 	}
 	if err := s.writeVersion(ctx, st, data); err != nil {
@@ -209,6 +225,9 @@ func (s *Store) Append(st *state.State, refs ...state.Ref) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, err := state.EncodeChange(st, s.cfg.Version, refs...)
+	if err == nil {
+		rec, err = s.cfg.Encryption.Seal(kindChange, rec)
+	}
 	if err != nil {
 		return err
 	}

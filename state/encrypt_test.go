@@ -1,0 +1,311 @@
+package state
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentctl/agentctl/internal/seal"
+)
+
+const canary = "canary-7f3a9c-do-not-leak"
+
+func testKeys(t testing.TB, decrypt bool) *seal.Keys {
+	t.Helper()
+	raw := make([]byte, seal.KeySize)
+	rand.Read(raw)
+	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seal.NewKeys(k, decrypt)
+}
+
+// assertNoCanary fails when any file under dir holds canary.
+func assertNoCanary(t *testing.T, dir string) {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if bytes.Contains(data, []byte(canary)) {
+			t.Errorf("%s holds the plaintext canary", p)
+		}
+		return nil
+	})
+	if n == 0 {
+		t.Fatalf("no files in %s", dir)
+	}
+}
+
+// snapshotFiles returns the content of every file under dir.
+func snapshotFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			data, _ := os.ReadFile(p)
+			m[p] = string(data)
+		}
+		return err
+	})
+	return m
+}
+
+// fill writes a state with a run whose output and journal hold canary,
+// and appends a change holding it too.
+func fill(t *testing.T, d *Dir) {
+	t.Helper()
+	s, err := d.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Runs["run.a"] = &Run{Address: "run.a", Status: RunRunning, Journal: JournalName("run.a")}
+	if err := d.Write(s); err != nil {
+		t.Fatal(err)
+	}
+	j, err := d.OpenJournal(JournalName("run.a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := j.Append(map[string]any{"step": i + 1, "text": canary}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	s.Runs["run.a"].Status = RunCompleted
+	s.Runs["run.a"].Output = json.RawMessage(`"` + canary + `"`)
+	if err := d.Append(s, RunRef("run.a")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkFilled(t *testing.T, d *Dir) {
+	t.Helper()
+	s, err := d.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Runs["run.a"]; r == nil || string(r.Output) != `"`+canary+`"` {
+		t.Fatalf("run.a read back as %+v", r)
+	}
+	n, err := d.ReadJournal(JournalName("run.a"), func(raw json.RawMessage) error {
+		if !strings.Contains(string(raw), canary) {
+			t.Errorf("journal record %s", raw)
+		}
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("journal: %d records, %v", n, err)
+	}
+}
+
+func TestEncryptedDirHoldsNoPlaintext(t *testing.T) {
+	t.Setenv("AGENTCTL_STATE_VERIFY", "1")
+	dir := t.TempDir()
+	keys := testKeys(t, false)
+	d, err := OpenDir(dir, WithEncryption(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, d)
+	checkFilled(t, d)
+	if _, err := os.Stat(d.LogFile()); err != nil {
+		t.Fatalf("the change should be in the log: %v", err)
+	}
+	assertNoCanary(t, dir)
+	// Compacted: a second whole write (the backup is the first).
+	s, _ := d.Read()
+	if err := d.Write(s); err != nil {
+		t.Fatal(err)
+	}
+	checkFilled(t, d)
+	assertNoCanary(t, dir)
+	data, _ := os.ReadFile(d.StateFile())
+	if !strings.Contains(string(data), `"key_check": "`+keys.Key().Check()+`"`) {
+		t.Errorf("state file:\n%s", data)
+	}
+}
+
+func TestEncryptedDirWithoutOrWrongKey(t *testing.T) {
+	dir := t.TempDir()
+	d, _ := OpenDir(dir, WithEncryption(testKeys(t, false)))
+	fill(t, d)
+	before := snapshotFiles(t, dir)
+	for name, keys := range map[string]*seal.Keys{"no key": nil, "wrong key": testKeys(t, false)} {
+		t.Run(name, func(t *testing.T) {
+			want := seal.ErrNoKey
+			if keys != nil {
+				want = seal.ErrWrongKey
+			}
+			other, _ := OpenDir(dir, WithEncryption(keys))
+			_, err := other.Read()
+			if !errors.Is(err, want) || !strings.Contains(err.Error(), other.StateFile()) {
+				t.Errorf("Read: %v", err)
+			}
+			if _, err := other.ReadJournal(JournalName("run.a"), func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
+				t.Errorf("ReadJournal: %v", err)
+			}
+			if _, err := other.OpenJournal(JournalName("run.a")); !errors.Is(err, want) {
+				t.Errorf("OpenJournal: %v", err)
+			}
+			if err := other.Write(New()); !errors.Is(err, want) {
+				t.Errorf("Write over it: %v", err)
+			}
+		})
+	}
+	after := snapshotFiles(t, dir)
+	for p, c := range before {
+		if after[p] != c {
+			t.Errorf("%s changed", p)
+		}
+	}
+}
+
+func TestEncryptedDirRefusalChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	d, _ := OpenDir(dir, WithEncryption(testKeys(t, false)))
+	fill(t, d)
+	before := snapshotFiles(t, dir)
+	for _, keys := range []*seal.Keys{nil, testKeys(t, false)} {
+		other, _ := OpenDir(dir, WithEncryption(keys))
+		if _, err := other.Read(); err == nil {
+			t.Fatal("read")
+		}
+		if _, err := other.OpenJournal(JournalName("run.a")); err == nil {
+			t.Fatal("open journal")
+		}
+	}
+	after := snapshotFiles(t, dir)
+	if len(after) != len(before) {
+		t.Fatalf("files changed: %d, then %d", len(before), len(after))
+	}
+	for p, c := range before {
+		if after[p] != c {
+			t.Errorf("%s changed", p)
+		}
+	}
+}
+
+func TestEncryptionMigration(t *testing.T) {
+	t.Setenv("AGENTCTL_STATE_VERIFY", "1")
+	dir := t.TempDir()
+	plain, _ := OpenDir(dir)
+	fill(t, plain)
+	// A snapshot written before the key was set.
+	s0, _ := plain.Read()
+	os.MkdirAll(filepath.Join(dir, "snapshots"), 0o700)
+	snap := "snapshots/sandbox.b@1.tar"
+	if err := os.WriteFile(plain.Abs(snap), []byte("tar bytes "+canary), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s0.Sandboxes["sandbox.b"] = &Sandbox{Address: "sandbox.b", Snapshot: snap}
+	if err := plain.Append(s0, SandboxRef("sandbox.b")); err != nil {
+		t.Fatal(err)
+	}
+	keys := testKeys(t, false)
+	enc, _ := OpenDir(dir, WithEncryption(keys))
+	// Read as it is, with the key configured.
+	checkFilled(t, enc)
+	s, _ := enc.Read()
+	if err := enc.Write(s); err != nil {
+		t.Fatal(err)
+	}
+	checkFilled(t, enc)
+	assertNoCanary(t, dir)
+	if _, err := plain.Read(); !errors.Is(err, seal.ErrNoKey) {
+		t.Errorf("read without the key after migration: %v", err)
+	}
+	if _, err := os.Stat(plain.BackupFile()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.decodeStateFile(plain.BackupFile(), mustRead(t, plain.BackupFile())); !errors.Is(err, seal.ErrNoKey) {
+		t.Errorf("the backup should be encrypted: %v", err)
+	}
+
+	// Removing the key is refused until decrypt = true decrypts.
+	dec, _ := OpenDir(dir, WithEncryption(seal.NewKeys(keys.Key(), true)))
+	checkFilled(t, dec)
+	s, _ = dec.Read()
+	if err := dec.Write(s); err != nil {
+		t.Fatal(err)
+	}
+	checkFilled(t, plain)
+	for _, p := range []string{plain.StateFile(), plain.BackupFile(), plain.JournalPath("run.a"), plain.Abs(snap)} {
+		if !bytes.Contains(mustRead(t, p), []byte(canary)) {
+			t.Errorf("%s is not plaintext after decrypt", p)
+		}
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestEncryptedJournalTornTail(t *testing.T) {
+	dir := t.TempDir()
+	keys := testKeys(t, false)
+	path := filepath.Join(dir, "j.jsonl")
+	j, err := openJournal(path, keys, kindJournal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := j.Append(map[string]any{"step": i, "text": canary}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	data := mustRead(t, path)
+	if !strings.HasPrefix(string(data), "AGENTCTL-JOURNAL 2 "+keys.Key().Check()+"\n") || bytes.Contains(data, []byte(canary)) {
+		t.Fatalf("journal:\n%s", data)
+	}
+	// A crash tore the last record.
+	if err := os.WriteFile(path, data[:len(data)-7], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := readJournal(path, keys, kindJournal, func(json.RawMessage) error { return nil })
+	if err != nil || n != 2 {
+		t.Fatalf("read %d records, %v", n, err)
+	}
+	j, err = openJournal(path, keys, kindJournal)
+	if err != nil || j.Len() != 2 {
+		t.Fatalf("reopen: %v", err)
+	}
+	if err := j.Append(map[string]any{"step": 9}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if n, err := readJournal(path, keys, kindJournal, func(json.RawMessage) error { return nil }); err != nil || n != 3 {
+		t.Fatalf("after append: %d records, %v", n, err)
+	}
+	// A damaged record followed by others is corruption, not a tear.
+	data = mustRead(t, path)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	bad := bytes.Clone(lines[1])
+	bad[20] ^= 1
+	os.WriteFile(path, bytes.Join([][]byte{lines[0], bad, lines[2], lines[3]}, nil), 0o600)
+	var je *JournalError
+	if _, err := readJournal(path, keys, kindJournal, func(json.RawMessage) error { return nil }); !errors.As(err, &je) {
+		t.Errorf("corrupt record: %v", err)
+	}
+}
