@@ -108,16 +108,9 @@ func (d *Dir) Append(s *State, refs ...Ref) error {
 			return fmt.Errorf("writing state: %w", err)
 		}
 	}
-	if d.version != "" {
-		s.AgentctlVersion = d.version
-	}
-	rec := logRecord{Serial: s.Serial + 1, Lineage: s.Lineage, AgentctlVersion: s.AgentctlVersion}
-	for _, r := range refs {
-		c, err := encodeChange(s, r)
-		if err != nil {
-			return fmt.Errorf("writing state %s: %w", d.LogFile(), err)
-		}
-		rec.Changes = append(rec.Changes, c)
+	rec, err := changeRecord(s, d.version, refs)
+	if err != nil {
+		return fmt.Errorf("writing state %s: %w", d.LogFile(), err)
 	}
 	if d.log == nil {
 		j, err := openJournal(d.LogFile(), d.keys, kindStateLog)
@@ -136,6 +129,24 @@ func (d *Dir) Append(s *State, refs ...Ref) error {
 		}
 	}
 	return nil
+}
+
+// changeRecord is the record of the change of the objects refs of s,
+// which gives the state serial s.Serial+1; version, when not "", becomes
+// s's agentctl version.
+func changeRecord(s *State, version string, refs []Ref) (logRecord, error) {
+	if version != "" {
+		s.AgentctlVersion = version
+	}
+	rec := logRecord{Serial: s.Serial + 1, Lineage: s.Lineage, AgentctlVersion: s.AgentctlVersion}
+	for _, r := range refs {
+		c, err := encodeChange(s, r)
+		if err != nil {
+			return rec, err
+		}
+		rec.Changes = append(rec.Changes, c)
+	}
+	return rec, nil
 }
 
 // encodeChange encodes the current value of the object r of s, after
@@ -195,10 +206,15 @@ type errLogGap struct {
 }
 
 func (e *errLogGap) Error() string {
-	if e.lineage != "" {
+	switch {
+	case e.log != "" && e.lineage != "":
 		return fmt.Sprintf("the state log %s belongs to the state of lineage %s, not to this state file's", e.log, e.lineage)
+	case e.log != "":
+		return fmt.Sprintf("the state log %s does not continue the state file: the state file has serial %d, the log's next record serial %d", e.log, e.serial, e.first)
+	case e.lineage != "":
+		return fmt.Sprintf("the state changes belong to the state of lineage %s, not to the state version's", e.lineage)
 	}
-	return fmt.Sprintf("the state log %s does not continue the state file: the state file has serial %d, the log's next record serial %d", e.log, e.serial, e.first)
+	return fmt.Sprintf("the state changes do not continue the state version: it has serial %d, the next change serial %d", e.serial, e.first)
 }
 
 // replayLog applies the records of the state log to s, read from the
@@ -206,35 +222,48 @@ func (e *errLogGap) Error() string {
 func (d *Dir) replayLog(s *State) (int, error) {
 	applied := 0
 	_, err := readJournal(d.LogFile(), d.keys, kindStateLog, func(raw json.RawMessage) error {
-		var rec logRecord
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			return fmt.Errorf("not a state log record: %w", err)
+		ok, err := applyRecord(s, raw)
+		if gap, isGap := errors.AsType[*errLogGap](err); isGap {
+			gap.log = d.LogFile()
 		}
-		if rec.Serial <= s.Serial {
-			return nil // already compacted into the state file
+		if ok {
+			applied++
 		}
-		if rec.Lineage != s.Lineage {
-			return &errLogGap{log: d.LogFile(), lineage: rec.Lineage}
-		}
-		if rec.Serial != s.Serial+1 {
-			return &errLogGap{log: d.LogFile(), serial: s.Serial, first: rec.Serial}
-		}
-		for _, c := range rec.Changes {
-			if err := applyChange(s, c); err != nil {
-				return err
-			}
-		}
-		s.Serial = rec.Serial
-		if rec.AgentctlVersion != "" {
-			s.AgentctlVersion = rec.AgentctlVersion
-		}
-		applied++
-		return nil
+		return err
 	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	return applied, err
+}
+
+// applyRecord applies one change record (a state log record, or a pg
+// change row) to s: false for a record s already has, a *errLogGap for
+// one that does not continue s.
+func applyRecord(s *State, raw []byte) (bool, error) {
+	var rec logRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return false, fmt.Errorf("not a state change record: %w", err)
+	}
+	if rec.Serial <= s.Serial {
+		return false, nil // already in the whole state it continues
+	}
+	if rec.Lineage != s.Lineage {
+		return false, &errLogGap{lineage: rec.Lineage}
+	}
+	if rec.Serial != s.Serial+1 {
+		return false, &errLogGap{serial: s.Serial, first: rec.Serial}
+	}
+	for _, c := range rec.Changes {
+		if err := applyChange(s, c); err != nil {
+			return false, err
+		}
+	}
+	s.Serial = rec.Serial
+	if rec.AgentctlVersion != "" {
+		s.AgentctlVersion = rec.AgentctlVersion
+	}
+	return true, nil
 }
 
 // applyChange sets or removes one object of s.

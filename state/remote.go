@@ -61,16 +61,9 @@ func EncodeChange(s *State, version string, refs ...Ref) ([]byte, error) {
 	if s == nil {
 		return nil, errors.New("writing state: nil state")
 	}
-	if version != "" {
-		s.AgentctlVersion = version
-	}
-	rec := logRecord{Serial: s.Serial + 1, Lineage: s.Lineage, AgentctlVersion: s.AgentctlVersion}
-	for _, r := range refs {
-		c, err := encodeChange(s, r)
-		if err != nil {
-			return nil, fmt.Errorf("writing state: %w", err)
-		}
-		rec.Changes = append(rec.Changes, c)
+	rec, err := changeRecord(s, version, refs)
+	if err != nil {
+		return nil, fmt.Errorf("writing state: %w", err)
 	}
 	return json.Marshal(rec)
 }
@@ -80,33 +73,15 @@ func EncodeChange(s *State, version string, refs ...Ref) ([]byte, error) {
 // records s already has are skipped, the others must continue it one
 // serial at a time in its lineage. name says where they were read from.
 func ApplyChanges(name string, s *State, records [][]byte) error {
-	applied := 0
+	applied := false
 	for _, raw := range records {
-		var rec logRecord
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			return fmt.Errorf("%s: not a state change record: %w", name, err)
+		ok, err := applyRecord(s, raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		if rec.Serial <= s.Serial {
-			continue
-		}
-		if rec.Lineage != s.Lineage {
-			return fmt.Errorf("%s: a change of serial %d belongs to the state of lineage %s, not to the state version's %s", name, rec.Serial, rec.Lineage, s.Lineage)
-		}
-		if rec.Serial != s.Serial+1 {
-			return fmt.Errorf("%s: the changes do not continue the state version: it has serial %d, the next change serial %d", name, s.Serial, rec.Serial)
-		}
-		for _, c := range rec.Changes {
-			if err := applyChange(s, c); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		s.Serial = rec.Serial
-		if rec.AgentctlVersion != "" {
-			s.AgentctlVersion = rec.AgentctlVersion
-		}
-		applied++
+		applied = applied || ok
 	}
-	if applied > 0 {
+	if applied {
 		return checkState(name, s)
 	}
 	return nil

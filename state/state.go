@@ -697,27 +697,11 @@ func (d *Dir) Write(s *State) error {
 	if err := os.MkdirAll(filepath.Dir(d.stateFile), 0o755); err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
-	s.FormatVersion = FormatVersion
-	if d.version != "" {
-		s.AgentctlVersion = d.version
+	data, err := EncodeStateVersion(s, d.version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.stateFile, err)
 	}
-	if s.Sandboxes == nil {
-		s.Sandboxes = map[string]*Sandbox{}
-	}
-	if s.Runs == nil {
-		s.Runs = map[string]*Run{}
-	}
-	if s.Outputs == nil {
-		s.Outputs = map[string]*Output{}
-	}
-	if err := compactRaw(s); err != nil {
-		return fmt.Errorf("writing state %s: %w", d.stateFile, err)
-	}
-	s.Serial++
-	data, err := encodeState(s)
-	if err == nil {
-		data, err = d.sealStateFile(data)
-	}
+	data, err = d.sealStateFile(data)
 	if err == nil {
 		err = d.replaceStateFile(s, data)
 	}
