@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/scripted"
 )
@@ -191,6 +194,53 @@ func TestApprovalAsk(t *testing.T) {
 			}
 			if writes.Load() != tc.writes {
 				t.Errorf("write ran %d times, want %d", writes.Load(), tc.writes)
+			}
+		})
+	}
+}
+
+// TestApprovalSpans: each call that needs approval gets an "approval
+// TOOL" span under its turn, saying the decision and where it came from.
+func TestApprovalSpans(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		d                Decision
+		ok               bool
+		decision, source string
+	}{
+		{"approved", Decision{Approved: true}, true, "approved", "reviewer"},
+		{"rejected", Decision{Reason: "nope"}, true, "rejected", "reviewer"},
+		{"pending", Decision{}, false, "pending", "reviewer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			var writes atomic.Int32
+			r := &Runner{Agents: map[string]*Agent{"a": approvalAgent(&writes)}, Tracer: tp.Tracer("test"),
+				Ask: func(context.Context, PendingCall) (Decision, bool) { return tc.d, tc.ok }}
+			r.Run(context.Background(), "a", "go", nil)
+			var found []sdktrace.ReadOnlySpan
+			byID := map[string]sdktrace.ReadOnlySpan{}
+			for _, s := range rec.Ended() {
+				byID[s.SpanContext().SpanID().String()] = s
+				if strings.HasPrefix(s.Name(), "approval ") {
+					found = append(found, s)
+				}
+			}
+			if len(found) != 1 || found[0].Name() != "approval write" {
+				t.Fatalf("approval spans %v, want one for the write that needs approval", found)
+			}
+			attrs := map[string]string{}
+			for _, kv := range found[0].Attributes() {
+				attrs[string(kv.Key)] = kv.Value.String()
+			}
+			if attrs["agentctl.approval.decision"] != tc.decision || attrs["agentctl.approval.source"] != tc.source ||
+				attrs["gen_ai.tool.name"] != "write" || attrs["gen_ai.tool.call.id"] != "call_a_0_1" {
+				t.Errorf("approval span attributes %v", attrs)
+			}
+			parent, ok := byID[found[0].Parent().SpanID().String()]
+			if !ok || !strings.HasPrefix(parent.Name(), "invoke_agent") && !strings.HasPrefix(parent.Name(), "execute_tool") {
+				t.Errorf("the approval span's parent is %v, want the turn's span", parent)
 			}
 		})
 	}
