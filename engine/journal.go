@@ -24,7 +24,8 @@ type JournalLostError struct {
 	// Run is the run's address; Status its status in the state.
 	Run    string
 	Status string
-	// Path is the journal's absolute path.
+	// Path says where the journal is kept (state.Store.Locate): its
+	// absolute path in the local store.
 	Path string
 	// Steps and Turns are the checkpointed steps and model turns the
 	// state recorded for the run.
@@ -93,7 +94,7 @@ func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
 	if rel == "" {
 		rel = state.JournalName(r.Address)
 	}
-	path := e.State.Abs(rel)
+	path := e.State.Locate(rel)
 	lost := &JournalLostError{Run: r.Address, Status: r.Status, Path: path, Steps: r.Steps, Turns: r.Turns}
 	var steps []agentloop.Step
 	_, err := e.State.ReadJournal(rel, func(raw json.RawMessage) error {

@@ -69,6 +69,9 @@ type Store interface {
 
 	// Abs resolves a path relative to the local state directory.
 	Abs(rel string) string
+	// Locate names the journal or snapshot name for messages: where the
+	// store keeps it (a local path, or the name in a backend).
+	Locate(name string) string
 }
 
 // Lease is a held state lock.
@@ -114,6 +117,10 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
 	return readJournal(d.Abs(name), d.keys, kindJournal, fn)
 }
+
+// Locate is the absolute path of name: the local store keeps journals
+// and snapshots in its directory.
+func (d *Dir) Locate(name string) string { return d.Abs(name) }
 
 // PutSnapshot stores the snapshot written at Abs(name): in the local
 // store it is already where it belongs, made durable when written.

@@ -317,6 +317,15 @@ func TestPGMigrateState(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "Saved plan is stale") {
 		t.Errorf("apply of a plan the backend's state moved past: exit %d\n%s", code, errOut)
 	}
+	// A journal lost from the backend is named where it was kept.
+	if err := s.RemoveJournal(st.Runs["run.job"].Journal); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = h.run("show", "-no-color", "run.job")
+	if code == 0 || !strings.Contains(errOut, st.Runs["run.job"].Journal+" in the pg backend") {
+		t.Errorf("show run.job without its journal: exit %d\n%s", code, errOut)
+	}
+
 	// Pointed at another database, the configuration is refused until
 	// init, naming both databases.
 	conn := os.Getenv("AGENTCTL_TEST_PG")

@@ -214,6 +214,9 @@ func (s *Store) Close() {
 // Abs resolves a path relative to the local state directory.
 func (s *Store) Abs(rel string) string { return s.cfg.Local.Abs(rel) }
 
+// Locate names a journal or snapshot kept in the backend, for messages.
+func (s *Store) Locate(name string) string { return name + " in the " + s.where }
+
 // Local returns the local state directory.
 func (s *Store) Local() *state.Dir { return s.cfg.Local }
 
