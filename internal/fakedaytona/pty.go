@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
@@ -70,7 +71,9 @@ func (s *Server) createPty(w http.ResponseWriter, b *fsb, body []byte) {
 	s.mu.Lock()
 	b.ptys[req.ID] = ps
 	s.mu.Unlock()
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := ptmx.Read(buf)
@@ -96,6 +99,14 @@ func (s *Server) createPty(w http.ResponseWriter, b *fsb, body []byte) {
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 				ps.code = 128 + int(ws.Signal())
 			}
+		}
+		// The terminal's last output is still to be read when the shell
+		// has exited: send it before the close frame, as the daemon does.
+		// A process the shell left behind may keep the terminal open, so
+		// the wait is bounded.
+		select {
+		case <-drained:
+		case <-time.After(2 * time.Second):
 		}
 		ptmx.Close()
 		close(ps.done)
