@@ -2,8 +2,6 @@ package state
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -13,18 +11,14 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 )
 
 const canary = "canary-7f3a9c-do-not-leak"
 
 func testKeys(t testing.TB, decrypt bool) *seal.Keys {
 	t.Helper()
-	raw := make([]byte, seal.KeySize)
-	rand.Read(raw)
-	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := sealtest.NewKey(t)
 	return seal.NewKeys(k, decrypt)
 }
 

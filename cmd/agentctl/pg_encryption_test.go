@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 )
 
 // TestPGEncrypted: the pipeline applied against the pg backend with the
@@ -22,9 +22,8 @@ func TestPGEncrypted(t *testing.T) {
 	plain, _ := pgBackend(t)
 	schema := regexp.MustCompile(`schema_name = "([^"]+)"`).FindStringSubmatch(plain)[1]
 	block := strings.Replace(plain, "agentctl {\n", "agentctl {\n  encryption {\n    key = env(\"AGENTCTL_STATE_KEY\")\n  }\n", 1)
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	env := "AGENTCTL_STATE_KEY=" + base64.StdEncoding.EncodeToString(raw)
+	_, key := sealtest.NewKey(t)
+	env := "AGENTCTL_STATE_KEY=" + key
 	a, b := pgHarness(t, block), pgHarness(t, block)
 	a.env, b.env = []string{env}, []string{env}
 	a.mustRun("init", "-no-color")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/base64"
 	"io/fs"
 	"os"
@@ -11,19 +10,14 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 )
 
 // encrypt makes the harness's configuration encrypt its state with a
 // new key, given to every command in AGENTCTL_STATE_KEY.
 func (h *harness) encrypt() {
 	h.t.Helper()
-	raw := make([]byte, seal.KeySize)
-	rand.Read(raw)
-	key := base64.StdEncoding.EncodeToString(raw)
-	k, err := seal.ParseKey(key)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	k, key := sealtest.NewKey(h.t)
 	h.keys = seal.NewKeys(k, false)
 	h.env = append(h.env, "AGENTCTL_STATE_KEY="+key)
 	cfg := "agentctl {\n  encryption {\n    key = env(\"AGENTCTL_STATE_KEY\")\n  }\n}\n" + pipelineConfig()

@@ -5,8 +5,6 @@ package archive
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,18 +12,14 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
 func newKey(t *testing.T) *seal.Key {
 	t.Helper()
-	raw := make([]byte, seal.KeySize)
-	rand.Read(raw)
-	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := sealtest.NewKey(t)
 	return k
 }
 

@@ -3,14 +3,13 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -18,12 +17,7 @@ const canary = "canary-pg-5e1b-do-not-leak"
 
 func testKeys(t testing.TB, decrypt bool) *seal.Keys {
 	t.Helper()
-	raw := make([]byte, seal.KeySize)
-	rand.Read(raw)
-	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := sealtest.NewKey(t)
 	return seal.NewKeys(k, decrypt)
 }
 
