@@ -3,14 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/providers/builtin"
-	"github.com/agentctl/agentctl/state"
 )
 
 // layeredRuns is a configuration of n runs of one scripted turn each, in
@@ -41,20 +35,8 @@ func BenchmarkApplyRuns(b *testing.B) {
 			ctx := context.Background()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				dir := b.TempDir()
-				if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				cfg, diags := config.Load(dir, config.Options{})
-				if diags.HasErrors() {
-					b.Fatal(diags)
-				}
-				sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				e := &Engine{Config: cfg, State: sd, Version: "bench", Registry: builtin.Registry()}
-				st, err := sd.Read()
+				e := engineIn(b, b.TempDir(), src)
+				st, err := e.State.Read()
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -19,18 +19,25 @@ import (
 func newTestEngine(t *testing.T, src string) (*Engine, string) {
 	t.Helper()
 	dir := t.TempDir()
+	return engineIn(t, dir, src), dir
+}
+
+// engineIn loads src written to dir/main.hcl, with its state in
+// dir/.agentctl.
+func engineIn(tb testing.TB, dir, src string) *Engine {
+	tb.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg, diags := config.Load(dir, config.Options{})
 	if diags.HasErrors() {
-		t.Fatal(diags)
+		tb.Fatal(diags)
 	}
 	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return &Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry()}, dir
+	return &Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry()}
 }
 
 func planApply(t testing.TB, e *Engine, opts PlanOptions) *state.State {

@@ -9,10 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
-	"github.com/agentctl/agentctl/providers/builtin"
-	"github.com/agentctl/agentctl/state"
 )
 
 const (
@@ -74,18 +71,9 @@ output "final" { value = run.second.output }
 // engineAt loads src written to dir/main.hcl with its state in dir.
 func engineAt(t *testing.T, dir, src string) *Engine {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, diags := config.Load(dir, config.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry(), Environ: []string{"OPENAI_API_KEY=" + canaryKey}}
+	e := engineIn(t, dir, src)
+	e.Environ = []string{"OPENAI_API_KEY=" + canaryKey}
+	return e
 }
 
 // TestRecordThenReplayOffline records a pipeline against the fake OpenAI
