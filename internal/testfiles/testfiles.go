@@ -1,6 +1,7 @@
-// Package testfiles builds the trees and tar archives tests need: a
-// directory from a map of files, a tar stream from headers, and a tar
-// stream as pre-POSIX tar wrote it. Only tests import it.
+// Package testfiles builds the trees and tar archives tests need (a
+// directory from a map of files, a tar stream from headers, a tar stream
+// as pre-POSIX tar wrote it) and describes trees to compare them. Only
+// tests import it.
 package testfiles
 
 import (

@@ -5,61 +5,20 @@ package hostfs
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/sandbox"
 )
-
-// describeTree lists every entry under root (not root itself) with what
-// an extraction must reproduce: type, permission bits, size, content
-// hash and modification time for files, targets for symlinks.
-func describeTree(t *testing.T, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case st.IsDir():
-			out = append(out, fmt.Sprintf("d %s %o", rel, st.Mode().Perm()))
-		case st.Mode()&fs.ModeSymlink != 0:
-			tgt, _ := os.Readlink(p)
-			out = append(out, fmt.Sprintf("l %s -> %s", rel, tgt))
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(b)
-			out = append(out, fmt.Sprintf("f %s %o %d %s %s", rel, st.Mode().Perm(), st.Size(), hex.EncodeToString(sum[:8]), st.ModTime().UTC().Format(time.RFC3339Nano)))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // copyTreeSource writes a tree with every kind of entry a copy must get
 // right: modes that sanitize differently, old and sub-second mtimes, an
@@ -157,10 +116,8 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 		if err := Extract(ctx, openRoot(t, viaTar), "repo", &tarball, ExtractLimits{}); err != nil {
 			t.Fatal(err)
 		}
-		want := describeTree(t, viaTar)
-		if !slices.ContainsFunc(want, func(s string) bool {
-			return strings.HasPrefix(s, "f repo/private.txt 644 1 ") && strings.HasSuffix(s, "2001-02-03T04:05:06Z")
-		}) {
+		want := testfiles.DescribeTree(t, viaTar)
+		if p := want["repo/private.txt"]; !strings.HasPrefix(p, "file 644 1 ") || !strings.HasSuffix(p, "2001-02-03T04:05:06Z") {
 			t.Fatalf("the tar path's tree is not what this test expects (sanitized modes, times to the second): %q", want)
 		}
 
@@ -172,7 +129,7 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := describeTree(t, dst); !slices.Equal(got, want) {
+				if got := testfiles.DescribeTree(t, dst); !maps.Equal(got, want) {
 					t.Errorf("tree differs from the tar path's:\n got %q\nwant %q", got, want)
 				}
 				if !bytes.Equal(digest.Bytes(), tarDigest.Bytes()) {
@@ -184,7 +141,7 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 				if err := CopyTree(ctx, sd, ".", openRoot(t, dst2), "repo", CopyTreeOptions{Exclude: m.Match, Strict: strict, readWrite: readWrite}); err != nil {
 					t.Fatal(err)
 				}
-				if got := describeTree(t, dst2); !slices.Equal(got, want) {
+				if got := testfiles.DescribeTree(t, dst2); !maps.Equal(got, want) {
 					t.Errorf("tree (no digest) differs from the tar path's:\n got %q\nwant %q", got, want)
 				}
 			})

@@ -4,11 +4,7 @@ package manifest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,42 +21,6 @@ import (
 // as tar streams through CopyIn, as on providers whose workspace is not
 // a host directory.
 type tarOnly struct{ sandbox.Sandbox }
-
-// workspaceTree describes every entry under root: type, permission
-// bits, size, content hash and modification time of files.
-func workspaceTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case st.IsDir():
-			out[rel] = fmt.Sprintf("dir %o", st.Mode().Perm())
-		case st.Mode()&fs.ModeSymlink != 0:
-			tgt, _ := os.Readlink(p)
-			out[rel] = "symlink " + tgt
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(b)
-			out[rel] = fmt.Sprintf("file %o %d %s %s", st.Mode().Perm(), st.Size(), hex.EncodeToString(sum[:8]), st.ModTime().UTC().Format(time.RFC3339Nano))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // TestLocalDirDirectCopyMatchesTar: a local_dir copied into a host
 // directory workspace directly (sandbox.HostTreeCopier) gives the tree
@@ -108,7 +68,7 @@ func TestLocalDirDirectCopyMatchesTar(t *testing.T) {
 	if rt.Digests["work/repo"] != want || rd.Digests["work/repo"] != want {
 		t.Errorf("digests: tar path %s, direct %s, EntryDigest %s", rt.Digests["work/repo"], rd.Digests["work/repo"], want)
 	}
-	tarTree, directTree := workspaceTree(t, viaTar.Path()), workspaceTree(t, direct.Path())
+	tarTree, directTree := testfiles.DescribeTree(t, viaTar.Path()), testfiles.DescribeTree(t, direct.Path())
 	if diff := cmp.Diff(tarTree, directTree); diff != "" {
 		t.Errorf("direct copy differs from the tar path (-tar +direct):\n%s", diff)
 	}
