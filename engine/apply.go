@@ -840,9 +840,10 @@ func (e *Engine) interrupted() bool {
 }
 
 // errUnchanged is a run planned to execute because an upstream run
-// executed first, found unchanged once that run finished (it produced the
-// same output as before): nothing to do.
-var errUnchanged = errors.New("inputs unchanged after upstream runs: nothing to do")
+// executed first (or a sandbox it uses was created, whose manifest's
+// digest the copy computed), found unchanged once that was done (the
+// same output, the same manifest as before): nothing to do.
+var errUnchanged = errors.New("inputs unchanged once its upstream runs and sandboxes were applied: nothing to do")
 
 // errRunInterrupted marks a run stopped by an interrupt.
 var errRunInterrupted = errors.New("interrupted")

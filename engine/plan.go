@@ -68,7 +68,9 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		if err != nil {
 			return nil, err
 		}
-		sbDigest[addr] = digest
+		if digest != "" {
+			sbDigest[addr] = digest // else known once apply has copied its manifest
+		}
 		p.Changes = append(p.Changes, c)
 	}
 	for _, addr := range sortedKeys(st.Sandboxes) {
@@ -142,31 +144,50 @@ func (e *Engine) runOrder() ([]string, error) {
 	return runs, nil
 }
 
-// planSandbox decides one sandbox's action.
 // manifestDigests are a manifest's entry digests and overall digest,
 // computed once per manifest and root in a plan: sandboxes share
 // manifests, and digesting local_dir and git_repo entries reads them.
+// digest is "" when a local_dir was left for apply's copy to hash
+// (manifest.PlanDigests).
 type manifestDigests struct {
 	entries map[string]string
 	digest  string
 }
 
+// planSandbox decides one sandbox's action and returns its digest as a
+// run's input ("" when known only after apply).
 func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
+	cdigest := sandboxConfigDigest(e.Config, sb)
+	prev := st.Sandboxes[addr]
+	// A sandbox made anew from its manifest needs no digest to decide
+	// anything: a local_dir not hashed before is hashed by its copy
+	// (known after apply), so apply reads it once, not twice.
+	creating := prev == nil || replace || prev.ConfigDigest != cdigest
 	key := sb.Manifest + "\x00" + m.Root
 	md := mcache[key]
 	if md == nil {
 		m.DigestCache = e.digestCache()
-		entries, err := manifest.EntryDigests(ctx, m)
+		var entries map[string]string
+		var deferred []string
+		var err error
+		if creating {
+			entries, deferred, err = manifest.PlanDigests(ctx, m)
+		} else {
+			entries, err = manifest.EntryDigests(ctx, m)
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
 		}
 		md = &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
-		mcache[key] = md
+		if len(deferred) > 0 {
+			md.digest = ""
+		} else {
+			mcache[key] = md
+		}
 	}
 	entries, mdigest := md.entries, md.digest
-	cdigest := sandboxConfigDigest(e.Config, sb)
 	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
 		"provider": sb.Provider,
 	}}
@@ -176,8 +197,10 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	if sb.Manifest != "" {
 		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d entries%s)", sb.Manifest, len(m.Entries), accountsSummary(sandboxAccounts(e.Config, sb)))
 	}
-	digest := digestJSON([]string{cdigest, mdigest})
-	prev := st.Sandboxes[addr]
+	digest := ""
+	if mdigest != "" {
+		digest = digestJSON([]string{cdigest, mdigest})
+	}
 	drift := "" // only asked when refreshing: live holds refreshed sandboxes
 	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
 		var err error
@@ -285,6 +308,12 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 			pending = append(pending, up)
 		}
 	}
+	var creating []string // its sandboxes whose digest apply's copy computes
+	for _, sb := range cfg.RunSandboxes(ri) {
+		if _, ok := sbDigest[sb]; !ok {
+			creating = append(creating, sb)
+		}
+	}
 	if len(pending) == 0 {
 		in, err := e.runInputs(st, ri, sbDigest, eval.standIns)
 		if err != nil {
@@ -307,6 +336,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	case len(pending) > 0:
 		c.Action = ActionRerun
 		c.Reasons = []string{"upstream " + strings.Join(pending, ", ") + " executes first; this run is skipped during apply if its inputs turn out unchanged"}
+	case len(creating) > 0:
+		c.Action = ActionRerun
+		c.Reasons = []string{strings.Join(creating, ", ") + " is created first and its manifest's digest is known once it is copied; this run is skipped during apply if its inputs turn out unchanged"}
 	case prev.Digest != c.Digest:
 		c.Action = ActionRerun
 		if len(c.Reasons) == 0 {

@@ -165,6 +165,13 @@ func (c *DigestCache) remember(e Entry, d, before string) {
 // (the full digest then reports it), cacheable false when something in
 // it changed too recently to be remembered.
 func treeSignature(e Entry) (sig string, cacheable bool) {
+	return walkSignature(e, false)
+}
+
+// walkSignature is treeSignature, also checking, when readable is set,
+// that every file can be opened for reading ("" when one cannot): what a
+// plan checks of a tree it does not read (PlanDigests).
+func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 	m, err := sandbox.CompileExclude(e.Exclude)
 	if err != nil {
 		return "", false
@@ -195,6 +202,11 @@ func treeSignature(e Entry) (sig string, cacheable bool) {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(p, &st); err != nil {
 			return err
+		}
+		if readable && !d.IsDir() {
+			if err := syscall.Access(p, 4); err != nil { // R_OK
+				return err
+			}
 		}
 		h.Write([]byte(rel))
 		h.Write([]byte{0})

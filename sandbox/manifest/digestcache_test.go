@@ -94,3 +94,58 @@ func TestDigestCache(t *testing.T) {
 		t.Fatalf("a tree changed within the racy window was remembered: %+v", c.entries[key])
 	}
 }
+
+// TestPlanDigests: for a sandbox about to be created, a local_dir the
+// cache does not know is left for the copy to hash (deferred) while
+// everything else is digested; a remembered tree's digest is used; a
+// tree the copy would refuse is refused now, with EntryDigests's error.
+func TestPlanDigests(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a.txt": "alpha", "sub/b.txt": "bravo"})
+	m := Manifest{Entries: []Entry{
+		{Kind: EntryLocalDir, Path: "repo", Source: src},
+		{Kind: EntryFile, Path: "notes.txt", Content: []byte("hi")},
+	}}
+	want, err := EntryDigests(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.DigestCache = OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))
+	got, deferred, err := PlanDigests(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deferred) != 1 || deferred[0] != "repo" || got["repo"] != "" || got["notes.txt"] != want["notes.txt"] {
+		t.Fatalf("PlanDigests = %v, deferred %v; want repo deferred and notes.txt %s", got, deferred, want["notes.txt"])
+	}
+	if len(m.DigestCache.entries) != 0 {
+		t.Fatal("PlanDigests hashed the deferred tree into the cache")
+	}
+
+	// Once remembered (an apply's copy hashed it), the digest is known.
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	if _, err := EntryDigests(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, deferred, err = PlanDigests(ctx, m)
+	if err != nil || len(deferred) != 0 || got["repo"] != want["repo"] {
+		t.Fatalf("remembered tree: %v, deferred %v, %v; want %s", got, deferred, err, want["repo"])
+	}
+
+	// What the copy refuses is refused by the plan, as before.
+	if err := os.Symlink("/etc/passwd", filepath.Join(src, "sub", "link")); err != nil {
+		t.Fatal(err)
+	}
+	_, wantErr := EntryDigests(ctx, Manifest{Entries: m.Entries})
+	if wantErr == nil {
+		t.Fatal("EntryDigests accepted a symlink in a local_dir")
+	}
+	if _, _, err := PlanDigests(ctx, m); err == nil || err.Error() != wantErr.Error() {
+		t.Fatalf("PlanDigests with a symlink in the tree: %v; want %v", err, wantErr)
+	}
+	missing := Manifest{Entries: []Entry{{Kind: EntryLocalDir, Path: "gone", Source: filepath.Join(src, "nope")}}}
+	if _, _, err := PlanDigests(ctx, missing); err == nil {
+		t.Fatal("PlanDigests accepted a missing source")
+	}
+}

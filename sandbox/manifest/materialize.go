@@ -604,6 +604,41 @@ func Digest(m Manifest, entryDigests map[string]string) string {
 	return d.sum()
 }
 
+// PlanDigests is EntryDigests for a sandbox that apply creates, where no
+// digest decides anything before the copy: a local_dir whose digest the
+// cache does not hold is not read (the copy hashes it as it copies, once)
+// but walked, as the copy walks it, to check now what the copy would
+// refuse; its path is in deferred and not in the digests. A tree the walk
+// finds fault with is hashed as EntryDigests does, which reports why.
+func PlanDigests(ctx context.Context, m Manifest) (digests map[string]string, deferred []string, err error) {
+	if err := Validate(m); err != nil {
+		return nil, nil, err
+	}
+	digests = make(map[string]string, len(m.Entries))
+	for _, e := range m.Entries {
+		p, _ := sandbox.CheckEntryPath(e.Path)
+		if e.Kind == EntryLocalDir {
+			if _, err := checkSource(e, true); err != nil {
+				return nil, nil, err
+			}
+			if sig, cacheable := walkSignature(e, true); sig != "" {
+				if d, ok := m.DigestCache.lookup(e, sig); ok && cacheable {
+					digests[p] = d
+				} else {
+					deferred = append(deferred, p)
+				}
+				continue
+			}
+		}
+		d, err := entryDigest(ctx, e, m.DigestCache)
+		if err != nil {
+			return nil, nil, err
+		}
+		digests[p] = d
+	}
+	return digests, deferred, nil
+}
+
 // EntryDigests computes every entry's content digest (see EntryDigest),
 // for a plan that must say which entries changed.
 func EntryDigests(ctx context.Context, m Manifest) (map[string]string, error) {
