@@ -7,12 +7,17 @@
 # never used before, nothing is deleted until the end, and each timed
 # command starts after a `sync` (hyperfine --prepare, not timed).
 #
-#   usage: bench/files.sh AGENTCTL WORKDIR [ROUNDS]
+#   usage: bench/files.sh AGENTCTL WORKDIR [ROUNDS [AGENTCTL_B]]
+#
+# With AGENTCTL_B (another build, e.g. before a change), its apply of a
+# new tree (apply_create_b) is timed in the same rounds, in turn with the
+# other two.
 #   needs: bash, hyperfine, jq, GNU cp and tar
 set -euo pipefail
 agentctl=$(realpath "${1:?agentctl binary}")
 work=${2:?work directory (on the file system to measure)}
 rounds=${3:-10}
+agentctl_b=${4:+$(realpath "$4")}
 mkdir -p "$work"
 work=$(realpath "$work")
 cfg=$work/cfg
@@ -83,7 +88,14 @@ for r in $(seq "$rounds"); do
   # ($cfg/.agentctl/sandboxes), each in a new directory.
   a() { time1 apply_create "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state/state.json"; }
   c() { time1 cp_a cp -a "$cfg/repo" "$run/cp/repo"; }
-  if [ $((r % 2)) = 1 ]; then a; c; else c; a; fi
+  if [ -n "$agentctl_b" ]; then
+    b() { time1 apply_create_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state_b/state.json"; }
+    case $((r % 3)) in
+      0) a; b; c ;;
+      1) b; c; a ;;
+      2) c; a; b ;;
+    esac
+  elif [ $((r % 2)) = 1 ]; then a; c; else c; a; fi
   ws=$(workspace "$run/state")
   # A run (one scripted turn) and the snapshot that follows it, against
   # tar -c of the same workspace.
@@ -99,6 +111,6 @@ for r in $(seq "$rounds"); do
 done
 
 printf '%-16s %8s %8s %8s  (seconds, %d rounds)\n' command median min max "$rounds"
-for f in apply_create cp_a apply_snapshot tar_c apply_restore tar_x; do
+for f in apply_create ${agentctl_b:+apply_create_b} cp_a apply_snapshot tar_c apply_restore tar_x; do
   sort -g "$times/$f" | awk -v n="$f" '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf "%-16s %8.3f %8.3f %8.3f\n", n, m, v[1], v[NR]}'
 done

@@ -108,10 +108,10 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	defer tmp.discard()
 	h := hashpipe.New(sha256.New())
 	defer h.Close()
-	var out io.Writer = tmp.f
+	var out = tmp.writer()
 	var sw *seal.StreamWriter
 	if opts.Key != nil {
-		bw := bufio.NewWriterSize(tmp.f, 256<<10)
+		bw := bufio.NewWriterSize(out, 256<<10)
 		if sw, err = opts.Key.NewStreamWriter(bw); err != nil {
 			return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 		}

@@ -3,6 +3,7 @@ package archive
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,4 +47,48 @@ func linkTemp(f *os.File, dir, base string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("linking the snapshot into %s: %w", dir, unix.EEXIST)
+}
+
+// writebackChunk is how much a snapshot writes before it asks the kernel
+// to start writing that part to disk.
+const writebackChunk = 8 << 20
+
+// writer is where the snapshot's bytes go: the file, with its disk writes
+// started chunk by chunk as it grows (sync_file_range(2)), so the disk
+// works while the archive is still being made and the fsync of commit
+// waits for the last chunk only, not for the whole file. Each chunk
+// start also waits for the chunk before it, which keeps the snapshot's
+// dirty pages in memory to two chunks. This only schedules writes: the
+// fsync of commit is what makes the file durable and what reports a
+// write error; where sync_file_range is refused (a file system without
+// it) the chunks are left to that fsync.
+func (t *snapshotTemp) writer() io.Writer {
+	return &writeback{f: t.f, fd: int(t.f.Fd())}
+}
+
+type writeback struct {
+	f           *os.File
+	fd          int
+	off, queued int64
+	refused     bool // sync_file_range was refused: leave it to fsync
+}
+
+func (w *writeback) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	for !w.refused && w.off-w.queued >= writebackChunk {
+		if serr := unix.SyncFileRange(w.fd, w.queued, writebackChunk, unix.SYNC_FILE_RANGE_WRITE); serr != nil {
+			w.refused = true
+			break
+		}
+		if w.queued >= writebackChunk {
+			const wait = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+			if serr := unix.SyncFileRange(w.fd, w.queued-writebackChunk, writebackChunk, wait); serr != nil {
+				w.refused = true
+				break
+			}
+		}
+		w.queued += writebackChunk
+	}
+	return n, err
 }

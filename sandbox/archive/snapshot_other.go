@@ -4,6 +4,7 @@ package archive
 
 import (
 	"errors"
+	"io"
 	"os"
 )
 
@@ -20,3 +21,6 @@ func createSnapshotTemp(dir, base string) (*snapshotTemp, error) {
 func linkTemp(f *os.File, dir, base string) (string, error) {
 	return "", errors.New("unnamed temporary files are not supported here")
 }
+
+// writer is where the snapshot's bytes go: the file, synced by commit.
+func (t *snapshotTemp) writer() io.Writer { return t.f }

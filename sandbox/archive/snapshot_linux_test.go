@@ -1,0 +1,48 @@
+package archive
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestSnapshotWriteback: a snapshot file written through the writer that
+// starts its disk writes chunk by chunk holds exactly what was written,
+// across several chunks and writes that straddle their boundaries.
+func TestSnapshotWriteback(t *testing.T) {
+	dir := t.TempDir()
+	tmp, err := createSnapshotTemp(dir, "s.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.discard()
+	want := make([]byte, 2*writebackChunk+writebackChunk/2+12345)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range want {
+		want[i] = byte(r.Uint32())
+	}
+	w := tmp.writer()
+	for rest := want; len(rest) > 0; {
+		n := min(len(rest), 1+r.IntN(3<<20))
+		if _, err := w.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	if wb, ok := w.(*writeback); !ok || wb.queued != 2*writebackChunk {
+		t.Fatalf("writer %T queued %+v; want the first two chunks' writes started", w, w)
+	}
+	dst := filepath.Join(dir, "s.tar")
+	if err := tmp.commit(dst); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the snapshot file differs from what was written (%d bytes, want %d)", len(got), len(want))
+	}
+}
