@@ -261,7 +261,7 @@ func (c *treeCopier) copyData(dst, src *os.File, size int64, digest io.Writer, b
 	}
 	var off int64
 	if digest == nil && c.clone {
-		err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd()))
+		err := cloneFile(dst, src)
 		if err == nil {
 			// The clone is of the whole file: it may have changed size
 			// since it was measured.
@@ -284,7 +284,7 @@ func (c *treeCopier) copyData(dst, src *os.File, size int64, digest io.Writer, b
 	if digest == nil && c.copyRange {
 		for off < size {
 			roff, woff := off, off
-			k, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(size-off, 1<<30)), 0)
+			k, err := copyFileRange(src, &roff, dst, &woff, int(min(size-off, 1<<30)))
 			if err == unix.EINTR {
 				continue
 			}
