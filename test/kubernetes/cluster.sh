@@ -78,13 +78,18 @@ tail_log() {
   fi
 }
 
-# wait_for WHAT SECONDS LOG COMMAND...: runs COMMAND every 0.25 s until it
-# succeeds; after SECONDS, fails naming WHAT with the tail of LOG.
+# wait_for WHAT SECONDS NAME COMMAND...: runs COMMAND every 0.25 s until
+# it succeeds; fails naming WHAT, with the tail of DIR/logs/NAME.log, after
+# SECONDS or as soon as the process NAME has exited.
 wait_for() {
-  local what=$1 secs=$2 log=$3
+  local what=$1 secs=$2 name=$3
   shift 3
-  local deadline=$((SECONDS + secs))
+  local deadline=$((SECONDS + secs)) log=$DIR/logs/$name.log
   until "$@" >/dev/null 2>&1; do
+    if ! running "$name"; then
+      die "$what: $name exited; $(tail_log "$log")
+run: $0 down $DIR   (to clean up; the logs are in $DIR/logs until then)"
+    fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       die "$what did not come up in ${secs} s; $(tail_log "$log")
 run: $0 down $DIR   (to clean up; the logs are in $DIR/logs until then)"
@@ -581,7 +586,7 @@ up() {
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "agentctl-test=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new
   start containerd containerd --config "$DIR/conf/containerd.toml"
-  wait_for "etcd (127.0.0.1:$ETCD_PORT)" "$WAIT_ETCD" "$DIR/logs/etcd.log" \
+  wait_for "etcd (127.0.0.1:$ETCD_PORT)" "$WAIT_ETCD" etcd \
     curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health"
   say "etcd is up"
 
@@ -607,21 +612,16 @@ up() {
     --profiling=false
 
   # While the API server starts: containerd and the images.
-  wait_for "containerd ($DIR/run/containerd.sock)" "$WAIT_CONTAINERD" "$DIR/logs/containerd.log" \
+  wait_for "containerd ($DIR/run/containerd.sock)" "$WAIT_CONTAINERD" containerd \
     ctr version
   say "containerd is up"
   make_images &
   local images=$!
-
-  wait_for "kube-apiserver (https://$NODE_IP:$APISERVER_PORT)" "$WAIT_APISERVER" "$DIR/logs/kube-apiserver.log" \
-    apiserver_ready
-  say "kube-apiserver is ready"
-  wait "$images" || die "making the images failed (see above)"
-  say "images imported"
+  # The rest wait for the API server themselves; starting them now saves
+  # seconds. (Their own HTTPS ports serve only health checks here, so
+  # they are not given kubeconfigs to authenticate callers.)
   start kube-controller-manager "$CACHE/kube-controller-manager" \
     --kubeconfig "$DIR/conf/controller-manager.kubeconfig" \
-    --authentication-kubeconfig "$DIR/conf/controller-manager.kubeconfig" \
-    --authorization-kubeconfig "$DIR/conf/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
     --service-account-private-key-file "$DIR/pki/sa.key" --root-ca-file "$DIR/pki/ca.crt" \
     --use-service-account-credentials \
@@ -630,8 +630,6 @@ up() {
     --profiling=false
   start kube-scheduler "$CACHE/kube-scheduler" \
     --kubeconfig "$DIR/conf/scheduler.kubeconfig" \
-    --authentication-kubeconfig "$DIR/conf/scheduler.kubeconfig" \
-    --authorization-kubeconfig "$DIR/conf/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --leader-elect=false \
     --profiling=false
   start kubelet "$CACHE/kubelet" \
@@ -639,16 +637,22 @@ up() {
     --root-dir "$DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
   start kube-proxy "$CACHE/kube-proxy" --config "$DIR/conf/kube-proxy.yaml"
 
-  wait_for "node $NODE_NAME Ready" "$WAIT_NODE" "$DIR/logs/kubelet.log" node_ready
+
+  wait_for "kube-apiserver (https://$NODE_IP:$APISERVER_PORT)" "$WAIT_APISERVER" kube-apiserver \
+    apiserver_ready
+  say "kube-apiserver is ready"
+  wait "$images" || die "making the images failed (see above)"
+  say "images imported"
+  make_storage
+  wait_for "node $NODE_NAME Ready" "$WAIT_NODE" kubelet node_ready
   say "node $NODE_NAME is Ready"
   local p
   for p in etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
     alive "$p"
   done
-  make_storage
-  wait_for "the default ServiceAccount in namespace default" 30 "$DIR/logs/kube-controller-manager.log" \
+  wait_for "the default ServiceAccount in namespace default" 30 kube-controller-manager \
     kubectl get serviceaccount default -n default
-  say "storage made"
+  say "the default ServiceAccount is there"
   verify
   echo "AGENTCTL_TEST_KUBECONFIG=$DIR/kubeconfig" >"$DIR/env"
   say "up in $((SECONDS - t0)) s: node $NODE_NAME, kubectl: $CACHE/kubectl --kubeconfig $DIR/kubeconfig"
@@ -712,7 +716,12 @@ spec:
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
   hostPath: {path: $DIR/pv/check, type: Directory}
----
+EOF
+  # The volume is known to the binder before the claim comes, else the
+  # claim waits for the binder's next full sync (15 s).
+  kubectl wait pv/agentctl-check --for=jsonpath='{.status.phase}'=Available --timeout=30s >>"$log" 2>&1 ||
+    die "the check volume did not become Available in 30 s; $(tail_log "$log")"
+  kubectl apply -f - >>"$log" 2>&1 <<EOF || die "creating the check objects failed: $(cat "$log")"
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: check, namespace: $ns}
