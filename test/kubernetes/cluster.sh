@@ -601,6 +601,7 @@ up() {
     --tls-cert-file "$DIR/pki/apiserver.crt" --tls-private-key-file "$DIR/pki/apiserver.key" \
     --client-ca-file "$DIR/pki/ca.crt" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true \
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$DIR/pki/sa.pub" --service-account-signing-key-file "$DIR/pki/sa.key" \
