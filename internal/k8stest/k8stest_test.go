@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,43 +22,21 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	var nodes struct {
-		Items []struct {
-			Metadata struct{ Name string }
-			Status   struct {
-				Conditions []struct{ Type, Status, Message string }
-				Images     []struct{ Names []string }
-			}
+	// The kubelet lists the node's images in its status at its next
+	// status update, up to some seconds after the node is Ready: wait.
+	var problems []string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		problems = nodeProblems(ctx, t, c)
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
 		}
+		time.Sleep(time.Second)
 	}
-	getJSON(ctx, t, c, "/api/v1/nodes", &nodes)
-	if len(nodes.Items) != 1 {
-		t.Fatalf("%d nodes, want the 1 of cluster.sh", len(nodes.Items))
-	}
-	node := nodes.Items[0]
-	ready := false
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == "Ready" {
-			ready = cond.Status == "True"
-			if !ready {
-				t.Errorf("node %s is not Ready: %s", node.Metadata.Name, cond.Message)
-			}
-		}
-	}
-	if !ready {
-		t.Errorf("node %s has no Ready condition", node.Metadata.Name)
-	}
-	var images []string
-	for _, img := range node.Status.Images {
-		images = append(images, img.Names...)
-	}
-	for _, want := range []string{Image, UsersImage} {
-		if !slices.Contains(images, want) {
-			t.Errorf("image %s is not on node %s (it has %v)", want, node.Metadata.Name, images)
-		}
+	for _, p := range problems {
+		t.Error(p)
 	}
 
 	var class struct{ Provisioner string }
@@ -95,6 +74,45 @@ func TestCluster(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != http.StatusForbidden {
 		t.Errorf("%s listing Pods: %v, want 403 Forbidden", LimitedUser, err)
 	}
+}
+
+// nodeProblems says what is wrong with the cluster's node: not one node,
+// not Ready, or without the images.
+func nodeProblems(ctx context.Context, t *testing.T, c *client) []string {
+	var nodes struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				Conditions []struct{ Type, Status, Message string }
+				Images     []struct{ Names []string }
+			}
+		}
+	}
+	getJSON(ctx, t, c, "/api/v1/nodes", &nodes)
+	if len(nodes.Items) != 1 {
+		return []string{fmt.Sprintf("%d nodes, want the 1 of cluster.sh", len(nodes.Items))}
+	}
+	node := nodes.Items[0]
+	var problems []string
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == "Ready" && cond.Status == "True" {
+			ready = true
+		}
+	}
+	if !ready {
+		problems = append(problems, fmt.Sprintf("node %s is not Ready: %+v", node.Metadata.Name, node.Status.Conditions))
+	}
+	var images []string
+	for _, img := range node.Status.Images {
+		images = append(images, img.Names...)
+	}
+	for _, want := range []string{Image, UsersImage} {
+		if !slices.Contains(images, want) {
+			problems = append(problems, fmt.Sprintf("image %s is not on node %s (it has %v)", want, node.Metadata.Name, images))
+		}
+	}
+	return problems
 }
 
 func getJSON(ctx context.Context, t *testing.T, c *client, path string, v any) {
