@@ -99,7 +99,7 @@ kubectl_start() {
 
 kubectl_exec() { k exec "$1" -- true; }
 
-kubectl_stop() { k delete pod "$1" --grace-period 0 --wait=false >/dev/null 2>&1 || true; }
+kubectl_stop() { k delete pod "$1" --grace-period 1 --wait=false >/dev/null 2>&1 || true; }
 
 # ---------------------------------------------------------------- rounds
 
@@ -109,6 +109,7 @@ cleanup() {
   if $with_agentctl; then
     for d in "$work"/start-* "$work/exec"; do [ -d "$d" ] && agentctl_stop "$d"; done
   fi
+  k delete pods --all --grace-period 1 --wait=false >/dev/null 2>&1 || true
   "$kubectl_bin" --kubeconfig "$kubeconfig" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
 }

@@ -542,8 +542,9 @@ EOF
 
 # Directories outside DIR that containerd, the CNI plugins and the kubelet
 # make whatever their configuration says (shim sockets, the CNI result
-# cache, links to container logs).
-OUTSIDE_DIRS=(/run/containerd/s /run/containerd /var/lib/cni/results /var/lib/cni /var/log/containers /var/log/pods)
+# cache, links to container logs, the device plugins' socket).
+OUTSIDE_DIRS=(/run/containerd/s /run/containerd /var/lib/cni/results /var/lib/cni /var/log/containers /var/log/pods
+  /var/lib/kubelet/device-plugins /var/lib/kubelet)
 
 # record_machine: what down must not remove because it was there before
 # up: those directories and the iptables (nf_tables) tables.
@@ -712,6 +713,8 @@ metadata:
   name: agentctl-check
   labels: {agentctl.test/check: "true"}
 spec:
+  # Only the check's claim may have it, whatever else is claiming.
+  claimRef: {namespace: $ns, name: check}
   storageClassName: $STORAGE_CLASS
   capacity: {storage: 1Gi}
   accessModes: [ReadWriteOnce]
@@ -774,7 +777,9 @@ $(tail_log "$DIR/logs/kubelet.log")"
     die "a file written to the claim's mount is not in its volume's directory $DIR/pv/check"
 
   # port-forward, on a port kubectl picks.
-  kubectl port-forward -n "$ns" pod/check :8080 >"$DIR/logs/port-forward.log" 2>&1 &
+  # (The program itself, not the kubectl function, so that $! is its pid.)
+  "$CACHE/kubectl" --kubeconfig "$DIR/kubeconfig" port-forward -n "$ns" pod/check :8080 \
+    >"$DIR/logs/port-forward.log" 2>&1 &
   local pf=$! port="" i
   for i in $(seq 40); do
     port=$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) .*/\1/p' "$DIR/logs/port-forward.log")
@@ -866,22 +871,36 @@ kubepods_cgroups() {
   return 0
 }
 
+# other_live_cluster: the directory of a live cluster other than DIR's,
+# if the machine has one (its node interface names it, and processes of
+# its own run). Its pods, cgroups, bridge and rules are then not DIR's.
+other_live_cluster() {
+  local owner
+  ip link show "$NODE_IF" >/dev/null 2>&1 || return 0
+  owner=$(ip -o link show "$NODE_IF" | sed -n 's/.* alias \(.*\)$/\1/p')
+  if [ -n "$owner" ] && [ "$owner" != "$DIR" ] && [ -n "$(DIR=$owner our_pids)" ]; then
+    echo "$owner"
+  fi
+  return 0
+}
+
 down() {
   [ "$(id -u)" = 0 ] || die "down needs root"
-  local problems=()
+  local problems=() other
+  other=$(other_live_cluster)
+  [ -z "$other" ] ||
+    say "a cluster is up in $other: only what is DIR's own ($DIR: its processes, mounts and files) is removed, not the machine's cluster state"
 
   # 1. The kubelet first, so it restarts nothing; then kube-proxy.
   stop_named kubelet
   stop_named kube-proxy
 
-  say "kubelet and kube-proxy stopped"
   # 2. The pods, through our containerd while it runs.
   if running containerd && [ -S "$DIR/run/containerd.sock" ]; then
-    local id
+    local id i
     for id in $(ctr tasks ls -q 2>/dev/null); do
       ctr tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
     done
-    local i
     for i in $(seq 20); do
       [ -z "$(ctr tasks ls 2>/dev/null | awk 'NR>1 && $3!="STOPPED"')" ] && break
       sleep 0.25
@@ -889,24 +908,68 @@ down() {
     for id in $(ctr tasks ls -q 2>/dev/null); do
       ctr tasks delete -f "$id" >/dev/null 2>&1 || true
     done
+    say "pods stopped"
   fi
 
-  say "pods stopped"
   # 3. The rest, then anything of DIR's still running (a lost pid file,
   # a shim whose containerd died).
-  local name
+  local name pid
   for name in kube-scheduler kube-controller-manager kube-apiserver containerd etcd; do
     stop_named "$name"
   done
-  local pid
   for pid in $(our_pids); do
     stop_pid "$(readlink "/proc/$pid/exe" 2>/dev/null || echo "process")" "$pid"
   done
-
   say "processes stopped"
-  # 4. The containers' processes, if a shim died before them, and the
+
+  # 4. What the machine has of a cluster: the containers' processes and
+  # cgroups, network, iptables.
+  [ -n "$other" ] || down_machine
+
+  # 5. Mounts under DIR (pod volumes, container root filesystems, shm,
+  # network namespaces), deepest first.
+  local m
+  while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || problems+=("could not unmount $m")
+  done < <(awk -v d="$DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r)
+
+  # 6. Files of DIR's pods outside it: the kubelet's links to container
+  # logs, the CNI result cache of the pod sandboxes containerd kept under
+  # DIR (this network's and the loopback's entries).
+  local l sb
+  if [ -d /var/log/containers ]; then
+    for l in /var/log/containers/*; do
+      [ -L "$l" ] && case $(readlink "$l") in "$DIR/"*) rm -f "$l" ;; esac
+    done
+  fi
+  for sb in "$DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
+    [ -d "$sb" ] && rm -f /var/lib/cni/results/*-"${sb##*/}"-*
+  done
+
+  # 7. What up made outside DIR and left empty.
+  [ -n "$other" ] || down_outside
+
+  # 8. DIR itself.
+  if [ -e "$DIR" ]; then
+    if awk -v d="$DIR/" 'index($5, d) == 1 {found=1} END {exit !found}' /proc/self/mountinfo; then
+      problems+=("$DIR still has mounts; not removed")
+    else
+      rm -rf "$DIR" || problems+=("could not remove $DIR")
+    fi
+  fi
+  if [ ${#problems[@]} -gt 0 ]; then
+    printf 'cluster.sh: down: %s\n' "${problems[@]}" >&2
+    exit 1
+  fi
+  say "down: $DIR removed"
+}
+
+# down_machine: the cluster's state that is the machine's, not DIR's
+# (adds to down's problems).
+down_machine() {
+  # The containers' processes, if a shim died before them, and the
   # kubelet's cgroups.
-  local cg
+  local cg pid i
   for cg in $(kubepods_cgroups); do
     [ -f "$cg/cgroup.procs" ] || continue
     for pid in $(cat "$cg/cgroup.procs"); do kill -KILL "$pid" 2>/dev/null || true; done
@@ -923,28 +986,19 @@ down() {
     [ -d "$cg" ] && problems+=("cgroup $cg could not be removed (holds: $(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' '))")
   done
 
-  # 5. Mounts under DIR (pod volumes, container root filesystems, shm,
-  # network namespaces), deepest first.
-  local m
-  while read -r m; do
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || problems+=("could not unmount $m")
-  done < <(awk -v d="$DIR/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r)
-
-  say "cgroups and mounts removed"
-  # 6. Network: the pods' veths and bridge, the node's interface,
-  # and the iptables rules of kube-proxy, the kubelet and the CNI plugins.
-  local l
+  # Network: the pods' veths and bridge, the node's interface, and the
+  # iptables rules of kube-proxy, the kubelet and the CNI plugins.
+  local l owner
   for l in $(ip -o link show master "$BRIDGE_IF" 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//'); do
     ip link del "$l" 2>/dev/null || true
   done
   ip link del "$BRIDGE_IF" 2>/dev/null || true
   if ip link show "$NODE_IF" >/dev/null 2>&1; then
-    local owner
     owner=$(ip -o link show "$NODE_IF" | sed -n 's/.* alias \(.*\)$/\1/p')
     if [ -z "$owner" ] || [ "$owner" = "$DIR" ]; then
       ip link del "$NODE_IF"
     else
-      problems+=("left $NODE_IF: it belongs to the cluster in $owner")
+      problems+=("left $NODE_IF: it names the cluster in $owner (take that one down: $0 down $owner)")
     fi
   fi
   if [ -x "$CACHE/kube-proxy" ]; then
@@ -952,31 +1006,23 @@ down() {
   fi
   clean_iptables iptables
   clean_iptables ip6tables
+  say "cgroups, network and iptables rules removed"
+}
 
-  # 7. The kubelet's links to container logs (its only files outside DIR).
-  if [ -d /var/log/containers ]; then
-    for l in /var/log/containers/*; do
-      [ -L "$l" ] && case $(readlink "$l") in "$DIR/"*) rm -f "$l" ;; esac
-    done
-    rmdir /var/log/containers 2>/dev/null || true
-  fi
-
-  # 8. What up made outside DIR, if empty: the directories above, and the
-  # iptables tables that the kubelet and kube-proxy added (left with no
-  # rules by step 6).
-  # The CNI result cache of the pods: this network's and the loopback's
-  # entries, named after the pod sandboxes containerd kept under DIR.
-  local sb
-  for sb in "$DIR"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
-    [ -d "$sb" ] && rm -f /var/lib/cni/results/*-"${sb##*/}"-*
-  done
+# down_outside: what up made outside DIR, once empty: the directories of
+# OUTSIDE_DIRS and the iptables tables that the kubelet and kube-proxy
+# added (left with no rules by down_machine).
+down_outside() {
   rm -f /var/lib/cni/results/"$CNI_NETWORK"-*
-  if [ -f "$DIR/run/dirs-before" ]; then
-    local d
-    for d in "${OUTSIDE_DIRS[@]}"; do
-      grep -qxF "$d" "$DIR/run/dirs-before" || rmdir "$d" 2>/dev/null || true
-    done
-  fi
+  [ -f "$DIR/run/dirs-before" ] || return 0
+  # The kubelet's device-plugin socket, if this kubelet made it (there
+  # was no such directory before up).
+  grep -qxF /var/lib/kubelet/device-plugins "$DIR/run/dirs-before" ||
+    rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  local d
+  for d in "${OUTSIDE_DIRS[@]}"; do
+    grep -qxF "$d" "$DIR/run/dirs-before" || rmdir "$d" 2>/dev/null || true
+  done
   if [ -f "$DIR/run/tables-before" ] && command -v nft >/dev/null; then
     local family table
     while read -r _ family table; do
@@ -991,20 +1037,6 @@ down() {
       fi
     done < <(nft list tables 2>/dev/null)
   fi
-
-  # 9. DIR itself.
-  if [ -e "$DIR" ]; then
-    if awk -v d="$DIR/" 'index($5, d) == 1 {found=1} END {exit !found}' /proc/self/mountinfo; then
-      problems+=("$DIR still has mounts; not removed")
-    else
-      rm -rf "$DIR" || problems+=("could not remove $DIR")
-    fi
-  fi
-  if [ ${#problems[@]} -gt 0 ]; then
-    printf 'cluster.sh: down: %s\n' "${problems[@]}" >&2
-    exit 1
-  fi
-  say "down: $DIR removed"
 }
 
 # clean_iptables CMD: removes the chains named KUBE-* and CNI-* from every
@@ -1034,24 +1066,31 @@ usage() {
   exit 2
 }
 
-case ${1:-} in
-  up | down)
-    [ $# -eq 2 ] || usage
-    case $2 in
-      /*) DIR=$2 ;;
-      *) DIR=$(pwd)/$2 ;;
-    esac
-    DIR=${DIR%/}
-    case $DIR in
-      *[[:space:]]* | "" | / | /tmp | /work | /root) die "DIR '$2' is not a directory of its own" ;;
-    esac
-    if [ "$1" = up ]; then up; else down; fi
-    ;;
-  build)
-    [ $# -eq 1 ] || usage
-    need_packages
-    build
-    echo "$CACHE"
-    ;;
-  *) usage ;;
-esac
+main() {
+  case ${1:-} in
+    up | down)
+      [ $# -eq 2 ] || usage
+      case $2 in
+        /*) DIR=$2 ;;
+        *) DIR=$(pwd)/$2 ;;
+      esac
+      DIR=${DIR%/}
+      case $DIR in
+        *[[:space:]]* | "" | / | /tmp | /work | /root) die "DIR '$2' is not a directory of its own" ;;
+      esac
+      if [ "$1" = up ]; then up; else down; fi
+      ;;
+    build)
+      [ $# -eq 1 ] || usage
+      need_packages
+      build
+      echo "$CACHE"
+      ;;
+    *) usage ;;
+  esac
+}
+
+# Sourced (to try one function by hand), it only defines them.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi
