@@ -267,8 +267,8 @@ EOF
 
 # ---------------------------------------------------------------- network
 
-# take_down_stale: a cluster whose processes are all gone (the session
-# that started it ended, the machine's processes were stopped) but whose
+# take_down_stale: a cluster that is no longer up (the session that
+# started it ended, the machine's processes were stopped) but whose
 # interface, mounts, cgroups and rules are still here is taken down, so
 # that this one can come up; a live one is an error (one per machine).
 take_down_stale() {
@@ -279,10 +279,10 @@ take_down_stale() {
     /*) ;;
     *) die "$NODE_IF exists but names no cluster directory; remove it (ip link del $NODE_IF) and run: $0 down DIR" ;;
   esac
-  if [ -n "$(DIR=$owner our_pids)" ]; then
+  if live "$owner"; then
     die "a cluster is up in $owner (one per machine: two kubelets would fight over cgroups and iptables); stop it with: $0 down $owner"
   fi
-  say "the cluster left in $owner has no processes left: taking it down first"
+  say "the cluster left in $owner is no longer up: taking it down first"
   bash "$0" down "$owner" || die "taking down the stale cluster in $owner failed (see above)"
 }
 
@@ -817,21 +817,23 @@ $(tail_log "$DIR/logs/kubelet.log")"
 
 # ---------------------------------------------------------------- down
 
-# our_pids: the processes of this cluster, found by their program and
-# DIR in their command line, whether or not their pid files are there.
+# our_pids [PROGRAM...]: the processes of this cluster (of the programs
+# named, else of all of its programs), found by their program and DIR in
+# their command line, whether or not their pid files are there.
 our_pids() {
-  local p exe cmd
+  local p exe cmd programs=" ${*:-kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd containerd containerd-shim-runc-v2} "
   for p in /proc/[0-9]*; do
     exe=$(readlink "$p/exe" 2>/dev/null) || continue
-    case ${exe##*/} in
-      kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl | \
-        etcd | containerd | containerd-shim-runc-v2) ;;
-      *) continue ;;
-    esac
+    case $programs in *" ${exe##*/} "*) ;; *) continue ;; esac
     cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
     case $cmd in *"$DIR/"*) echo "${p#/proc/}" ;; esac
   done
 }
+
+# live DIR: whether the cluster in DIR is up: its API server, etcd or
+# kubelet runs. (Pods or shims left running without them are a stale
+# cluster's.)
+live() { [ -n "$(DIR=$1 our_pids kube-apiserver etcd kubelet)" ]; }
 
 # gone PID: whether PID has exited. The processes of up outlive it and
 # are reaped by init, maybe late: a zombie counts as gone.
@@ -878,7 +880,7 @@ other_live_cluster() {
   local owner
   ip link show "$NODE_IF" >/dev/null 2>&1 || return 0
   owner=$(ip -o link show "$NODE_IF" | sed -n 's/.* alias \(.*\)$/\1/p')
-  if [ -n "$owner" ] && [ "$owner" != "$DIR" ] && [ -n "$(DIR=$owner our_pids)" ]; then
+  if [ -n "$owner" ] && [ "$owner" != "$DIR" ] && live "$owner"; then
     echo "$owner"
   fi
   return 0
