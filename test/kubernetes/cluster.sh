@@ -267,8 +267,8 @@ EOF
 
 # ---------------------------------------------------------------- network
 
-# take_down_stale: a cluster that is no longer up (the session that
-# started it ended, the machine's processes were stopped) but whose
+# take_down_stale: a cluster that is no longer up (its processes were
+# stopped, say when the machine was handed on) but whose
 # interface, mounts, cgroups and rules are still here is taken down, so
 # that this one can come up; a live one is an error (one per machine).
 take_down_stale() {
