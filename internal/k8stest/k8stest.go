@@ -8,6 +8,8 @@ package k8stest
 
 import (
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/testenv"
@@ -31,6 +33,9 @@ const (
 	// StorageClass has PersistentVolumes made ahead by cluster.sh (no
 	// dynamic provisioner runs), for claims of up to 1Gi each.
 	StorageClass = "agentctl-test"
+	// LimitedUser is the user of LimitedKubeconfig's client certificate:
+	// no groups, and no permissions until a test binds a Role to it.
+	LimitedUser = "agentctl-limited"
 )
 
 // Kubeconfig returns the path of the test cluster's kubeconfig from
@@ -47,5 +52,46 @@ func Kubeconfig(tb testing.TB) string {
 		testenv.Missing(tb, "%s=%s: %v (start the cluster with test/kubernetes/cluster.sh up)", KubeconfigVar, path, err)
 		return ""
 	}
+	if err := answers(path); err != nil {
+		testenv.Missing(tb, "the Kubernetes test cluster of %s=%s does not answer: %v (is it still up? test/kubernetes/cluster.sh up starts one)", KubeconfigVar, path, err)
+		return ""
+	}
 	return path
+}
+
+// LimitedKubeconfig returns the path of the kubeconfig of LimitedUser,
+// beside the one Kubeconfig returns (cluster.sh writes it as
+// kubeconfig-limited), stopping tb as Kubeconfig does when there is none.
+// LimitedUser may do nothing until a test grants it a Role: a test binds
+// the permissions it documents and proves they suffice.
+func LimitedKubeconfig(tb testing.TB) string {
+	tb.Helper()
+	main := Kubeconfig(tb)
+	if main == "" {
+		return ""
+	}
+	path := filepath.Join(filepath.Dir(main), "kubeconfig-limited")
+	if _, err := os.Stat(path); err != nil {
+		testenv.Missing(tb, "no kubeconfig of %s beside %s: %v (test/kubernetes/cluster.sh up writes one)", LimitedUser, main, err)
+		return ""
+	}
+	return path
+}
+
+// answered caches, per kubeconfig path, whether its API server answered
+// /readyz: asked once per test binary, not once per test.
+var (
+	answeredMu sync.Mutex
+	answered   = map[string]error{}
+)
+
+func answers(path string) error {
+	answeredMu.Lock()
+	defer answeredMu.Unlock()
+	if err, ok := answered[path]; ok {
+		return err
+	}
+	err := readyz(path)
+	answered[path] = err
+	return err
 }
