@@ -1,0 +1,363 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+// MarkerEnv is the environment variable every command carries; its
+// random value identifies the command's whole process tree when a
+// timeout fires.
+const MarkerEnv = "AGENTCTL_EXEC"
+
+// killScript stops, then kills, every process whose environment holds
+// the marker $1, until none is left (a fork bomb gets a pass per
+// generation). It uses shell builtins only, so it runs even when the
+// command used up every process the Pod may have.
+const killScript = `m="` + MarkerEnv + `=$1"
+n=0
+while [ $n -lt 200 ]; do
+  found=
+  for f in /proc/[0-9]*; do
+    p=${f#/proc/}
+    [ "$p" = "$$" ] && continue
+    e=
+    { while IFS= read -r l; do e="$e$l"; done; e="$e$l"; } <"$f/environ" 2>/dev/null
+    case "$e" in *"$m"*) kill -STOP "$p" 2>/dev/null; found="$found $p" ;; esac
+  done
+  [ -z "$found" ] && exit 0
+  kill -KILL $found 2>/dev/null
+  n=$((n+1))
+done
+exit 1`
+
+// killGrace is how long output may keep flowing after the process tree
+// was killed before the stream is cut.
+const killGrace = 5 * time.Second
+
+// shq quotes s for a POSIX shell.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// streams are one exec's standard streams and terminal.
+type streams struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	tty            bool
+	rows, cols     int
+}
+
+// stream runs argv in the sandbox's container through pods/exec
+// (WebSocket, SPDY when the upgrade fails) and returns its exit code. A
+// non-zero exit is a result, not an error.
+func (s *Sandbox) stream(ctx context.Context, argv []string, io streams) (int, error) {
+	ns, name := s.pod()
+	opts := &corev1.PodExecOptions{
+		Container: containerName, Command: argv,
+		Stdin: io.stdin != nil, Stdout: io.stdout != nil, Stderr: io.stderr != nil && !io.tty, TTY: io.tty,
+	}
+	u := s.p.core.RESTClient().Post().Namespace(ns).Resource("pods").Name(name).SubResource("exec").
+		VersionedParams(opts, scheme.ParameterCodec).URL()
+	ws, err := remotecommand.NewWebSocketExecutor(s.p.cfg, http.MethodGet, u.String())
+	if err != nil {
+		return -1, fmt.Errorf("exec in Pod %s: %w", name, err)
+	}
+	spdyExec, err := remotecommand.NewSPDYExecutor(s.p.cfg, http.MethodPost, u)
+	if err != nil {
+		return -1, fmt.Errorf("exec in Pod %s: %w", name, err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdyExec, httpstream.IsUpgradeFailure)
+	if err != nil {
+		return -1, fmt.Errorf("exec in Pod %s: %w", name, err)
+	}
+	so := remotecommand.StreamOptions{Stdin: io.stdin, Stdout: io.stdout, Tty: io.tty}
+	if !io.tty {
+		so.Stderr = io.stderr
+	} else {
+		rows, cols := io.rows, io.cols
+		if rows <= 0 || cols <= 0 {
+			rows, cols = sandbox.DefaultTTYRows, sandbox.DefaultTTYCols
+		}
+		so.TerminalSizeQueue = &fixedSize{size: &remotecommand.TerminalSize{Width: uint16(cols), Height: uint16(rows)}}
+	}
+	err = ex.StreamWithContext(ctx, so)
+	if err == nil {
+		return 0, nil
+	}
+	if ee, ok := errors.AsType[utilexec.ExitError](err); ok && ee.Exited() {
+		return ee.ExitStatus(), nil
+	}
+	if ctx.Err() != nil {
+		return -1, ctx.Err()
+	}
+	return -1, s.execFailed(ctx, argv[0], err)
+}
+
+// execFailed explains an exec that failed without an exit status: the
+// Pod is gone (sandbox.ErrNotFound), not running (sandbox.ErrUnavailable)
+// or the call itself failed.
+func (s *Sandbox) execFailed(ctx context.Context, prog string, err error) error {
+	ns, name := s.pod()
+	pod, gerr := s.getPod(ctx)
+	switch {
+	case gerr != nil:
+		return sandbox.MarkUnavailable(fmt.Errorf("exec %s in Pod %s/%s: %w (and reading the Pod failed: %v)", prog, ns, name, err, gerr))
+	case pod == nil:
+		return fmt.Errorf("exec %s: Pod %s/%s: %w (%v)", prog, ns, name, sandbox.ErrNotFound, err)
+	case !podRunning(pod):
+		return sandbox.MarkUnavailable(fmt.Errorf("exec %s: Pod %s/%s is not running (phase %s): %w", prog, ns, name, pod.Status.Phase, err))
+	}
+	if strings.Contains(err.Error(), "forbidden") {
+		return fmt.Errorf("exec %s in Pod %s/%s: %w; the provider's Role needs pods/exec (create, get)", prog, ns, name, err)
+	}
+	return fmt.Errorf("exec %s in Pod %s/%s: %w", prog, ns, name, err)
+}
+
+type fixedSize struct{ size *remotecommand.TerminalSize }
+
+// Next returns the terminal's size once, then blocks no one: nil ends
+// the queue.
+func (f *fixedSize) Next() *remotecommand.TerminalSize {
+	s := f.size
+	f.size = nil
+	return s
+}
+
+// command is an exec prepared from a request: the argv that runs it in
+// the Pod (a shell wrapper setting its directory, environment and user)
+// and the marker of its process tree.
+type command struct {
+	argv   []string
+	prog   string
+	marker string
+}
+
+// prepare turns req into the command that runs it.
+func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command, error) {
+	argv, err := req.Command()
+	if err != nil {
+		return command{}, err
+	}
+	su := ""
+	if req.User != "" {
+		if _, ok := s.spec.Accounts.User(req.User); !ok {
+			return command{}, fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: req.User})
+		}
+		// su (BusyBox's or util-linux's) switches to the user's uid, its
+		// private group and its supplementary groups from the Pod's
+		// /etc/passwd and /etc/group, where createAccounts put them; -m
+		// keeps the environment set here.
+		su = req.User
+	}
+	wd := s.d.Root
+	if req.Workdir != "" {
+		r, err := s.resolve(ctx, "exec workdir", req.Workdir, true)
+		if err != nil {
+			return command{}, err
+		}
+		if r.kind != 'D' && r.followed != 'D' {
+			return command{}, fmt.Errorf("exec: workdir %q is not a directory in the workspace", req.Workdir)
+		}
+		wd = r.follow
+	}
+	keys := make([]string, 0, len(req.Env))
+	for k := range req.Env {
+		if !validEnvName(k) || strings.ContainsRune(req.Env[k], 0) {
+			return command{}, fmt.Errorf("exec: invalid environment variable %q", k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	marker := randHex(16)
+	var sc strings.Builder
+	sc.WriteString("export " + MarkerEnv + "=" + marker + "\n")
+	for _, k := range keys {
+		sc.WriteString("export " + k + "=" + shq(req.Env[k]) + "\n")
+	}
+	inner := "cd -- " + shq(wd) + " || exit 126\nexec \"$@\"\n"
+	if su == "" {
+		sc.WriteString(inner)
+	} else {
+		sc.WriteString("exec su -m -s /bin/sh " + shq(su) + " -c " + shq(inner) + " sh \"$@\"\n")
+	}
+	full := append([]string{"/bin/sh", "-c", sc.String(), "sh"}, argv...)
+	return command{argv: full, prog: argv[0], marker: marker}, nil
+}
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Exec runs a command in the Pod: argv directly, or Shell with /bin/sh
+// -c, in Workdir beneath the workspace root, with separate stdout and
+// stderr kept head+tail within OutputLimit. On timeout every process of
+// the command's tree is killed and TimedOut is set.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	cmd, err := s.prepare(ctx, req)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	stdout := sandbox.NewHeadTail(req.OutputLimit)
+	stderr := sandbox.NewHeadTail(req.OutputLimit)
+	start := time.Now()
+	code, timedOut, err := s.run(ctx, cmd, streams{stdin: req.Stdin, stdout: stdout, stderr: stderr}, req.Timeout)
+	return sandbox.CapturedResult(stdout, stderr, code, time.Since(start), timedOut), err
+}
+
+// run runs cmd to completion, killing its process tree when timeout
+// (if > 0) passes or ctx ends.
+func (s *Sandbox) run(ctx context.Context, cmd command, io streams, timeout time.Duration) (int, bool, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := s.stream(sctx, cmd.argv, io)
+		done <- result{code, err}
+	}()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case r := <-done:
+		return r.code, false, r.err
+	case <-timer:
+		kerr := s.killTree(ctx, cmd.marker)
+		select {
+		case r := <-done:
+			if r.err != nil && kerr != nil {
+				return -1, true, fmt.Errorf("exec %s timed out and killing its processes failed: %w", cmd.prog, kerr)
+			}
+			return r.code, true, nil
+		case <-time.After(killGrace):
+			cancel()
+			<-done
+			if kerr != nil {
+				return -1, true, fmt.Errorf("exec %s timed out and killing its processes failed: %w", cmd.prog, kerr)
+			}
+			return -1, true, nil
+		}
+	case <-ctx.Done():
+		_ = s.killTree(ctx, cmd.marker)
+		cancel()
+		<-done
+		return -1, false, fmt.Errorf("exec %s: %w", cmd.prog, ctx.Err())
+	}
+}
+
+// killTree kills every process carrying marker with a second exec.
+func (s *Sandbox) killTree(ctx context.Context, marker string) error {
+	kctx, cancel := sandbox.CleanupContext(ctx)
+	defer cancel()
+	var kerr error
+	// The killer itself may fail to start while a fork bomb holds every
+	// process the Pod may have: retry until it gets one.
+	for attempt := 0; attempt < 20; attempt++ {
+		var out, errOut bytes.Buffer
+		code, err := s.stream(kctx, []string{"/bin/sh", "-c", killScript, "sh", marker}, streams{stdout: &out, stderr: &errOut})
+		if err == nil && code == 0 {
+			return nil
+		}
+		kerr = err
+		if err == nil {
+			kerr = fmt.Errorf("kill helper exited %d: %s", code, strings.TrimSpace(errOut.String()))
+		}
+		if errors.Is(err, sandbox.ErrNotFound) || kctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return kerr
+}
+
+// StartProcess starts a command whose streams stay attached (an MCP
+// server over stdio, a terminal session); cancelling ctx or Kill kills
+// its process tree. On a terminal, stdin stays open until the process
+// ends: closing it early would lose the terminal's last output.
+func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
+	cmd, err := s.prepare(ctx, sandbox.ExecRequest{Argv: req.Argv, Shell: req.Shell, Workdir: req.Workdir, Env: req.Env, User: req.User})
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.StartStreamed(ctx, func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+		io := streams{stdin: stdin, stdout: stdout, stderr: stderr}
+		if req.TTY {
+			ended := make(chan struct{})
+			defer close(ended)
+			io = streams{stdin: &holdOpen{r: stdin, ended: ended}, stdout: stdout, tty: true, rows: req.Rows, cols: req.Cols}
+		}
+		code, _, err := s.run(ctx, cmd, io, 0)
+		return code, err
+	}), nil
+}
+
+// holdOpen reads r and, at its end, waits for the process to end before
+// reporting EOF: a terminal's stdin closed early loses its last output.
+type holdOpen struct {
+	r     io.Reader
+	ended <-chan struct{}
+}
+
+func (h *holdOpen) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if err != nil && n == 0 {
+		<-h.ended
+	}
+	return n, err
+}
+
+// runScript runs an internal helper script (as the container's user)
+// with stdin and returns its stdout, stderr and exit code.
+func (s *Sandbox) runScript(ctx context.Context, script string, stdin io.Reader, args ...string) ([]byte, []byte, int, error) {
+	var out, errOut bytes.Buffer
+	argv := append([]string{"/bin/sh", "-c", script, "sh"}, args...)
+	code, err := s.stream(ctx, argv, streams{stdin: stdin, stdout: &out, stderr: &errOut})
+	return out.Bytes(), errOut.Bytes(), code, err
+}
+
+// createAccounts creates the manifest's users and groups with the
+// image's own tools (sandbox.AccountsScript).
+func (s *Sandbox) createAccounts(ctx context.Context) error {
+	if s.spec.Accounts.Empty() {
+		return nil
+	}
+	_, stderr, code, err := s.runScript(ctx, sandbox.AccountsScript, nil, sandbox.AccountsArgs(s.spec.Accounts, s.d.Root)...)
+	if err != nil {
+		return fmt.Errorf("creating the manifest's users and groups: %w", err)
+	}
+	if code != 0 {
+		return sandbox.AccountsError(s.spec.Image, code, string(stderr))
+	}
+	return nil
+}
