@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -70,8 +69,8 @@ func (s *Sandbox) stream(ctx context.Context, argv []string, io streams) (int, e
 		Container: containerName, Command: argv,
 		Stdin: io.stdin != nil, Stdout: io.stdout != nil, Stderr: io.stderr != nil && !io.tty, TTY: io.tty,
 	}
-	u := s.p.core.RESTClient().Post().Namespace(ns).Resource("pods").Name(name).SubResource("exec").
-		VersionedParams(opts, scheme.ParameterCodec).URL()
+	u := s.p.core.rc.Post().Namespace(ns).Resource("pods").Name(name).SubResource("exec").
+		VersionedParams(opts, s.p.core.params).URL()
 	ws, err := remotecommand.NewWebSocketExecutor(s.p.cfg, http.MethodGet, u.String())
 	if err != nil {
 		return -1, fmt.Errorf("exec in Pod %s: %w", name, err)

@@ -40,7 +40,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -80,7 +79,7 @@ type Options struct {
 // Provider creates Pods in one namespace.
 type Provider struct {
 	cfg  *rest.Config
-	core corev1client.CoreV1Interface
+	core *coreClient
 	ns   string
 	opts Options
 	// where describes the cluster for messages (context and server).
@@ -145,7 +144,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	// agentctl makes a few calls per command; client-go's default of 5
 	// requests a second would throttle a busy apply.
 	cfg.QPS, cfg.Burst = 50, 100
-	core, err := corev1client.NewForConfig(cfg)
+	core, err := newCoreClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
 	}
@@ -163,7 +162,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		}
 	}
 	p := &Provider{cfg: cfg, core: core, ns: ns, opts: opts, where: where}
-	if err := core.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+	if err := core.rc.Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return nil, fmt.Errorf("cannot reach the Kubernetes API server of %s: %w; check the cluster is up and the kubeconfig's credentials", where, err)
 	}
 	return p, nil
@@ -175,8 +174,8 @@ func (p *Provider) Kind() string { return Kind }
 // Namespace is the namespace sandboxes are created in.
 func (p *Provider) Namespace() string { return p.ns }
 
-// Core is the core/v1 client (tests, diagnostics).
-func (p *Provider) Core() corev1client.CoreV1Interface { return p.core }
+// RESTConfig is the client configuration (tests, diagnostics).
+func (p *Provider) RESTConfig() *rest.Config { return rest.CopyConfig(p.cfg) }
 
 // sessionData is SessionState.Data: where the sandbox's objects are and
 // what it was made from. Never credentials.
@@ -290,7 +289,7 @@ func (p *Provider) createClaim(ctx context.Context, spec sandbox.Spec, name stri
 	if v.StorageClass != "" {
 		pvc.Spec.StorageClassName = &v.StorageClass
 	}
-	if _, err := p.core.PersistentVolumeClaims(p.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+	if err := p.core.create(ctx, p.ns, resClaims, pvc, &corev1.PersistentVolumeClaim{}); err != nil {
 		return p.apiError("creating the workspace's PersistentVolumeClaim "+name, "persistentvolumeclaims", err)
 	}
 	return nil
@@ -309,7 +308,7 @@ func (p *Provider) createService(ctx context.Context, spec sandbox.Spec, name st
 			Name: "p" + strconv.Itoa(port), Port: int32(port), TargetPort: intstr.FromInt32(int32(port)), Protocol: corev1.ProtocolTCP,
 		})
 	}
-	if _, err := p.core.Services(p.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if err := p.core.create(ctx, p.ns, resServices, svc, &corev1.Service{}); err != nil {
 		return p.apiError("creating Service "+name, "services", err)
 	}
 	return nil
@@ -455,22 +454,22 @@ func (p *Provider) listManaged(ctx context.Context, sel string) ([]managed, erro
 	add := func(kind string, m metav1.ObjectMeta) {
 		out = append(out, managed{kind: kind, name: m.Name, lineage: m.Labels[sandbox.LabelLineage], address: m.Annotations[AnnotationAddress]})
 	}
-	pods, err := p.core.Pods(p.ns).List(ctx, opts)
-	if err != nil {
+	var pods corev1.PodList
+	if err := p.core.list(ctx, p.ns, resPods, opts, &pods); err != nil {
 		return nil, p.apiError("listing agentctl's Pods", "pods (list)", err)
 	}
 	for _, o := range pods.Items {
 		add("pod", o.ObjectMeta)
 	}
-	pvcs, err := p.core.PersistentVolumeClaims(p.ns).List(ctx, opts)
-	if err != nil {
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := p.core.list(ctx, p.ns, resClaims, opts, &pvcs); err != nil {
 		return nil, p.apiError("listing agentctl's PersistentVolumeClaims", "persistentvolumeclaims (list)", err)
 	}
 	for _, o := range pvcs.Items {
 		add("pvc", o.ObjectMeta)
 	}
-	svcs, err := p.core.Services(p.ns).List(ctx, opts)
-	if err != nil {
+	var svcs corev1.ServiceList
+	if err := p.core.list(ctx, p.ns, resServices, opts, &svcs); err != nil {
 		return nil, p.apiError("listing agentctl's Services", "services (list)", err)
 	}
 	for _, o := range svcs.Items {
@@ -485,11 +484,11 @@ func (p *Provider) deleteObject(ctx context.Context, kind, name string) error {
 	var err error
 	switch kind {
 	case "pod":
-		err = p.core.Pods(p.ns).Delete(ctx, name, opts)
+		err = p.core.delete(ctx, p.ns, resPods, name, opts)
 	case "pvc":
-		err = p.core.PersistentVolumeClaims(p.ns).Delete(ctx, name, metav1.DeleteOptions{})
+		err = p.core.delete(ctx, p.ns, resClaims, name, metav1.DeleteOptions{})
 	case "service":
-		err = p.core.Services(p.ns).Delete(ctx, name, metav1.DeleteOptions{})
+		err = p.core.delete(ctx, p.ns, resServices, name, metav1.DeleteOptions{})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return p.apiError("deleting "+kind+" "+name, kind+"s (delete)", err)

@@ -87,7 +87,7 @@ func (s *Sandbox) pod() (ns, name string) {
 // another Pod took its name).
 func (s *Sandbox) getPod(ctx context.Context) (*corev1.Pod, error) {
 	ns, name := s.pod()
-	pod, err := s.p.core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, err := s.p.core.getPod(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -104,7 +104,7 @@ func (s *Sandbox) getPod(ctx context.Context) (*corev1.Pod, error) {
 }
 
 func (s *Sandbox) claimExists(ctx context.Context) (bool, error) {
-	_, err := s.p.core.PersistentVolumeClaims(s.d.Namespace).Get(ctx, s.d.Claim, metav1.GetOptions{})
+	err := s.p.core.get(ctx, s.d.Namespace, resClaims, s.d.Claim, &corev1.PersistentVolumeClaim{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -121,8 +121,8 @@ func (s *Sandbox) startPod(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	created, err := s.p.core.Pods(s.p.ns).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
+	created := &corev1.Pod{}
+	if err := s.p.core.create(ctx, s.p.ns, resPods, pod, created); err != nil {
 		return s.p.apiError("creating Pod "+name+" from image "+s.spec.Image, "pods (create)", err)
 	}
 	s.mu.Lock()
@@ -168,7 +168,7 @@ func (s *Sandbox) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 500*time.Millisecond)
-		p, err := s.p.core.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		p, err := s.p.core.getPod(ctx, pod.Namespace, pod.Name)
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("Pod %s/%s was deleted while agentctl waited for it to run", pod.Namespace, pod.Name)
 		}
@@ -259,8 +259,8 @@ func (s *Sandbox) events(ctx context.Context, kind, name string) string {
 	cctx, cancel := sandbox.CleanupContext(ctx)
 	defer cancel()
 	sel := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}.AsSelector().String()
-	list, err := s.p.core.Events(s.d.Namespace).List(cctx, metav1.ListOptions{FieldSelector: sel})
-	if err != nil {
+	var list corev1.EventList
+	if err := s.p.core.list(cctx, s.d.Namespace, resEvents, metav1.ListOptions{FieldSelector: sel}, &list); err != nil {
 		return "\n  (the events of " + kind + " " + name + " could not be listed: " + err.Error() + "; the provider's Role needs events (list))"
 	}
 	items := list.Items
@@ -371,7 +371,7 @@ func (s *Sandbox) deletePod(ctx context.Context, wait bool) error {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		_, err := s.p.core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := s.p.core.getPod(ctx, ns, name)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -463,8 +463,8 @@ func (s *Sandbox) PortURL(ctx context.Context, port int) (string, error) {
 		return "", fmt.Errorf("port %d is not exposed: list it in the sandbox's ports", port)
 	}
 	if s.d.Service != "" {
-		svc, err := s.p.core.Services(s.d.Namespace).Get(ctx, s.d.Service, metav1.GetOptions{})
-		if err != nil {
+		svc := &corev1.Service{}
+		if err := s.p.core.get(ctx, s.d.Namespace, resServices, s.d.Service, svc); err != nil {
 			return "", s.p.apiError("reading Service "+s.d.Service, "services (get)", err)
 		}
 		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
@@ -525,7 +525,7 @@ func (s *Sandbox) ensureForward(ctx context.Context) (*forward, error) {
 	}
 	s.mu.Unlock()
 	s.closeForward()
-	u := s.p.core.RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("portforward").URL()
+	u := s.p.core.rc.Post().Resource("pods").Namespace(ns).Name(name).SubResource("portforward").URL()
 	rt, upgrader, err := spdy.RoundTripperFor(s.p.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward to Pod %s: %w", name, err)
