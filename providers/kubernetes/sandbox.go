@@ -250,7 +250,25 @@ func (s *Sandbox) notRunning(ctx context.Context, pod *corev1.Pod, why string) e
 	if ev != "" {
 		msg += "\nevents:" + ev
 	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		msg += s.logTail(ctx, pod.Name)
+	}
 	return errors.New(msg)
+}
+
+// logTail is the last lines the container wrote, for a Pod that ended.
+func (s *Sandbox) logTail(ctx context.Context, pod string) string {
+	cctx, cancel := sandbox.CleanupContext(ctx)
+	defer cancel()
+	raw, err := s.p.core.rc.Get().Namespace(s.d.Namespace).Resource(resPods).Name(pod).SubResource("log").
+		Param("container", containerName).Param("tailLines", "20").Param("limitBytes", "4096").Do(cctx).Raw()
+	if err != nil {
+		return "\n(the container's log could not be read: " + err.Error() + "; the provider's Role needs pods/log (get))"
+	}
+	if out := strings.TrimSpace(string(raw)); out != "" {
+		return "\nlast lines of the container's log:\n  " + strings.ReplaceAll(out, "\n", "\n  ")
+	}
+	return ""
 }
 
 // events lists the events of one object, one per line, oldest first;
@@ -343,6 +361,12 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	// A Pod another agentctl started on the claim and could not delete
+	// (an exec on the stopped sandbox that was killed) would keep the
+	// claim in use: only the new Pod may mount it.
+	if err := s.removeOtherPods(ctx); err != nil {
+		return err
+	}
 	s.closeForward()
 	if err := s.startPod(ctx); err != nil {
 		cctx, cancel := sandbox.CleanupContext(ctx)
@@ -352,6 +376,27 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	}
 	// The accounts live in the container's /etc: a new Pod needs them again.
 	return s.createAccounts(ctx)
+}
+
+// removeOtherPods deletes the Pods labelled with the sandbox's lineage
+// and address other than its current one.
+func (s *Sandbox) removeOtherPods(ctx context.Context) error {
+	if s.spec.Lineage == "" || s.spec.Address == "" {
+		return nil
+	}
+	_, current := s.pod()
+	found, err := s.p.listManaged(ctx, selector(s.spec.Lineage, s.spec.Address))
+	if err != nil {
+		return err
+	}
+	for _, m := range found {
+		if m.kind == "pod" && m.name != current && m.address == s.spec.Address {
+			if err := s.p.deleteObject(ctx, m.kind, m.name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Sandbox) notFound(op string) error {
