@@ -191,7 +191,9 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command
 	if su == "" {
 		sc.WriteString(inner)
 	} else {
-		sc.WriteString("exec su -m -s /bin/sh " + shq(su) + " -c " + shq(inner) + " sh \"$@\"\n")
+		// "--" ends su's options: its getopt would take a -c among the
+		// command's own arguments as its own.
+		sc.WriteString("exec su -m -s /bin/sh -c " + shq(inner) + " -- " + shq(su) + " sh \"$@\"\n")
 	}
 	full := append([]string{"/bin/sh", "-c", sc.String(), "sh"}, argv...)
 	return command{argv: full, prog: argv[0], marker: marker}, nil
