@@ -424,15 +424,16 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 		return nil, err
 	}
 	if pod == nil {
-		if d.Claim == "" {
-			return nil, fmt.Errorf("Pod %s/%s: %w", d.Namespace, d.Pod, sandbox.ErrNotFound)
+		// The claim or the Service may outlive the Pod (on_exit =
+		// "stop"): the sandbox still exists for Refresh to report and for
+		// Delete to remove.
+		if ok, err := s.claimExists(ctx); err != nil || ok {
+			return s, err
 		}
-		if ok, err := s.claimExists(ctx); err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, fmt.Errorf("Pod %s/%s and its claim %s: %w", d.Namespace, d.Pod, d.Claim, sandbox.ErrNotFound)
+		if ok, err := s.serviceExists(ctx); err != nil || ok {
+			return s, err
 		}
-		return s, nil
+		return nil, fmt.Errorf("Pod %s/%s: %w", d.Namespace, d.Pod, sandbox.ErrNotFound)
 	}
 	if pod.Labels[sandbox.LabelManaged] != "true" {
 		return nil, fmt.Errorf("Pod %s/%s is not managed by agentctl (no %s label); refusing to use it", d.Namespace, d.Pod, sandbox.LabelManaged)

@@ -103,7 +103,24 @@ func (s *Sandbox) getPod(ctx context.Context) (*corev1.Pod, error) {
 	return pod, nil
 }
 
+func (s *Sandbox) serviceExists(ctx context.Context) (bool, error) {
+	if s.d.Service == "" {
+		return false, nil
+	}
+	err := s.p.core.get(ctx, s.d.Namespace, resServices, s.d.Service, &corev1.Service{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, s.p.apiError("reading Service "+s.d.Service, "services (get)", err)
+	}
+	return true, nil
+}
+
 func (s *Sandbox) claimExists(ctx context.Context) (bool, error) {
+	if s.d.Claim == "" {
+		return false, nil
+	}
 	err := s.p.core.get(ctx, s.d.Namespace, resClaims, s.d.Claim, &corev1.PersistentVolumeClaim{})
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -451,6 +451,29 @@ func TestLifecycle(t *testing.T) {
 	if left := c.labelled(t, spec.Lineage); len(left) != 0 {
 		t.Fatalf("left after Delete: %v", left)
 	}
+	// A stopped sandbox with a Service: the sandbox is missing (plan
+	// says restore), yet Open finds it so that destroy removes the
+	// Service.
+	svcSpec := testSpec(t)
+	svcSpec.Ports = []int{8080}
+	svcSpec.Settings = &SandboxSettings{Service: true}
+	sb4 := c.newSandbox(t, svcSpec)
+	if err := sb4.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb5, err := c.p.Open(ctx, svcSpec, sb4.Session())
+	if err != nil {
+		t.Fatalf("Open of a stopped sandbox with a Service: %v", err)
+	}
+	if st, err := sb5.Refresh(ctx); err != nil || st != sandbox.StatusMissing {
+		t.Fatalf("Refresh of a stopped sandbox with a Service = %v, %v", st, err)
+	}
+	if err := sb5.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := c.labelled(t, svcSpec.Lineage); len(left) != 0 {
+		t.Fatalf("left after Delete: %v", left)
+	}
 }
 
 // With a volume block, Stop deletes only the Pod: Start mounts the claim
