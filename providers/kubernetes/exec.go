@@ -136,13 +136,21 @@ func (f *fixedSize) Next() *remotecommand.TerminalSize {
 	return s
 }
 
-// command is an exec prepared from a request: the argv that runs it in
-// the Pod (a shell wrapper setting its directory, environment and user)
-// and the marker of its process tree.
+// command is an exec prepared from a request: the program and its
+// arguments, and what the shell wrapper that runs them in the Pod sets up
+// (directory, environment, user, the marker of its process tree).
 type command struct {
 	argv   []string
 	prog   string
 	marker string
+	wd     string
+	su     string
+	// env is the environment as shell export lines. It never goes in the
+	// exec request's command, which is a URL the API server may log
+	// (audit logs): the wrapper reads it from stdin ahead of the
+	// command's own input, or, for a terminal, from a private file it
+	// deletes at once.
+	env string
 }
 
 // prepare turns req into the command that runs it.
@@ -151,27 +159,22 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command
 	if err != nil {
 		return command{}, err
 	}
-	su := ""
+	cmd := command{argv: argv, prog: argv[0], marker: randHex(16), wd: s.d.Root}
 	if req.User != "" {
 		if _, ok := s.spec.Accounts.User(req.User); !ok {
 			return command{}, fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: req.User})
 		}
-		// su (BusyBox's or util-linux's) switches to the user's uid, its
-		// private group and its supplementary groups from the Pod's
-		// /etc/passwd and /etc/group, where createAccounts put them; -m
-		// keeps the environment set here.
-		su = req.User
+		cmd.su = req.User
 	}
-	wd := s.d.Root
 	if req.Workdir != "" {
 		r, err := s.resolve(ctx, "exec workdir", req.Workdir, true)
 		if err != nil {
 			return command{}, err
 		}
-		if r.kind != 'D' && r.followed != 'D' {
+		if r.followed != 'D' {
 			return command{}, fmt.Errorf("exec: workdir %q is not a directory in the workspace", req.Workdir)
 		}
-		wd = r.follow
+		cmd.wd = r.follow
 	}
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
@@ -181,22 +184,76 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	marker := randHex(16)
-	var sc strings.Builder
-	sc.WriteString("export " + MarkerEnv + "=" + marker + "\n")
+	var env strings.Builder
 	for _, k := range keys {
-		sc.WriteString("export " + k + "=" + shq(req.Env[k]) + "\n")
+		env.WriteString("export " + k + "=" + shq(req.Env[k]) + "\n")
 	}
-	inner := "cd -- " + shq(wd) + " || exit 126\nexec \"$@\"\n"
-	if su == "" {
+	cmd.env = env.String()
+	return cmd, nil
+}
+
+// envEnd ends the environment the wrapper reads from stdin.
+func (c command) envEnd() string { return "agentctl-env-end-" + c.marker }
+
+// wrapper is the argv that runs c in the Pod. envFile, when set, is the
+// file the environment was written to (terminals); otherwise, when c has
+// an environment, the wrapper reads it from stdin up to envEnd.
+func (c command) wrapper(envFile string) []string {
+	var sc strings.Builder
+	sc.WriteString("export " + MarkerEnv + "=" + c.marker + "\n")
+	switch {
+	case envFile != "":
+		sc.WriteString(". " + shq(envFile) + "; rm -f -- " + shq(envFile) + "\n")
+	case c.env != "":
+		sc.WriteString("__e=\nwhile IFS= read -r __l; do [ \"$__l\" = " + shq(c.envEnd()) + " ] && break; __e=\"$__e$__l\n\"; done\neval \"$__e\"; unset __e __l\n")
+	}
+	inner := "cd -- " + shq(c.wd) + " || exit 126\nexec \"$@\"\n"
+	if c.su == "" {
 		sc.WriteString(inner)
 	} else {
-		// "--" ends su's options: its getopt would take a -c among the
-		// command's own arguments as its own.
-		sc.WriteString("exec su -m -s /bin/sh -c " + shq(inner) + " -- " + shq(su) + " sh \"$@\"\n")
+		// su (BusyBox's or util-linux's) switches to the user's uid, its
+		// private group and its supplementary groups from the Pod's
+		// /etc/passwd and /etc/group, where createAccounts put them; -m
+		// keeps the environment set here. "--" ends su's options: its
+		// getopt would take a -c among the command's own arguments as
+		// its own.
+		sc.WriteString("exec su -m -s /bin/sh -c " + shq(inner) + " -- " + shq(c.su) + " sh \"$@\"\n")
 	}
-	full := append([]string{"/bin/sh", "-c", sc.String(), "sh"}, argv...)
-	return command{argv: full, prog: argv[0], marker: marker}, nil
+	return append([]string{"/bin/sh", "-c", sc.String(), "sh"}, c.argv...)
+}
+
+// stdin is what the wrapper of c reads: its environment, then in.
+func (c command) stdin(in io.Reader) io.Reader {
+	if c.env == "" {
+		return in
+	}
+	head := strings.NewReader(c.env + c.envEnd() + "\n")
+	if in == nil {
+		return head
+	}
+	return io.MultiReader(head, in)
+}
+
+// envFileScript writes stdin to a file only the container's user can
+// read, in /dev/shm (memory) when there is one, and prints its path.
+const envFileScript = `umask 077
+d=/dev/shm
+{ [ -d "$d" ] && [ -w "$d" ]; } || d=${TMPDIR:-/tmp}
+f="$d/agentctl-env-$1"
+cat > "$f" && printf '%s' "$f"
+`
+
+// writeEnvFile puts c's environment in a private file in the Pod for a
+// terminal's wrapper to read and delete.
+func (s *Sandbox) writeEnvFile(ctx context.Context, c command) (string, error) {
+	out, stderr, code, err := s.runScript(ctx, envFileScript, strings.NewReader(c.env), c.marker)
+	if err != nil {
+		return "", fmt.Errorf("exec %s: passing its environment: %w", c.prog, err)
+	}
+	if code != 0 || len(out) == 0 {
+		return "", fmt.Errorf("exec %s: passing its environment: exit %d: %s", c.prog, code, strings.TrimSpace(string(stderr)))
+	}
+	return string(out), nil
 }
 
 func validEnvName(k string) bool {
@@ -233,6 +290,14 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 // run runs cmd to completion, killing its process tree when timeout
 // (if > 0) passes or ctx ends.
 func (s *Sandbox) run(ctx context.Context, cmd command, io streams, timeout time.Duration) (int, bool, error) {
+	envFile := ""
+	if io.tty && cmd.env != "" {
+		f, err := s.writeEnvFile(ctx, cmd)
+		if err != nil {
+			return -1, false, err
+		}
+		envFile = f
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	type result struct {
@@ -241,7 +306,11 @@ func (s *Sandbox) run(ctx context.Context, cmd command, io streams, timeout time
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, err := s.stream(sctx, cmd.argv, io)
+		argv := cmd.wrapper(envFile)
+		if envFile == "" {
+			io.stdin = cmd.stdin(io.stdin)
+		}
+		code, err := s.stream(sctx, argv, io)
 		done <- result{code, err}
 	}()
 	var timer <-chan time.Time
