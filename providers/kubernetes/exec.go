@@ -323,7 +323,7 @@ func (s *Sandbox) run(ctx context.Context, cmd command, io streams, timeout time
 	case r := <-done:
 		return r.code, false, r.err
 	case <-timer:
-		kerr := s.killTree(ctx, cmd.marker)
+		kerr := s.killTree(ctx, cmd)
 		select {
 		case r := <-done:
 			if r.err != nil && kerr != nil {
@@ -339,15 +339,29 @@ func (s *Sandbox) run(ctx context.Context, cmd command, io streams, timeout time
 			return -1, true, nil
 		}
 	case <-ctx.Done():
-		_ = s.killTree(ctx, cmd.marker)
+		_ = s.killTree(ctx, cmd)
 		cancel()
 		<-done
 		return -1, false, fmt.Errorf("exec %s: %w", cmd.prog, ctx.Err())
 	}
 }
 
-// killTree kills every process carrying marker with a second exec.
-func (s *Sandbox) killTree(ctx context.Context, marker string) error {
+// killTree kills every process of cmd's tree (carrying its marker) with
+// a second exec. A command run as a manifest user is killed by that user
+// first: without CAP_SYS_PTRACE, root cannot read another user's
+// /proc/PID/environ; then by the container's user, for what su left.
+func (s *Sandbox) killTree(ctx context.Context, cmd command) error {
+	if cmd.su != "" {
+		argv := []string{"/bin/sh", "-c", "exec su -m -s /bin/sh -c " + shq(killScript) + " -- " + shq(cmd.su) + " sh \"$1\"", "sh", cmd.marker}
+		if err := s.kill(ctx, argv); err != nil {
+			return err
+		}
+	}
+	return s.kill(ctx, []string{"/bin/sh", "-c", killScript, "sh", cmd.marker})
+}
+
+// kill runs a kill helper until it reports every marked process gone.
+func (s *Sandbox) kill(ctx context.Context, argv []string) error {
 	kctx, cancel := sandbox.CleanupContext(ctx)
 	defer cancel()
 	var kerr error
@@ -355,7 +369,7 @@ func (s *Sandbox) killTree(ctx context.Context, marker string) error {
 	// process the Pod may have: retry until it gets one.
 	for attempt := 0; attempt < 20; attempt++ {
 		var out, errOut bytes.Buffer
-		code, err := s.stream(kctx, []string{"/bin/sh", "-c", killScript, "sh", marker}, streams{stdout: &out, stderr: &errOut})
+		code, err := s.stream(kctx, argv, streams{stdout: &out, stderr: &errOut})
 		if err == nil && code == 0 {
 			return nil
 		}

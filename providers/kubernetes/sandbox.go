@@ -167,8 +167,9 @@ var fatalWaiting = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageNam
 // failed): then the error holds the Pod's status and events.
 func (s *Sandbox) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	timeout := s.p.opts.CreateTimeout
-	deadline := time.Now().Add(timeout)
-	delay := 20 * time.Millisecond
+	start := time.Now()
+	deadline := start.Add(timeout)
+	delay := 10 * time.Millisecond
 	for {
 		if why := podBlocked(pod); why != "" {
 			return nil, s.notRunning(ctx, pod, why)
@@ -184,7 +185,12 @@ func (s *Sandbox) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod
 			return nil, fmt.Errorf("waiting for Pod %s to run: %w", pod.Name, ctx.Err())
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 500*time.Millisecond)
+		// A Pod usually runs within seconds: poll often at first.
+		if time.Since(start) < 10*time.Second {
+			delay = min(delay*2, 100*time.Millisecond)
+		} else {
+			delay = 500 * time.Millisecond
+		}
 		p, err := s.p.core.getPod(ctx, pod.Namespace, pod.Name)
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("Pod %s/%s was deleted while agentctl waited for it to run", pod.Namespace, pod.Name)
