@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -338,6 +339,7 @@ func (s *Sandbox) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, 
 		}
 		list = append(list, sandbox.FileInfo{Path: p, Size: size, Mode: rawMode(uint32(m)), ModTime: time.Unix(mt, 0), Target: target})
 	}
+	slices.SortFunc(list, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return list, nil
 }
 
