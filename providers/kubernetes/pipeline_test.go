@@ -514,6 +514,23 @@ func TestKubernetesPipeline(t *testing.T) {
 		t.Fatalf("restored sandbox.kept: %q", got)
 	}
 
+	// Its image changed behind agentctl's back: plan says replace, with
+	// the reason.
+	st = cl.mustState()
+	if err := json.Unmarshal(st.Sandboxes["sandbox.kept"].Session.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, d.Pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.Containers[0].Image = k8stest.UsersImage
+	if _, err := c.cs.CoreV1().Pods(c.ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = cl.run("plan", "-target=sandbox.kept", "pipeline.hcl")
+	mustContain(t, "plan after the image change", out, "# sandbox.kept will be replaced", `changed to "`+k8stest.UsersImage+`" outside agentctl`)
+
 	// destroy leaves nothing labelled with the state's lineage.
 	cl.ok("destroy", "-auto-approve", "pipeline.hcl")
 	if left := c.labelled(t, st.Lineage); len(left) != 0 {
