@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,9 +119,14 @@ func TestDocumentedRoleSuffices(t *testing.T) {
 	if _, err := sb.PortURL(ctx, 8080); err != nil {
 		t.Fatalf("Service URL: %v", err)
 	}
-	if _, err := sb.CopyOut(ctx, "."); err != nil {
+	rc, err := sb.CopyOut(ctx, ".")
+	if err != nil {
 		t.Fatal(err)
 	}
+	if n, err := io.Copy(io.Discard, rc); err != nil || n == 0 {
+		t.Fatalf("CopyOut: %d bytes, %v", n, err)
+	}
+	rc.Close()
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
