@@ -417,6 +417,7 @@ output "url" {
 // its snapshot without re-running, and a destroy that leaves nothing
 // labelled.
 func TestKubernetesPipeline(t *testing.T) {
+	t.Parallel()
 	c := testCluster(t)
 	ctx := context.Background()
 	repo := bareRepo(t)
@@ -542,6 +543,7 @@ func TestKubernetesPipeline(t *testing.T) {
 // and once killed with SIGKILL during its long step: plan says resume,
 // and the resumed apply ends with the same output.
 func TestKubernetesExampleResumeAfterKill(t *testing.T) {
+	t.Parallel()
 	c := testCluster(t)
 	example, err := os.ReadFile("../../examples/kubernetes.hcl")
 	if err != nil {
