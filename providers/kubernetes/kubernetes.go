@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -42,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -104,6 +106,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		}
 		return v
 	}
+	// client-go reports what its stream goroutines see after a command
+	// ended (a stdin copy into a closed stream, a port-forward connection
+	// the Pod refused) through klog, which writes to the terminal;
+	// agentctl gets every failure that matters from the calls themselves.
+	klog.SetLogger(logr.Discard())
 	rules := &clientcmd.ClientConfigLoadingRules{}
 	source := ""
 	switch {

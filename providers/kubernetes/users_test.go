@@ -133,11 +133,13 @@ func TestSessionsInPod(t *testing.T) {
 		t.Fatalf("terminal command's last output:\n%s", out)
 	}
 	out = call(exec, `{"cmd": "echo begun; sleep 1; echo ended", "yield_time_ms": 100}`)
-	if !strings.Contains(out, "Process running with session ID") {
+	_, id, ok := strings.Cut(out, "Process running with session ID ")
+	if !ok {
 		t.Fatalf("the long command:\n%s", out)
 	}
+	id = strings.Fields(id)[0]
 	for i := 0; !strings.Contains(out, "Process exited with code 0") && i < 100; i++ {
-		out += call(write, `{"session_id": 2, "yield_time_ms": 200}`)
+		out += call(write, `{"session_id": `+id+`, "yield_time_ms": 200}`)
 	}
 	if !strings.Contains(out, "ended") || !strings.Contains(out, "Process exited with code 0") {
 		t.Fatalf("polling the long command:\n%s", out)
