@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -553,91 +548,4 @@ func (s *Sandbox) PortURL(ctx context.Context, port int) (string, error) {
 		return "", fmt.Errorf("port %d is not forwarded", port)
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(local), nil
-}
-
-// forward is a port-forward held open to one Pod.
-type forward struct {
-	pod   string
-	stop  chan struct{}
-	done  chan struct{}
-	local map[int]int
-	err   error
-}
-
-func (s *Sandbox) closeForward() {
-	s.mu.Lock()
-	f := s.forward
-	s.forward = nil
-	s.mu.Unlock()
-	if f != nil {
-		close(f.stop)
-		<-f.done
-	}
-}
-
-// ensureForward starts the port-forward of every exposed port to the
-// current Pod, or returns the running one.
-func (s *Sandbox) ensureForward(ctx context.Context) (*forward, error) {
-	ns, name := s.pod()
-	s.mu.Lock()
-	if f := s.forward; f != nil {
-		select {
-		case <-f.done:
-			s.forward = nil
-		default:
-			if f.pod == name {
-				s.mu.Unlock()
-				return f, nil
-			}
-		}
-	}
-	s.mu.Unlock()
-	s.closeForward()
-	u := s.p.core.rc.Post().Resource("pods").Namespace(ns).Name(name).SubResource("portforward").URL()
-	rt, upgrader, err := spdy.RoundTripperFor(s.p.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("port-forward to Pod %s: %w", name, err)
-	}
-	spdyDialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
-	wsDialer, err := portforward.NewSPDYOverWebsocketDialer(u, s.p.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("port-forward to Pod %s: %w", name, err)
-	}
-	dialer := portforward.NewFallbackDialer(wsDialer, spdyDialer, httpstream.IsUpgradeFailure)
-	ports := make([]string, 0, len(s.spec.Ports))
-	for _, p := range s.spec.Ports {
-		ports = append(ports, "0:"+strconv.Itoa(p))
-	}
-	f := &forward{pod: name, stop: make(chan struct{}), done: make(chan struct{}), local: map[int]int{}}
-	ready := make(chan struct{})
-	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, ports, f.stop, ready, io.Discard, io.Discard)
-	if err != nil {
-		return nil, fmt.Errorf("port-forward to Pod %s: %w", name, err)
-	}
-	go func() {
-		defer close(f.done)
-		f.err = pf.ForwardPorts()
-	}()
-	select {
-	case <-ready:
-	case <-f.done:
-		return nil, fmt.Errorf("port-forward to Pod %s/%s: %w (the provider's Role needs pods/portforward (create))", ns, name, f.err)
-	case <-ctx.Done():
-		close(f.stop)
-		<-f.done
-		return nil, ctx.Err()
-	}
-	fps, err := pf.GetPorts()
-	if err != nil {
-		close(f.stop)
-		<-f.done
-		return nil, fmt.Errorf("port-forward to Pod %s: %w", name, err)
-	}
-	for _, fp := range fps {
-		f.local[int(fp.Remote)] = int(fp.Local)
-	}
-	s.mu.Lock()
-	s.forward = f
-	s.mu.Unlock()
-	return f, nil
 }
