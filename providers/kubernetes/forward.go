@@ -22,7 +22,7 @@ import (
 // PortForwarder ends, and closes them, at the first connection the Pod
 // refuses (nothing listening yet), which a server still starting always
 // causes. The streams to the Pod are one connection, dialled again when
-// it is lost.
+// it is lost or after a refusal.
 type forward struct {
 	pod   string
 	dial  func() (httpstream.Connection, error)
@@ -120,7 +120,7 @@ func (f *forward) handle(c net.Conn, port int) {
 	h.Set(corev1.PortForwardRequestIDHeader, strconv.Itoa(id))
 	errStream, err := conn.CreateStream(h)
 	if err != nil {
-		conn.Close()
+		f.drop(conn)
 		return
 	}
 	errStream.Close()
@@ -140,7 +140,7 @@ func (f *forward) handle(c net.Conn, port int) {
 	h.Set(corev1.StreamType, corev1.StreamTypeData)
 	data, err := conn.CreateStream(h)
 	if err != nil {
-		conn.Close()
+		f.drop(conn)
 		return
 	}
 	defer conn.RemoveStreams(data)
@@ -165,6 +165,24 @@ func (f *forward) handle(c net.Conn, port int) {
 	_ = data.Reset()
 	c.Close()
 	<-errDone
+	select {
+	case <-failed:
+		// After a refusal the connection's other streams stall (kubectl
+		// closes it for the same reason): the next local connection
+		// dials a new one.
+		f.drop(conn)
+	default:
+	}
+}
+
+// drop closes conn and forgets it, unless another one replaced it.
+func (f *forward) drop(conn httpstream.Connection) {
+	f.mu.Lock()
+	if f.conn == conn {
+		f.conn = nil
+	}
+	f.mu.Unlock()
+	conn.Close()
 }
 
 // close stops listening and ends the connection to the Pod.

@@ -620,9 +620,11 @@ func TestPortsAndService(t *testing.T) {
 	}
 	// Nothing listens in the Pod yet: the connection fails, the forward
 	// (and the URL recorded in the state) stays.
-	if resp, err := http.Get(u); err == nil {
-		resp.Body.Close()
-		t.Fatal("GET before the server started succeeded")
+	for range 5 {
+		if resp, err := http.Get(u); err == nil {
+			resp.Body.Close()
+			t.Fatal("GET before the server started succeeded")
+		}
 	}
 	execOK(t, sb, "httpd -p 8080 -h /workspace/www")
 	if !strings.HasPrefix(u, "http://127.0.0.1:") {
