@@ -163,16 +163,17 @@ func (f *forward) handle(c net.Conn, port int) {
 	case <-failed:
 	}
 	_ = data.Reset()
-	c.Close()
 	<-errDone
 	select {
 	case <-failed:
 		// After a refusal the connection's other streams stall (kubectl
 		// closes it for the same reason): the next local connection
-		// dials a new one.
+		// dials a new one. Dropped before the local connection is
+		// closed, so that a client retrying at once gets the new one.
 		f.drop(conn)
 	default:
 	}
+	c.Close()
 }
 
 // drop closes conn and forgets it, unless another one replaced it.
