@@ -430,7 +430,8 @@ func TestLifecycle(t *testing.T) {
 	// A Pod deleted behind agentctl's back is missing too; an evicted
 	// (failed) one likewise.
 	sb3 := c.newSandbox(t, testSpec(t))
-	execOK(t, sb3, "kill -TERM 1")
+	// The container's command ends (the exec ends with it).
+	_, _ = sb3.Exec(ctx, sandbox.ExecRequest{Shell: "kill -TERM 1"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := sb3.Refresh(ctx)
@@ -573,7 +574,7 @@ func TestCreateFailsFastWithEvents(t *testing.T) {
 	if len(pods.Items) != 0 {
 		t.Fatalf("Pods left: %d", len(pods.Items))
 	}
-	t.Logf("unschedulable: %v", err)
+	t.Logf("missing image: %v", err)
 }
 
 // What an interrupted create left (a Pod with the same lineage and
