@@ -43,7 +43,9 @@ func testNamespace(t testing.TB, cs *k8s.Clientset) string {
 		t.Fatalf("creating test namespace %s: %v", ns, err)
 	}
 	t.Cleanup(func() {
-		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		if err := cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting test namespace %s: %v", ns, err)
+		}
 	})
 	return ns
 }
