@@ -68,7 +68,8 @@ res() {
 printf '%s\n' "$r"
 d=$(res "${2%/*}") || d='!'
 printf '%s/%s\n' "$d" "${2##*/}"
-res "$2" || echo '!'
+f=$(res "$2") || f='!'
+printf '%s\n' "$f"
 if [ -L "$2" ]; then printf 'L\n%s\n' "$(readlink -- "$2")"
 elif [ -d "$2" ]; then printf 'D\n\n'
 elif [ -f "$2" ]; then printf 'F\n\n'
@@ -80,25 +81,89 @@ elif [ -S "$2" ]; then echo S; elif [ -c "$2" ]; then echo C; elif [ -b "$2" ]; 
 elif [ -e "$2" ]; then echo O; else echo N; fi
 `
 
+// actions run after the resolver, in the same exec, when $3 names one
+// and the path stays in the workspace (the checks resolve makes, made
+// here before anything is read or written): "read" prints the regular
+// file the path leads to ($4: at most that many bytes), "write" replaces
+// it with stdin and gives it mode $4. Either first prints actionMark on a
+// line of its own; without it the action did not run.
+const actions = `[ -n "${3:-}" ] || exit 0
+if [ "$2" != "$1" ]; then case "$d/${2##*/}" in "$r"|"$r"/*) ;; *) exit 0 ;; esac; fi
+case "$f" in "$r"|"$r"/*) ;; *) exit 0 ;; esac
+case $3 in
+read)
+  [ -f "$f" ] || exit 0
+  echo ` + actionMark + `
+  if [ -n "${4:-}" ]; then exec head -c "$4" -- "$f"; else exec cat -- "$f"; fi ;;
+write)
+  if [ -e "$f" ] && [ ! -f "$f" ]; then exit 0; fi
+  echo ` + actionMark + `
+  mkdir -p -- "${f%/*}" && cat > "$f" && exec chmod "$4" -- "$f" ;;
+esac
+`
+
+// actionMark starts the output of an action.
+const actionMark = "--agentctl-action--"
+
 // resolve checks rel against the workspace inside the Pod: a path whose
 // resolution leaves the workspace is refused with sandbox.ErrPathEscape.
 // follow says whether a final symlink is followed.
 func (s *Sandbox) resolve(ctx context.Context, op, rel string, follow bool) (resolved, error) {
+	r, _, _, err := s.resolveDo(ctx, op, rel, follow, "", nil)
+	return r, err
+}
+
+// resolveDo is resolve, then action (see actions) in the same exec when
+// the path stays in the workspace: it returns the action's output and
+// whether it ran, and an error when the exec or the action failed.
+func (s *Sandbox) resolveDo(ctx context.Context, op, rel string, follow bool, action string, stdin io.Reader, args ...string) (resolved, []byte, bool, error) {
 	p, err := s.abs(rel)
 	if err != nil {
-		return resolved{}, err
+		return resolved{}, nil, false, err
 	}
-	out, stderr, code, err := s.runScript(ctx, resolver, nil, s.d.Root, p)
+	script := resolver
+	argv := []string{s.d.Root, p}
+	if action != "" {
+		script += actions
+		argv = append(argv, action)
+		argv = append(argv, args...)
+	}
+	out, stderr, code, err := s.runScript(ctx, script, stdin, argv...)
 	if err != nil {
-		return resolved{}, fmt.Errorf("%s %q: %w", op, rel, err)
+		return resolved{}, nil, false, fmt.Errorf("%s %q: %w", op, rel, err)
+	}
+	lines := strings.SplitN(string(out), "\n", 8)
+	if len(lines) < 7 || lines[3] == "" || lines[6] == "" {
+		if code != 0 {
+			return resolved{}, nil, false, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
+		}
+		return resolved{}, nil, false, fmt.Errorf("%s %q: unexpected resolver output %q", op, rel, out)
+	}
+	var data []byte
+	ran := false
+	if len(lines) == 8 {
+		if rest, ok := strings.CutPrefix(lines[7], actionMark+"\n"); ok {
+			ran, data = true, []byte(rest)
+		}
+	}
+	if ran && code != 0 {
+		return resolved{}, nil, true, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
 	}
 	if code != 0 {
-		return resolved{}, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
+		return resolved{}, nil, false, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
 	}
-	lines := strings.Split(string(out), "\n")
-	if len(lines) < 7 || lines[3] == "" || lines[6] == "" {
-		return resolved{}, fmt.Errorf("%s %q: unexpected resolver output %q", op, rel, out)
+	r, err := s.checkResolved(op, rel, p, follow, lines)
+	if err != nil && ran {
+		// The in-Pod checks let the action run where these refuse: never
+		// expected, and said loudly if it happens.
+		return r, nil, true, fmt.Errorf("%s %q: the path was resolved differently in the Pod and by agentctl: %w", op, rel, err)
 	}
+	return r, data, ran, err
+}
+
+// checkResolved parses the resolver's first seven lines for the path p
+// (rel) and applies the workspace checks.
+func (s *Sandbox) checkResolved(op, rel, p string, follow bool, lines []string) (resolved, error) {
 	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4], followed: lines[6][0]}
 	if r.follow == "!" {
 		r.follow = ""
@@ -146,9 +211,14 @@ func (r resolved) special(op, rel string) error {
 	return sandbox.NotRegularError(op, rel, mode)
 }
 
-// ReadFile implements sandbox.Sandbox.
+// ReadFile implements sandbox.Sandbox: one exec resolves the path and,
+// when it leads to a regular file in the workspace, reads it.
 func (s *Sandbox) ReadFile(ctx context.Context, rel string, limit int64) ([]byte, error) {
-	r, err := s.resolve(ctx, "read", rel, true)
+	var args []string
+	if limit > 0 {
+		args = []string{strconv.FormatInt(limit+1, 10)}
+	}
+	r, data, ran, err := s.resolveDo(ctx, "read", rel, true, "read", nil, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -161,28 +231,23 @@ func (s *Sandbox) ReadFile(ctx context.Context, rel string, limit int64) ([]byte
 	if err := r.special("read", rel); err != nil {
 		return nil, err
 	}
-	script := `exec cat -- "$1"`
-	args := []string{r.follow}
-	if limit > 0 {
-		script = `exec head -c "$2" -- "$1"`
-		args = append(args, strconv.FormatInt(limit+1, 10))
+	if !ran {
+		return nil, fmt.Errorf("read %q: the file changed while it was read; try again", rel)
 	}
-	out, stderr, code, err := s.runScript(ctx, script, nil, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read %q: %w", rel, err)
-	}
-	if code != 0 {
-		return nil, fmt.Errorf("read %q: %s", rel, strings.TrimSpace(string(stderr)))
-	}
-	if limit > 0 && int64(len(out)) > limit {
+	if limit > 0 && int64(len(data)) > limit {
 		return nil, fmt.Errorf("read %q: file is larger than %d bytes", rel, limit)
 	}
-	return out, nil
+	return data, nil
 }
 
-// WriteFile implements sandbox.Sandbox (parents are created).
+// WriteFile implements sandbox.Sandbox (parents are created): one exec
+// resolves the path and, when it stays in the workspace and is not a
+// directory or a special file, writes it.
 func (s *Sandbox) WriteFile(ctx context.Context, rel string, data []byte, mode fs.FileMode) error {
-	r, err := s.resolve(ctx, "write", rel, true)
+	if mode == 0 {
+		mode = 0o644
+	}
+	r, _, ran, err := s.resolveDo(ctx, "write", rel, true, "write", bytes.NewReader(data), fmt.Sprintf("%04o", mode.Perm()))
 	if err != nil {
 		return err
 	}
@@ -192,16 +257,8 @@ func (s *Sandbox) WriteFile(ctx context.Context, rel string, data []byte, mode f
 	if err := r.special("write", rel); err != nil {
 		return err
 	}
-	if mode == 0 {
-		mode = 0o644
-	}
-	const script = `mkdir -p -- "${1%/*}" && cat > "$1" && chmod "$2" -- "$1"`
-	_, stderr, code, err := s.runScript(ctx, script, bytes.NewReader(data), r.follow, fmt.Sprintf("%04o", mode.Perm()))
-	if err != nil {
-		return fmt.Errorf("write %q: %w", rel, err)
-	}
-	if code != 0 {
-		return fmt.Errorf("write %q: %s", rel, strings.TrimSpace(string(stderr)))
+	if !ran {
+		return fmt.Errorf("write %q: the path changed while it was written; try again", rel)
 	}
 	return nil
 }
