@@ -489,6 +489,13 @@ func TestVolumeStopStart(t *testing.T) {
 	sb := c.newSandbox(t, spec)
 	ctx := context.Background()
 	execOK(t, sb, "echo kept > keep.txt")
+	pvc, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, sb.Claim(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := pvc.Spec.Resources.Requests.Storage(); q.String() != "100Mi" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != k8stest.StorageClass || pvc.Labels[sandbox.LabelLineage] != spec.Lineage {
+		t.Errorf("claim: %v %v %v", q, pvc.Spec.StorageClassName, pvc.Labels)
+	}
 	pod1 := sb.Pod()
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -103,4 +104,34 @@ func TestCreateTimeout(t *testing.T) {
 		t.Fatalf("left: %v", left)
 	}
 	t.Logf("%v", err)
+}
+
+// The context setting picks a context of the kubeconfig; the namespace
+// is the provider's.
+func TestContextSetting(t *testing.T) {
+	t.Parallel()
+	c := testCluster(t)
+	raw, err := clientcmd.LoadFromFile(c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := New(ctx, Options{ConfigPath: c.kubeconfig, Context: raw.CurrentContext, Namespace: c.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Namespace() != c.ns {
+		t.Errorf("namespace %q", p.Namespace())
+	}
+	sb, err := p.Create(ctx, testSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Delete(ctx)
+	if !strings.HasPrefix(sb.ID(), c.ns+"/") {
+		t.Errorf("sandbox %s is not in namespace %s", sb.ID(), c.ns)
+	}
+	if _, err := New(ctx, Options{ConfigPath: c.kubeconfig, Context: "agentctl-no-such-context"}); err == nil || !strings.Contains(err.Error(), "agentctl-no-such-context") {
+		t.Errorf("unknown context: %v", err)
+	}
 }
