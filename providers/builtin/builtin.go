@@ -1,11 +1,12 @@
 // Package builtin assembles the provider types agentctl ships: the model
-// providers openai and scripted, the sandbox providers local, docker and
-// daytona.
+// providers openai and scripted, the sandbox providers local, docker,
+// daytona and kubernetes.
 package builtin
 
 import (
 	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/providers/docker"
+	"github.com/agentctl/agentctl/providers/kubernetes"
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/providers/openai"
 	"github.com/agentctl/agentctl/providers/registry"
@@ -14,5 +15,5 @@ import (
 
 // Registry returns a new registry of the built-in provider types.
 func Registry() *registry.Registry {
-	return registry.New(openai.Type(), scripted.Type(), local.Type(), docker.Type(), daytona.Type())
+	return registry.New(openai.Type(), scripted.Type(), local.Type(), docker.Type(), daytona.Type(), kubernetes.Type())
 }

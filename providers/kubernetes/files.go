@@ -1,0 +1,561 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
+)
+
+// abs maps a workspace path to an absolute path in the Pod with the
+// workspace path policy (sandbox.CleanPath), refusing lexical escapes.
+func (s *Sandbox) abs(rel string) (string, error) {
+	// The resolver prints one path per line.
+	if strings.ContainsRune(rel, '\n') {
+		return "", fmt.Errorf("path %q contains a newline: %w", rel, sandbox.ErrPathEscape)
+	}
+	c, err := sandbox.CleanPath(s.d.Root, rel)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(s.d.Root, c), nil
+}
+
+func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+
+// resolved is what the in-Pod resolver learned about a path.
+type resolved struct {
+	abs      string // lexical absolute path
+	noFollow string // parent resolved, final component kept
+	follow   string // fully resolved ("" when unresolvable)
+	kind     byte   // 'F' file, 'D' dir, 'L' symlink, 'O' other, 'N' missing
+	// followed is the type of what the path leads to through symlinks:
+	// 'F', 'D', 'N', or 'P' FIFO, 'S' socket, 'C' character device,
+	// 'B' block device, 'O' other.
+	followed byte
+	target   string
+	mode     uint32
+	size     int64
+	mtime    int64
+}
+
+// resolver prints, for workspace root $1 and path $2: the real root; the
+// path with its parent resolved; the path fully resolved (missing
+// components kept); its kind and link target; stat of it; and the kind of
+// what it leads to.
+const resolver = `set -f
+r=$(cd -P -- "$1" 2>/dev/null && pwd -P) || { echo "workspace root $1 is missing" >&2; exit 3; }
+res() {
+  p=$1; s=
+  while [ "$p" != / ] && [ ! -e "$p" ] && [ ! -L "$p" ]; do s="/${p##*/}$s"; p=${p%/*}; [ -n "$p" ] || p=/; done
+  if [ -d "$p" ]; then q=$(cd -P -- "$p" && pwd -P) || return 1
+  else q=$(readlink -f -- "$p" 2>/dev/null) || return 1; [ -n "$q" ] || return 1; fi
+  [ "$q" = / ] && q=
+  printf '%s%s\n' "$q" "$s"
+}
+printf '%s\n' "$r"
+d=$(res "${2%/*}") || d='!'
+printf '%s/%s\n' "$d" "${2##*/}"
+f=$(res "$2") || f='!'
+printf '%s\n' "$f"
+if [ -L "$2" ]; then printf 'L\n%s\n' "$(readlink -- "$2")"
+elif [ -d "$2" ]; then printf 'D\n\n'
+elif [ -f "$2" ]; then printf 'F\n\n'
+elif [ -e "$2" ]; then printf 'O\n\n'
+else printf 'N\n\n'; fi
+if [ -e "$2" ] || [ -L "$2" ]; then stat -c '%f %s %Y' -- "$2" 2>/dev/null || echo '0 0 0'; else echo '0 0 0'; fi
+if [ -d "$2" ]; then echo D; elif [ -f "$2" ]; then echo F; elif [ -p "$2" ]; then echo P
+elif [ -S "$2" ]; then echo S; elif [ -c "$2" ]; then echo C; elif [ -b "$2" ]; then echo B
+elif [ -e "$2" ]; then echo O; else echo N; fi
+`
+
+// actions run after the resolver, in the same exec, when $3 names one
+// and the path stays in the workspace (the checks resolve makes, made
+// here before anything is read or written): "read" prints the regular
+// file the path leads to ($4: at most that many bytes), "write" replaces
+// it with stdin and gives it mode $4. Either first prints actionMark on a
+// line of its own; without it the action did not run.
+const actions = `[ -n "${3:-}" ] || exit 0
+if [ "$2" != "$1" ]; then case "$d/${2##*/}" in "$r"|"$r"/*) ;; *) exit 0 ;; esac; fi
+case "$f" in "$r"|"$r"/*) ;; *) exit 0 ;; esac
+case $3 in
+read)
+  [ -f "$f" ] || exit 0
+  echo ` + actionMark + `
+  if [ -n "${4:-}" ]; then exec head -c "$4" -- "$f"; else exec cat -- "$f"; fi ;;
+write)
+  if [ -e "$f" ] && [ ! -f "$f" ]; then exit 0; fi
+  echo ` + actionMark + `
+  mkdir -p -- "${f%/*}" && cat > "$f" && exec chmod "$4" -- "$f" ;;
+esac
+`
+
+// actionMark starts the output of an action.
+const actionMark = "--agentctl-action--"
+
+// resolve checks rel against the workspace inside the Pod: a path whose
+// resolution leaves the workspace is refused with sandbox.ErrPathEscape.
+// follow says whether a final symlink is followed.
+func (s *Sandbox) resolve(ctx context.Context, op, rel string, follow bool) (resolved, error) {
+	r, _, _, err := s.resolveDo(ctx, op, rel, follow, "", nil)
+	return r, err
+}
+
+// resolveDo is resolve, then action (see actions) in the same exec when
+// the path stays in the workspace: it returns the action's output and
+// whether it ran, and an error when the exec or the action failed.
+func (s *Sandbox) resolveDo(ctx context.Context, op, rel string, follow bool, action string, stdin io.Reader, args ...string) (resolved, []byte, bool, error) {
+	p, err := s.abs(rel)
+	if err != nil {
+		return resolved{}, nil, false, err
+	}
+	script := resolver
+	argv := []string{s.d.Root, p}
+	if action != "" {
+		script += actions
+		argv = append(argv, action)
+		argv = append(argv, args...)
+	}
+	out, stderr, code, err := s.runScript(ctx, script, stdin, argv...)
+	if err != nil {
+		return resolved{}, nil, false, fmt.Errorf("%s %q: %w", op, rel, err)
+	}
+	lines := strings.SplitN(string(out), "\n", 8)
+	if len(lines) < 7 || lines[3] == "" || lines[6] == "" {
+		if code != 0 {
+			return resolved{}, nil, false, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
+		}
+		return resolved{}, nil, false, fmt.Errorf("%s %q: unexpected resolver output %q", op, rel, out)
+	}
+	var data []byte
+	ran := false
+	if len(lines) == 8 {
+		if rest, ok := strings.CutPrefix(lines[7], actionMark+"\n"); ok {
+			ran, data = true, []byte(rest)
+		}
+	}
+	if ran && code != 0 {
+		return resolved{}, nil, true, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
+	}
+	if code != 0 {
+		return resolved{}, nil, false, fmt.Errorf("%s %q: %s", op, rel, strings.TrimSpace(string(stderr)))
+	}
+	r, err := s.checkResolved(op, rel, p, follow, lines)
+	if err != nil && ran {
+		// The in-Pod checks let the action run where these refuse: never
+		// expected, and said loudly if it happens.
+		return r, nil, true, fmt.Errorf("%s %q: the path was resolved differently in the Pod and by agentctl: %w", op, rel, err)
+	}
+	return r, data, ran, err
+}
+
+// checkResolved parses the resolver's first seven lines for the path p
+// (rel) and applies the workspace checks.
+func (s *Sandbox) checkResolved(op, rel, p string, follow bool, lines []string) (resolved, error) {
+	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4], followed: lines[6][0]}
+	if r.follow == "!" {
+		r.follow = ""
+	}
+	if f := strings.Fields(lines[5]); len(f) == 3 {
+		m, _ := strconv.ParseUint(f[0], 16, 32)
+		r.mode = uint32(m)
+		r.size, _ = strconv.ParseInt(f[1], 10, 64)
+		r.mtime, _ = strconv.ParseInt(f[2], 10, 64)
+	}
+	root := lines[0]
+	escape := func(what string) error {
+		return fmt.Errorf("%s %q: %s resolves outside the workspace %s: %w", op, rel, what, s.d.Root, sandbox.ErrPathEscape)
+	}
+	if p != s.d.Root && (strings.HasPrefix(r.noFollow, "!") || !within(r.noFollow, root)) {
+		return r, escape("its parent directory")
+	}
+	if follow && (r.follow == "" || !within(r.follow, root)) {
+		return r, escape("a symlink in it")
+	}
+	if p == s.d.Root {
+		r.noFollow = root
+	}
+	return r, nil
+}
+
+// special refuses, with sandbox.ErrNotRegular, a path that leads to a
+// FIFO, socket or device: reading one would block or never end.
+func (r resolved) special(op, rel string) error {
+	var mode fs.FileMode
+	switch r.followed {
+	case 'F', 'D', 'N':
+		return nil
+	case 'P':
+		mode = fs.ModeNamedPipe
+	case 'S':
+		mode = fs.ModeSocket
+	case 'C':
+		mode = fs.ModeDevice | fs.ModeCharDevice
+	case 'B':
+		mode = fs.ModeDevice
+	default:
+		mode = fs.ModeIrregular
+	}
+	return sandbox.NotRegularError(op, rel, mode)
+}
+
+// ReadFile implements sandbox.Sandbox: one exec resolves the path and,
+// when it leads to a regular file in the workspace, reads it.
+func (s *Sandbox) ReadFile(ctx context.Context, rel string, limit int64) ([]byte, error) {
+	var args []string
+	if limit > 0 {
+		args = []string{strconv.FormatInt(limit+1, 10)}
+	}
+	r, data, ran, err := s.resolveDo(ctx, "read", rel, true, "read", nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.followed == 'N':
+		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
+	case r.followed == 'D':
+		return nil, fmt.Errorf("read %q: is a directory", rel)
+	}
+	if err := r.special("read", rel); err != nil {
+		return nil, err
+	}
+	if !ran {
+		return nil, fmt.Errorf("read %q: the file changed while it was read; try again", rel)
+	}
+	if limit > 0 && int64(len(data)) > limit {
+		return nil, fmt.Errorf("read %q: file is larger than %d bytes", rel, limit)
+	}
+	return data, nil
+}
+
+// WriteFile implements sandbox.Sandbox (parents are created): one exec
+// resolves the path and, when it stays in the workspace and is not a
+// directory or a special file, writes it.
+func (s *Sandbox) WriteFile(ctx context.Context, rel string, data []byte, mode fs.FileMode) error {
+	if mode == 0 {
+		mode = 0o644
+	}
+	r, _, ran, err := s.resolveDo(ctx, "write", rel, true, "write", bytes.NewReader(data), fmt.Sprintf("%04o", mode.Perm()))
+	if err != nil {
+		return err
+	}
+	if r.followed == 'D' {
+		return fmt.Errorf("write %q: is a directory", rel)
+	}
+	if err := r.special("write", rel); err != nil {
+		return err
+	}
+	if !ran {
+		return fmt.Errorf("write %q: the path changed while it was written; try again", rel)
+	}
+	return nil
+}
+
+// Remove implements sandbox.Sandbox; it does not follow a final symlink.
+func (s *Sandbox) Remove(ctx context.Context, rel string) error {
+	r, err := s.resolve(ctx, "remove", rel, false)
+	if err != nil {
+		return err
+	}
+	if r.abs == s.d.Root {
+		return errors.New("refusing to remove the workspace root")
+	}
+	if r.kind == 'N' {
+		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
+	}
+	const script = `if [ -d "$1" ] && [ ! -L "$1" ]; then exec rmdir -- "$1"; else exec rm -f -- "$1"; fi`
+	_, stderr, code, err := s.runScript(ctx, script, nil, r.noFollow)
+	if err != nil {
+		return fmt.Errorf("remove %q: %w", rel, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("remove %q: %s", rel, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// Mkdir implements sandbox.Sandbox.
+func (s *Sandbox) Mkdir(ctx context.Context, rel string) error {
+	r, err := s.resolve(ctx, "mkdir", rel, true)
+	if err != nil {
+		return err
+	}
+	_, stderr, code, err := s.runScript(ctx, `exec mkdir -p -- "$1"`, nil, r.follow)
+	if err != nil {
+		return fmt.Errorf("mkdir %q: %w", rel, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("mkdir %q: %s", rel, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// Stat implements sandbox.Sandbox; a final symlink is not followed.
+func (s *Sandbox) Stat(ctx context.Context, rel string) (sandbox.FileInfo, error) {
+	r, err := s.resolve(ctx, "stat", rel, false)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if r.kind == 'N' {
+		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
+	}
+	fi := sandbox.FileInfo{Path: s.relOf(r.abs), Size: r.size, ModTime: time.Unix(r.mtime, 0), Mode: rawMode(r.mode)}
+	if r.kind == 'L' {
+		fi.Target = r.target
+	}
+	return fi, nil
+}
+
+// rawMode converts a raw st_mode to an fs.FileMode.
+func rawMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & 0o170000 {
+	case 0o040000:
+		mode |= fs.ModeDir
+	case 0o120000:
+		mode |= fs.ModeSymlink
+	case 0o100000:
+	case 0o010000:
+		mode |= fs.ModeNamedPipe
+	case 0o140000:
+		mode |= fs.ModeSocket
+	case 0o020000:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case 0o060000:
+		mode |= fs.ModeDevice
+	default:
+		mode |= fs.ModeIrregular
+	}
+	return mode
+}
+
+func (s *Sandbox) relOf(abs string) string {
+	if abs == s.d.Root {
+		return "."
+	}
+	return strings.TrimPrefix(abs, s.d.Root+"/")
+}
+
+// lister prints, for each entry of directory $1, its raw mode, size,
+// mtime and link target, then its name, each field ended by a NUL.
+const lister = `cd -- "$1" || exit 1
+for f in * .[!.]* ..?*; do
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  t=
+  [ -L "$f" ] && t=$(readlink -- "$f")
+  printf '%s\000%s\000%s\000' "$(stat -c '%f %s %Y' -- "$f")" "$t" "$f"
+done
+`
+
+// ReadDir implements sandbox.Sandbox: entries as lstat describes them
+// (a symlink is listed as a symlink with its target).
+func (s *Sandbox) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, error) {
+	r, err := s.resolve(ctx, "list", rel, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.followed == 'N' {
+		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
+	}
+	if r.followed != 'D' {
+		return nil, fmt.Errorf("list %q: not a directory", rel)
+	}
+	out, stderr, code, err := s.runScript(ctx, lister, nil, r.follow)
+	if err != nil {
+		return nil, fmt.Errorf("list %q: %w", rel, err)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("list %q: %s", rel, strings.TrimSpace(string(stderr)))
+	}
+	base := s.relOf(r.abs)
+	fields := strings.Split(string(out), "\x00")
+	var list []sandbox.FileInfo
+	for i := 0; i+2 < len(fields); i += 3 {
+		st, target, name := strings.Fields(fields[i]), fields[i+1], fields[i+2]
+		if len(st) != 3 {
+			continue
+		}
+		m, _ := strconv.ParseUint(st[0], 16, 32)
+		size, _ := strconv.ParseInt(st[1], 10, 64)
+		mt, _ := strconv.ParseInt(st[2], 10, 64)
+		p := name
+		if base != "." {
+			p = base + "/" + name
+		}
+		list = append(list, sandbox.FileInfo{Path: p, Size: size, Mode: rawMode(uint32(m)), ModTime: time.Unix(mt, 0), Target: target})
+	}
+	slices.SortFunc(list, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return list, nil
+}
+
+// Limits of a CopyIn archive.
+const (
+	maxTarMembers = 1 << 20
+	maxTarBytes   = 16 << 30
+)
+
+// extractor unpacks the tar on stdin into directory $1 of the Pod. First
+// it reads the archive's directories (one a line, backslash and newline
+// as \0134 and \0012, ended by an empty line) and replaces any symlink
+// standing at one of them by nothing (tar then makes the directory):
+// BusyBox tar would otherwise write through such a link. Symlinks are
+// kept whatever their target (EXTRACT_UNSAFE_SYMLINKS: BusyBox skips
+// absolute and climbing ones otherwise); owners are not restored.
+const extractor = `mkdir -p -- "$1" && cd -- "$1" || exit 1
+while IFS= read -r l; do
+  [ -z "$l" ] && break
+  n=$(printf '%bx' "$l"); n=${n%x}
+  if [ -L "$n" ]; then rm -f -- "$n" || exit 1; fi
+done
+EXTRACT_UNSAFE_SYMLINKS=1 exec tar -x -o -f -
+`
+
+// CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
+// by hostfs.SanitizeTar with the common safe-extraction rules into a
+// temporary file on the host, then streamed to tar -x in the Pod.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
+	r, err := s.resolve(ctx, "copy into", dir, true)
+	if err != nil {
+		return err
+	}
+	if r.followed != 'D' && r.followed != 'N' {
+		return fmt.Errorf("copy into %q: not a directory", dir)
+	}
+	tmp, err := os.CreateTemp("", "agentctl-copyin-*.tar")
+	if err != nil {
+		return fmt.Errorf("copy into %q: temporary file: %w", dir, err)
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	err = hostfs.SanitizeTar(ctx, s.relOf(r.abs), rd, tmp, hostfs.SanitizeOptions{
+		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
+		KeepPermissions: true,
+	})
+	if err != nil {
+		return fmt.Errorf("copy into %q: %w", dir, err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	var dirs strings.Builder
+	tr := tar.NewReader(tmp)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("copy into %q: reading the checked archive: %w", dir, err)
+		}
+		if h.Typeflag == tar.TypeDir {
+			name := strings.TrimSuffix(h.Name, "/")
+			name = strings.ReplaceAll(name, `\`, `\0134`)
+			name = strings.ReplaceAll(name, "\n", `\0012`)
+			dirs.WriteString(name + "\n")
+		}
+	}
+	dirs.WriteString("\n")
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, stderr, code, err := s.runScript(ctx, extractor, io.MultiReader(strings.NewReader(dirs.String()), tmp), r.follow)
+	if err != nil {
+		return fmt.Errorf("copy into %q: %w", dir, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("copy into %q: tar in the Pod exited %d: %s (the image needs tar)", dir, code, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// CopyOut implements sandbox.Sandbox: tar -c runs in the Pod and its
+// output streams back with names made relative to dir.
+func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error) {
+	r, err := s.resolve(ctx, "copy out of", dir, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.followed != 'D' {
+		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	tarR, tarW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() {
+		var stderr bytes.Buffer
+		code, err := s.stream(ctx, []string{"/bin/sh", "-c", `cd -- "$1" && exec tar -c -f - .`, "sh", r.follow}, streams{stdout: tarW, stderr: &stderr})
+		switch {
+		case err != nil:
+			tarW.CloseWithError(fmt.Errorf("copy out of %q: %w", dir, err))
+		case code != 0:
+			tarW.CloseWithError(fmt.Errorf("copy out of %q: tar in the Pod exited %d: %s (the image needs tar)", dir, code, strings.TrimSpace(stderr.String())))
+		default:
+			tarW.Close()
+		}
+	}()
+	go func() {
+		err := renameTar(tarR, outW)
+		tarR.CloseWithError(errors.New("copy out: the reader stopped"))
+		outW.CloseWithError(err)
+	}()
+	return &closer{Reader: outR, close: func() error {
+		outR.Close()
+		cancel()
+		return nil
+	}}, nil
+}
+
+type closer struct {
+	io.Reader
+	close func() error
+	done  bool
+}
+
+func (c *closer) Close() error {
+	if c.done {
+		return nil
+	}
+	c.done = true
+	return c.close()
+}
+
+// renameTar copies a tar stream, stripping "./" from names and dropping
+// the "." entry.
+func renameTar(r io.Reader, w io.Writer) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return tw.Close()
+		}
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		if name == "" || name == "." || name == "./" {
+			continue
+		}
+		h.Name = name
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+}
