@@ -17,8 +17,7 @@
 # ROUNDS (default 10) start rounds, EXECS (default 40) exec rounds, after
 # two untimed warm-up rounds each. kubectl is $KUBECTL, else the one on
 # PATH, else the one cluster.sh built. Everything runs in a namespace of
-# its own, deleted at the end. The agentctl side is agentctl_config below;
-# until it is filled in, only kubectl is measured.
+# its own, deleted at the end.
 set -euo pipefail
 rounds=10
 execs=40
@@ -51,27 +50,25 @@ k() { "$kubectl_bin" --kubeconfig "$kubeconfig" -n "$ns" "$@"; }
 
 # ---------------------------------------------------------------- the agentctl side
 #
-# AGENTCTL SIDE: agentctl_config DIR writes DIR/main.hcl, a configuration
-# of one sandbox "x" of the Kubernetes provider, with $image in namespace
-# $ns of the cluster of $kubeconfig. It returns 1 while the provider's
-# configuration is not written here: then only kubectl is measured. Fill
-# in the heredoc with the provider's real attributes and delete the
-# `return 1`. The timed commands are in agentctl_start and agentctl_exec.
+# agentctl_config DIR writes DIR/main.hcl, a configuration of one sandbox
+# "x" of the Kubernetes provider, with $image in namespace $ns of the
+# cluster of $kubeconfig. The timed commands are agentctl_start and
+# agentctl_exec.
 agentctl_config() {
   local dir=$1
   mkdir -p "$dir"
   cat >"$dir/main.hcl" <<HCL
 provider "kubernetes" {
-  kubeconfig = "$kubeconfig"
-  namespace  = "$ns"
+  config_path = "$kubeconfig"
+  namespace   = "$ns"
 }
 
 sandbox "x" {
   provider = provider.kubernetes
   image    = "$image"
+  on_exit  = "keep" # running for the timed execs, as kubectl's Pod
 }
 HCL
-  return 1 # the provider's configuration is not filled in yet
 }
 
 # agentctl_start DIR: timed, the start measure (apply, then a first exec).
@@ -103,12 +100,8 @@ kubectl_stop() { k delete pod "$1" --grace-period 1 --wait=false >/dev/null 2>&1
 
 # ---------------------------------------------------------------- rounds
 
-with_agentctl=true
-agentctl_config "$work/probe" || with_agentctl=false
 cleanup() {
-  if $with_agentctl; then
-    for d in "$work"/start-* "$work/exec"; do [ -d "$d" ] && agentctl_stop "$d"; done
-  fi
+  for d in "$work"/start-* "$work/exec"; do [ -d "$d" ] && agentctl_stop "$d"; done
   k delete pods --all --grace-period 1 --wait=false >/dev/null 2>&1 || true
   "$kubectl_bin" --kubeconfig "$kubeconfig" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -152,9 +145,9 @@ for ((round = -2; round < rounds; round++)); do
     if [ "$side" = kubectl ]; then
       timed "$work/start-kubectl" kubectl_start "$pod"
       kubectl_stop "$pod"
-    elif $with_agentctl; then
+    else
       dir=$work/start-$((round + 2))
-      agentctl_config "$dir" || true
+      agentctl_config "$dir"
       timed "$work/start-agentctl" agentctl_start "$dir"
       agentctl_stop "$dir"
       rm -rf "$dir"
@@ -164,24 +157,21 @@ done
 
 # exec: one Pod (and one sandbox) kept running.
 kubectl_start exec >/dev/null
-if $with_agentctl; then
-  agentctl_config "$work/exec" || true
-  agentctl_start "$work/exec"
-fi
+agentctl_config "$work/exec"
+agentctl_start "$work/exec"
 for ((round = -2; round < execs; round++)); do
   sides=(kubectl agentctl)
   ((round % 2)) && sides=(agentctl kubectl)
   for side in "${sides[@]}"; do
     if [ "$side" = kubectl ]; then
       timed "$work/exec-kubectl" kubectl_exec exec
-    elif $with_agentctl; then
+    else
       timed "$work/exec-agentctl" agentctl_exec "$work/exec"
     fi
   done
 done
 
 report "start: kubectl run + wait + exec" "$work/start-kubectl"
-$with_agentctl && report "start: agentctl apply + exec" "$work/start-agentctl"
+report "start: agentctl apply + exec" "$work/start-agentctl"
 report "exec: kubectl exec POD -- true" "$work/exec-kubectl"
-$with_agentctl && report "exec: agentctl exec sandbox.x -- true" "$work/exec-agentctl"
-$with_agentctl || echo "agentctl: not measured (agentctl_config in $0 is not filled in yet)"
+report "exec: agentctl exec sandbox.x -- true" "$work/exec-agentctl"

@@ -39,6 +39,9 @@ type applier struct {
 	sbs map[string]sandbox.Sandbox // open sandboxes by address
 	// used records sandboxes this apply started or used, for on_exit.
 	used map[string]bool
+	// snapshotted records sandboxes this apply snapshotted (guarded by
+	// mu): their snapshot holds their workspace, for on_exit.
+	snapshotted map[string]bool
 	// snapMu serializes restores and snapshots of each sandbox
 	// (lockSandbox): runs sharing a sandbox must not restore it twice,
 	// and the snapshot digest recorded must be the file's on disk.
@@ -66,7 +69,7 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
-	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
+	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapshotted: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if p.HasChanges() {
 		a.gitCommit = vcs.GitCommit(ctx, e.Config.Dir)
 	}
@@ -903,6 +906,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.SHA256
+		a.snapshotted[addr] = true
 	}, state.SandboxRef(addr)); err != nil {
 		return err
 	}
@@ -1066,6 +1070,26 @@ func (a *applier) onExit(ctx context.Context, addr string, sbc *config.SandboxIn
 		}
 		record(statusDeleted)
 	default:
+		if d, ok := sb.(sandbox.StopDiscarder); ok && d.StopDiscardsWorkspace() {
+			// Stopping it loses the workspace: the snapshot must hold it
+			// first (the runs of this apply snapshotted it; a sandbox
+			// only created or updated is snapshotted now).
+			a.mu.Lock()
+			current := a.snapshotted[addr]
+			a.mu.Unlock()
+			if !current {
+				if err := a.snapshot(ctx, addr, sb); err != nil {
+					*errs = append(*errs, fmt.Errorf("%s: on_exit stop: it keeps running, since stopping it would lose its workspace and it could not be snapshotted: %w", addr, err))
+					return
+				}
+			}
+			if err := sb.Stop(ctx); err != nil {
+				*errs = append(*errs, fmt.Errorf("%s: on_exit stop: %w", addr, err))
+				return
+			}
+			record(statusDeleted)
+			return
+		}
 		if err := sb.Stop(ctx); err != nil {
 			*errs = append(*errs, fmt.Errorf("%s: on_exit stop: %w", addr, err))
 			return

@@ -37,6 +37,10 @@ type memSettings struct {
 
 // memProvider creates memory sandboxes and records the specs it got.
 type memProvider struct {
+	// stopDiscards makes Stop lose the workspace (sandbox.StopDiscarder),
+	// as a Kubernetes Pod without a volume claim does.
+	stopDiscards bool
+
 	mu      sync.Mutex
 	next    int
 	boxes   map[string]*memSandbox
@@ -72,7 +76,7 @@ func (p *memProvider) Create(_ context.Context, spec sandbox.Spec) (sandbox.Sand
 		return nil, fmt.Errorf("memory: settings are %T", spec.Settings)
 	}
 	p.next++
-	sb := &memSandbox{id: fmt.Sprintf("mem-%d", p.next), files: map[string]*memFile{}, status: sandbox.StatusRunning}
+	sb := &memSandbox{id: fmt.Sprintf("mem-%d", p.next), files: map[string]*memFile{}, status: sandbox.StatusRunning, stopDiscards: p.stopDiscards}
 	if p.boxes == nil {
 		p.boxes = map[string]*memSandbox{}
 	}
@@ -97,10 +101,12 @@ type memFile struct {
 
 // memSandbox is a workspace held in a map of workspace-relative paths.
 type memSandbox struct {
-	mu     sync.Mutex
-	id     string
-	status sandbox.Status
-	files  map[string]*memFile
+	mu           sync.Mutex
+	id           string
+	status       sandbox.Status
+	files        map[string]*memFile
+	stopDiscards bool
+	discarded    map[string]*memFile // what the last discarding Stop lost
 }
 
 func (s *memSandbox) ID() string { return s.id }
@@ -108,7 +114,18 @@ func (s *memSandbox) Session() sandbox.SessionState {
 	return sandbox.SessionState{Provider: "memory", ID: s.id}
 }
 func (s *memSandbox) Start(context.Context) error { s.set(sandbox.StatusRunning); return nil }
-func (s *memSandbox) Stop(context.Context) error  { s.set(sandbox.StatusStopped); return nil }
+func (s *memSandbox) Stop(context.Context) error {
+	if s.stopDiscards {
+		s.mu.Lock()
+		s.discarded, s.files = s.files, map[string]*memFile{}
+		s.mu.Unlock()
+		s.set(sandbox.StatusMissing)
+		return nil
+	}
+	s.set(sandbox.StatusStopped)
+	return nil
+}
+func (s *memSandbox) StopDiscardsWorkspace() bool { return s.stopDiscards }
 func (s *memSandbox) Delete(context.Context) error {
 	s.set(sandbox.StatusMissing)
 	return nil

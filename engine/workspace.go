@@ -22,7 +22,11 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 		return nil, nil, fmt.Errorf("%s: its last restore from %s did not finish, so its workspace is incomplete; run agentctl apply to restore it", addr, ss.Snapshot)
 	}
 	if ss.Status == statusDeleted {
-		return nil, nil, fmt.Errorf("%s was deleted after the last apply (on_exit = \"delete\"); a run that needs it restores it from its snapshot", addr)
+		onExit := "stop"
+		if e.Config != nil && e.Config.SandboxInstances[addr] != nil && e.Config.SandboxInstances[addr].OnExit != "" {
+			onExit = e.Config.SandboxInstances[addr].OnExit
+		}
+		return nil, nil, fmt.Errorf("%s was removed after the last apply, its workspace kept in its snapshot (on_exit = %q); a run that needs it restores it (on_exit = \"keep\" keeps it for agentctl exec)", addr, onExit)
 	}
 	sb, err := e.openSandbox(ctx, st, addr)
 	if errors.Is(err, sandbox.ErrNotFound) {

@@ -102,7 +102,7 @@ sandbox "box" {
   image    = var.image
   manifest = manifest.sales
   ports    = [8080] # forwarded to 127.0.0.1 while agentctl runs: sandbox.box.urls["8080"]
-  on_exit  = "stop" # the Pod is deleted after the run's snapshot; the next apply restores it
+  on_exit  = "stop" # the Pod is deleted once snapshotted; the next run that needs it restores it
 
   # Keep the workspace on a claim instead (on_exit = "stop" then deletes
   # only the Pod, and the next apply mounts the claim in a new one):

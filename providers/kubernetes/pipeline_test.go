@@ -412,8 +412,8 @@ output "url" {
 // The whole lifecycle through the binary against the cluster: every
 // manifest entry type, tool calls writing files, env and ephemeral env, a
 // port reachable from the host through the port-forward of the apply,
-// on_exit = "stop" (the Pod deleted after the snapshot) and the restore
-// by the next apply, a Pod deleted behind agentctl's back restored from
+// on_exit = "stop" (the Pod deleted after the snapshot, no change
+// planned) and the restore by the next apply that runs in it, a Pod deleted behind agentctl's back restored from
 // its snapshot without re-running, and a destroy that leaves nothing
 // labelled.
 func TestKubernetesPipeline(t *testing.T) {
@@ -440,7 +440,7 @@ func TestKubernetesPipeline(t *testing.T) {
 	mustContain(t, "first apply", out, "sandbox.box: Creation complete", "3 runs executed", "pipeline done", `url = "http://127.0.0.1:`)
 	st := cl.mustState()
 	ss := st.Sandboxes["sandbox.box"]
-	if ss.Status != "stopped" || st.Runs["run.pipeline"].Status != "completed" || st.Runs["run.serve"].Status != "completed" || ss.Snapshot == "" {
+	if ss.Status != "deleted" || st.Runs["run.pipeline"].Status != "completed" || st.Runs["run.serve"].Status != "completed" || ss.Snapshot == "" {
 		t.Fatalf("after apply: sandbox %s (snapshot %q), runs %s/%s", ss.Status, ss.Snapshot, st.Runs["run.pipeline"].Status, st.Runs["run.serve"].Status)
 	}
 	if ss.URLs["8080"] != url1 {
@@ -471,14 +471,15 @@ func TestKubernetesPipeline(t *testing.T) {
 		return nil
 	})
 
-	// The next plan says the stopped sandbox is restored from its
-	// snapshot; the apply that re-runs serve restores it and the run sees
-	// the files the first apply's runs left.
+	// The stopped sandbox (its Pod deleted, its workspace in the
+	// snapshot) is left alone by a plan with nothing to run: the
+	// unchanged configuration applies as nothing. The apply that re-runs
+	// serve restores it and the run sees the files the first apply's runs
+	// left.
 	out, code := cl.run("plan", "-detailed-exitcode", "pipeline.hcl")
-	if code != 2 {
-		t.Fatalf("plan after stop: exit %d\n%s", code, out)
+	if code != 0 {
+		t.Fatalf("plan after stop: exit %d, want 0 (no changes)\n%s", code, out)
 	}
-	mustContain(t, "plan after stop", out, "# sandbox.box will be restored from its snapshot")
 	out, url2 := applyServing(t, c.p, cl, "apply", "-auto-approve", "-replace=run.serve", "pipeline.hcl")
 	mustContain(t, "restoring apply", out, "1 run executed", "served")
 	mustContain(t, "the workspace after the restore", cl.ok("show", "-config=pipeline.hcl", "run.serve"), strings.Split(strings.TrimSpace(want), "\n")...)

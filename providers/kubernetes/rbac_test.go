@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentctl/agentctl/internal/k8stest"
-	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/sandbox"
 )
-
-// limitedUser is the test cluster's user with no permissions.
-const limitedUser = "agentctl-limited"
-
-// limitedKubeconfig is that user's kubeconfig, next to the main one.
-func limitedKubeconfig(t testing.TB, kubeconfig string) string {
-	t.Helper()
-	p := filepath.Join(filepath.Dir(kubeconfig), "kubeconfig-limited")
-	if _, err := os.Stat(p); err != nil {
-		testenv.Missing(t, "the test cluster has no kubeconfig for its user %s: %v", limitedUser, err)
-	}
-	return p
-}
 
 // documentedRole is the Role of docs/kubernetes-provider.md, "RBAC".
 func documentedRole(t testing.TB) *rbacv1.Role {
@@ -58,7 +43,7 @@ func documentedRole(t testing.TB) *rbacv1.Role {
 func TestDocumentedRoleSuffices(t *testing.T) {
 	t.Parallel()
 	c := testCluster(t)
-	limited := limitedKubeconfig(t, c.kubeconfig)
+	limited := k8stest.LimitedKubeconfig(t)
 	ctx := context.Background()
 
 	lp, err := New(ctx, Options{ConfigPath: limited, Namespace: c.ns, CreateTimeout: 2 * time.Minute})
@@ -78,7 +63,7 @@ func TestDocumentedRoleSuffices(t *testing.T) {
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "agentctl-sandboxes", Namespace: c.ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: limitedUser}},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: k8stest.LimitedUser}},
 	}
 	if _, err := c.cs.RbacV1().RoleBindings(c.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -461,6 +461,11 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	return s.deletePod(ctx, true)
 }
 
+// StopDiscardsWorkspace reports whether Stop loses the workspace: it
+// deletes the Pod, and without a volume claim the workspace goes with it
+// (the engine snapshots it first and restores it when a run needs it).
+func (s *Sandbox) StopDiscardsWorkspace() bool { return s.d.Claim == "" }
+
 // Delete removes the Pod, the claim and the Service, and anything else
 // labelled with the sandbox's lineage and address. Deleting a missing
 // sandbox is not an error.
