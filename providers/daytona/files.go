@@ -1,7 +1,6 @@
 package daytona
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -378,53 +377,12 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(renameTar(body, pw))
+		pw.CloseWithError(sandbox.TrimTarNames(body, pw))
 	}()
-	return &closer{Reader: pr, close: func() error {
+	return sandbox.ReadCloser(pr, func() error {
 		pr.Close()
 		body.Close()
 		cleanup()
 		return nil
-	}}, nil
-}
-
-type closer struct {
-	io.Reader
-	close func() error
-	done  bool
-}
-
-func (c *closer) Close() error {
-	if c.done {
-		return nil
-	}
-	c.done = true
-	return c.close()
-}
-
-// renameTar copies a tar stream, stripping "./" from names and dropping
-// the "." entry.
-func renameTar(r io.Reader, w io.Writer) error {
-	tr := tar.NewReader(r)
-	tw := tar.NewWriter(w)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return tw.Close()
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if name == "" || name == "." || name == "./" {
-			continue
-		}
-		h.Name = name
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-	}
+	}), nil
 }

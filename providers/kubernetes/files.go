@@ -508,54 +508,13 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 		}
 	}()
 	go func() {
-		err := renameTar(tarR, outW)
+		err := sandbox.TrimTarNames(tarR, outW)
 		tarR.CloseWithError(errors.New("copy out: the reader stopped"))
 		outW.CloseWithError(err)
 	}()
-	return &closer{Reader: outR, close: func() error {
+	return sandbox.ReadCloser(outR, func() error {
 		outR.Close()
 		cancel()
 		return nil
-	}}, nil
-}
-
-type closer struct {
-	io.Reader
-	close func() error
-	done  bool
-}
-
-func (c *closer) Close() error {
-	if c.done {
-		return nil
-	}
-	c.done = true
-	return c.close()
-}
-
-// renameTar copies a tar stream, stripping "./" from names and dropping
-// the "." entry.
-func renameTar(r io.Reader, w io.Writer) error {
-	tr := tar.NewReader(r)
-	tw := tar.NewWriter(w)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return tw.Close()
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if name == "" || name == "." || name == "./" {
-			continue
-		}
-		h.Name = name
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
-		}
-	}
+	}), nil
 }
