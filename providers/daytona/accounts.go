@@ -64,5 +64,5 @@ func (w *Workspace) asUser(user string) (string, error) {
 	if _, ok := w.spec.Accounts.User(user); !ok {
 		return "", fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: user})
 	}
-	return "sudo -n -u " + shq(user) + " -- ", nil
+	return "sudo -n -u " + sandbox.ShellQuote(user) + " -- ", nil
 }

@@ -28,9 +28,6 @@ const maxStdin = 32 << 20
 
 var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
-// shq quotes s for a POSIX shell.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func nonce() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
@@ -49,7 +46,7 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 		dir = p
 	}
 	var inner strings.Builder
-	inner.WriteString("cd -- " + shq(dir) + " || exit 126\n")
+	inner.WriteString("cd -- " + sandbox.ShellQuote(dir) + " || exit 126\n")
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
 		if !envName().MatchString(k) {
@@ -59,7 +56,7 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		inner.WriteString("export " + k + "=" + shq(req.Env[k]) + "\n")
+		inner.WriteString("export " + k + "=" + sandbox.ShellQuote(req.Env[k]) + "\n")
 	}
 	argv, err := req.Command()
 	if err != nil {
@@ -67,7 +64,7 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	}
 	inner.WriteString("exec")
 	for _, a := range argv {
-		inner.WriteString(" " + shq(a))
+		inner.WriteString(" " + sandbox.ShellQuote(a))
 	}
 	inner.WriteString("\n")
 	sudo, err := w.asUser(req.User)
@@ -76,7 +73,7 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	}
 	// The user's shell changes directory and sets the environment (sudo
 	// resets it).
-	return "exec " + sudo + "/bin/sh -c " + shq(inner.String()) + "\n", nil
+	return "exec " + sudo + "/bin/sh -c " + sandbox.ShellQuote(inner.String()) + "\n", nil
 }
 
 // execScript renders req as a POSIX sh script run from the workspace. The
@@ -118,11 +115,11 @@ func (w *Workspace) execScript(req sandbox.ExecRequest, stdin []byte, stderrMark
 		sc.WriteString(enc + "\n__AGENTCTL_STDIN__\n")
 		in = "<\"$__ac_in\""
 	}
-	cmd := sudo + killer + "/bin/sh -c " + shq(inner)
+	cmd := sudo + killer + "/bin/sh -c " + sandbox.ShellQuote(inner)
 	if stderrMark != "" {
 		sc.WriteString("__ac_err=$(mktemp \"${TMPDIR:-/tmp}/agentctl-err.XXXXXX\") || exit 125\n")
 		sc.WriteString(cmd + " " + in + " 2>\"$__ac_err\"\n__ac_rc=$?\n")
-		sc.WriteString("printf '%s' " + shq(stderrMark) + "\ncat \"$__ac_err\"\nrm -f \"$__ac_err\"\n")
+		sc.WriteString("printf '%s' " + sandbox.ShellQuote(stderrMark) + "\ncat \"$__ac_err\"\nrm -f \"$__ac_err\"\n")
 	} else {
 		sc.WriteString(cmd + " " + in + "\n__ac_rc=$?\n")
 	}

@@ -88,7 +88,7 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 	if err != nil {
 		return resolved{}, err
 	}
-	script := "set -- " + shq(w.root) + " " + shq(p) + "\n" + resolver
+	script := "set -- " + sandbox.ShellQuote(w.root) + " " + sandbox.ShellQuote(p) + "\n" + resolver
 	out, code, stderr, err := w.run(ctx, op, script)
 	if err != nil {
 		return resolved{}, err
@@ -333,7 +333,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	if err := w.s.FileSystem.UploadFile(ctx, clean.Bytes(), tmp); err != nil {
 		return err
 	}
-	script := "t=" + shq(tmp) + "\nmkdir -p -- " + shq(r.follow) + " && tar -xf \"$t\" -C " + shq(r.follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
+	script := "t=" + sandbox.ShellQuote(tmp) + "\nmkdir -p -- " + sandbox.ShellQuote(r.follow) + " && tar -xf \"$t\" -C " + sandbox.ShellQuote(r.follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
 	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), script)
 	if err != nil {
 		return err
@@ -356,7 +356,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
-	script := "mkdir -p -- " + shq(w.p.tempDir) + " && tar -cf " + shq(tmp) + " -C " + shq(r.follow) + " .\n"
+	script := "mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " && tar -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.follow) + " .\n"
 	_, code, stderr, err := w.run(ctx, "copy out of "+strconv.Quote(dir), script)
 	if err != nil {
 		return nil, err

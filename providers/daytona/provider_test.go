@@ -357,7 +357,7 @@ func TestPathPolicy(t *testing.T) {
 	w := e.create(t)
 	ctx := context.Background()
 	outside := filepath.Join(e.fake.Root, "outside")
-	if _, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "mkdir -p " + shq(outside) + " && echo secret > " + shq(outside+"/s") + " && ln -s " + shq(outside) + " escape && ln -s " + shq(outside+"/s") + " file-link && mkdir in && ln -s in inner-link && echo ok > in/f", Timeout: 10 * time.Second}); err != nil {
+	if _, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "mkdir -p " + sandbox.ShellQuote(outside) + " && echo secret > " + sandbox.ShellQuote(outside+"/s") + " && ln -s " + sandbox.ShellQuote(outside) + " escape && ln -s " + sandbox.ShellQuote(outside+"/s") + " file-link && mkdir in && ln -s in inner-link && echo ok > in/f", Timeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"../x", "/etc/passwd", "a/../../x", "escape/s", "file-link", "escape"} {

@@ -102,7 +102,7 @@ func (w *Workspace) startPty(ctx context.Context, req sandbox.ProcessRequest) (s
 		cleanup()
 		return nil, err
 	}
-	if err := conn.Write(ctx, websocket.MessageBinary, []byte("exec /bin/sh "+shq(script)+"\n")); err != nil {
+	if err := conn.Write(ctx, websocket.MessageBinary, []byte("exec /bin/sh "+sandbox.ShellQuote(script)+"\n")); err != nil {
 		conn.CloseNow()
 		deletePty()
 		cleanup()

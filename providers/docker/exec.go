@@ -17,34 +17,9 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// MarkerEnv is the environment variable every exec carries; its random
-// value identifies the exec's whole process tree when a timeout fires.
-const MarkerEnv = "AGENTCTL_EXEC"
-
-// killScript stops and kills every process whose environment holds the
-// marker given as $1, repeating until none is left (a fork bomb gets a
-// pass per generation). It uses only shell builtins (read, kill, test), so
-// it works in images with nothing but a POSIX sh and never needs to fork,
-// even when a fork bomb has used up the container's pids limit. sh, dash,
-// bash and busybox ash all drop the NUL separators of /proc/PID/environ
-// when reading it, which leaves the marker intact. It runs as the exec's
-// user so /proc/PID/environ is readable without CAP_SYS_PTRACE.
-const killScript = `m="` + MarkerEnv + `=$1"
-n=0
-while [ $n -lt 200 ]; do
-  found=
-  for f in /proc/[0-9]*; do
-    p=${f#/proc/}
-    [ "$p" = "$$" ] && continue
-    e=
-    { while IFS= read -r l; do e="$e$l"; done; e="$e$l"; } <"$f/environ" 2>/dev/null
-    case "$e" in *"$m"*) kill -STOP "$p" 2>/dev/null; found="$found $p" ;; esac
-  done
-  [ -z "$found" ] && exit 0
-  kill -KILL $found 2>/dev/null
-  n=$((n+1))
-done
-exit 1`
+// MarkerEnv is the environment variable every command carries
+// (sandbox.ExecMarkerEnv).
+const MarkerEnv = sandbox.ExecMarkerEnv
 
 // killGrace is how long output may keep flowing after the process tree
 // was killed before the stream is cut.
@@ -261,7 +236,7 @@ func (s *Sandbox) stopTree(ctx context.Context, sp execSpec, closeConn func(), d
 		var out, errOut bytes.Buffer
 		var code int
 		code, _, kerr = s.execStream(kctx, execSpec{
-			user: sp.user, argv: []string{"/bin/sh", "-c", killScript, "sh", sp.marker},
+			user: sp.user, argv: []string{"/bin/sh", "-c", sandbox.KillTreeScript, "sh", sp.marker},
 			stdout: &out, stderr: &errOut,
 		})
 		if kerr == nil && code == 0 {

@@ -19,38 +19,13 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// MarkerEnv is the environment variable every command carries; its
-// random value identifies the command's whole process tree when a
-// timeout fires.
-const MarkerEnv = "AGENTCTL_EXEC"
-
-// killScript stops, then kills, every process whose environment holds
-// the marker $1, until none is left (a fork bomb gets a pass per
-// generation). It uses shell builtins only, so it runs even when the
-// command used up every process the Pod may have.
-const killScript = `m="` + MarkerEnv + `=$1"
-n=0
-while [ $n -lt 200 ]; do
-  found=
-  for f in /proc/[0-9]*; do
-    p=${f#/proc/}
-    [ "$p" = "$$" ] && continue
-    e=
-    { while IFS= read -r l; do e="$e$l"; done; e="$e$l"; } <"$f/environ" 2>/dev/null
-    case "$e" in *"$m"*) kill -STOP "$p" 2>/dev/null; found="$found $p" ;; esac
-  done
-  [ -z "$found" ] && exit 0
-  kill -KILL $found 2>/dev/null
-  n=$((n+1))
-done
-exit 1`
+// MarkerEnv is the environment variable every command carries
+// (sandbox.ExecMarkerEnv).
+const MarkerEnv = sandbox.ExecMarkerEnv
 
 // killGrace is how long output may keep flowing after the process tree
 // was killed before the stream is cut.
 const killGrace = 5 * time.Second
-
-// shq quotes s for a POSIX shell.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // streams are one exec's standard streams and terminal.
 type streams struct {
@@ -186,7 +161,7 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command
 	sort.Strings(keys)
 	var env strings.Builder
 	for _, k := range keys {
-		env.WriteString("export " + k + "=" + shq(req.Env[k]) + "\n")
+		env.WriteString("export " + k + "=" + sandbox.ShellQuote(req.Env[k]) + "\n")
 	}
 	cmd.env = env.String()
 	return cmd, nil
@@ -203,11 +178,11 @@ func (c command) wrapper(envFile string) []string {
 	sc.WriteString("export " + MarkerEnv + "=" + c.marker + "\n")
 	switch {
 	case envFile != "":
-		sc.WriteString(". " + shq(envFile) + "; rm -f -- " + shq(envFile) + "\n")
+		sc.WriteString(". " + sandbox.ShellQuote(envFile) + "; rm -f -- " + sandbox.ShellQuote(envFile) + "\n")
 	case c.env != "":
-		sc.WriteString("__e=\nwhile IFS= read -r __l; do [ \"$__l\" = " + shq(c.envEnd()) + " ] && break; __e=\"$__e$__l\n\"; done\neval \"$__e\"; unset __e __l\n")
+		sc.WriteString("__e=\nwhile IFS= read -r __l; do [ \"$__l\" = " + sandbox.ShellQuote(c.envEnd()) + " ] && break; __e=\"$__e$__l\n\"; done\neval \"$__e\"; unset __e __l\n")
 	}
-	inner := "cd -- " + shq(c.wd) + " || exit 126\nexec \"$@\"\n"
+	inner := "cd -- " + sandbox.ShellQuote(c.wd) + " || exit 126\nexec \"$@\"\n"
 	if c.su == "" {
 		sc.WriteString(inner)
 	} else {
@@ -217,7 +192,7 @@ func (c command) wrapper(envFile string) []string {
 		// keeps the environment set here. "--" ends su's options: its
 		// getopt would take a -c among the command's own arguments as
 		// its own.
-		sc.WriteString("exec su -m -s /bin/sh -c " + shq(inner) + " -- " + shq(c.su) + " sh \"$@\"\n")
+		sc.WriteString("exec su -m -s /bin/sh -c " + sandbox.ShellQuote(inner) + " -- " + sandbox.ShellQuote(c.su) + " sh \"$@\"\n")
 	}
 	return append([]string{"/bin/sh", "-c", sc.String(), "sh"}, c.argv...)
 }
@@ -352,12 +327,12 @@ func (s *Sandbox) run(ctx context.Context, cmd command, io streams, timeout time
 // /proc/PID/environ; then by the container's user, for what su left.
 func (s *Sandbox) killTree(ctx context.Context, cmd command) error {
 	if cmd.su != "" {
-		argv := []string{"/bin/sh", "-c", "exec su -m -s /bin/sh -c " + shq(killScript) + " -- " + shq(cmd.su) + " sh \"$1\"", "sh", cmd.marker}
+		argv := []string{"/bin/sh", "-c", "exec su -m -s /bin/sh -c " + sandbox.ShellQuote(sandbox.KillTreeScript) + " -- " + sandbox.ShellQuote(cmd.su) + " sh \"$1\"", "sh", cmd.marker}
 		if err := s.kill(ctx, argv); err != nil {
 			return err
 		}
 	}
-	return s.kill(ctx, []string{"/bin/sh", "-c", killScript, "sh", cmd.marker})
+	return s.kill(ctx, []string{"/bin/sh", "-c", sandbox.KillTreeScript, "sh", cmd.marker})
 }
 
 // kill runs a kill helper until it reports every marked process gone.
