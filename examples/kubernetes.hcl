@@ -102,10 +102,14 @@ sandbox "box" {
   image    = var.image
   manifest = manifest.sales
   ports    = [8080] # forwarded to 127.0.0.1 while agentctl runs: sandbox.box.urls["8080"]
-  on_exit  = "stop" # the Pod is deleted once snapshotted; the next run that needs it restores it
+  # The Pod keeps running after apply, for agentctl exec (destroy removes
+  # it). With on_exit = "stop" (the default) it is deleted once its
+  # workspace is in the snapshot, and the next run that needs it restores
+  # it into a new Pod; agentctl exec then says to apply first.
+  on_exit = "keep"
 
-  # Keep the workspace on a claim instead (on_exit = "stop" then deletes
-  # only the Pod, and the next apply mounts the claim in a new one):
+  # Keep the workspace on a claim (on_exit = "stop" then deletes only the
+  # Pod, and the next apply or exec mounts the claim in a new one):
   # volume {
   #   storage_class = "standard"
   #   size          = "1Gi"

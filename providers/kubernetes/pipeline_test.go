@@ -563,6 +563,10 @@ func TestKubernetesExampleResumeAfterKill(t *testing.T) {
 	mustContain(t, "apply", outA, "1 run executed", "token is set")
 	answer := a.ok("output", "-config=kubernetes.hcl", "answer")
 	mustContain(t, "the run", a.ok("show", "-config=kubernetes.hcl", "run.report"), "14300000", "token is set")
+	// The header's second command.
+	if got := a.ok("exec", "-config=kubernetes.hcl", "sandbox.box", "--", "cat", "out/report.md"); !strings.Contains(got, "Total: 14300000") {
+		t.Fatalf("out/report.md: %q", got)
+	}
 	a.ok("destroy", "-auto-approve", "kubernetes.hcl")
 
 	b := setup()
