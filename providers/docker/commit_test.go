@@ -69,7 +69,7 @@ func commitCLI(t *testing.T, p *Provider, commitLine string) *cli {
 	c := newCLI(t, dir, "commit.hcl")
 	c.destroyOnCleanup(p)
 	t.Cleanup(func() {
-		if st := c.state(); st != nil {
+		if st := c.State(); st != nil {
 			_, _ = p.Client().ImageRemove(context.Background(), sandbox.SnapshotImageRef(st.Lineage, "sandbox.box"),
 				client.ImageRemoveOptions{Force: true, PruneChildren: true})
 		}
@@ -96,9 +96,9 @@ func TestDockerCommitSnapshot(t *testing.T) {
 	ctx := context.Background()
 	c := commitCLI(t, p, "commit_snapshot = true")
 
-	out := c.ok("apply", "-auto-approve", "commit.hcl")
+	out := c.OK("apply", "-auto-approve", "commit.hcl")
 	mustContain(t, "first apply", out, "1 run executed")
-	st := c.mustState()
+	st := c.MustState()
 	ref := sandbox.SnapshotImageRef(st.Lineage, "sandbox.box")
 	ss := st.Sandboxes["sandbox.box"]
 	if ss.SnapshotImage != ref || ss.Snapshot == "" {
@@ -107,7 +107,7 @@ func TestDockerCommitSnapshot(t *testing.T) {
 	if imageGone(t, p, ref) {
 		t.Fatalf("snapshot image %s was not created", ref)
 	}
-	if out, code := c.run("plan", "-detailed-exitcode", "commit.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "commit.hcl"); code != 0 {
 		t.Fatalf("plan after apply: exit %d\n%s", code, out)
 	}
 
@@ -115,12 +115,12 @@ func TestDockerCommitSnapshot(t *testing.T) {
 	// container comes from the snapshot image.
 	id := ss.Session.ID
 	removeAndRestore(t, p, c, "sandbox.box", id)
-	st = c.mustState()
+	st = c.MustState()
 	ss = st.Sandboxes["sandbox.box"]
 	if ss.Session.ID == id || ss.SnapshotImage != ref {
 		t.Fatalf("after restore: container %s (old %s), snapshot image %q", ss.Session.ID, id, ss.SnapshotImage)
 	}
-	if got := c.ok("exec", "-config=commit.hcl", "sandbox.box", "--", "cat", "/opt/marker", "out/in.txt", "hello.txt"); got != "hi\ninside\nhello\n" {
+	if got := c.OK("exec", "-config=commit.hcl", "sandbox.box", "--", "cat", "/opt/marker", "out/in.txt", "hello.txt"); got != "hi\ninside\nhello\n" {
 		t.Fatalf("restored files: %q", got)
 	}
 	res, err := p.Client().ContainerInspect(ctx, ss.Session.ID, client.ContainerInspectOptions{})
@@ -131,7 +131,7 @@ func TestDockerCommitSnapshot(t *testing.T) {
 		t.Fatalf("restored container created from %q, want %q", res.Container.Config.Image, ref)
 	}
 	// Created from the snapshot image, not the configured one: no drift.
-	if out, code := c.run("plan", "-detailed-exitcode", "commit.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "commit.hcl"); code != 0 {
 		t.Fatalf("plan after restore: exit %d\n%s", code, out)
 	}
 
@@ -140,7 +140,7 @@ func TestDockerCommitSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, "re-run", c.ok("apply", "-auto-approve", "-replace=run.work", "commit.hcl"), "1 run executed")
+	mustContain(t, "re-run", c.OK("apply", "-auto-approve", "-replace=run.work", "commit.hcl"), "1 run executed")
 	after, err := p.ImageID(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestDockerCommitSnapshot(t *testing.T) {
 		t.Fatalf("the re-run did not commit a new snapshot image (still %s)", before)
 	}
 
-	c.ok("destroy", "-auto-approve", "commit.hcl")
+	c.OK("destroy", "-auto-approve", "commit.hcl")
 	if !imageGone(t, p, ref) {
 		t.Fatalf("destroy left the snapshot image %s", ref)
 	}
@@ -163,8 +163,8 @@ func TestDockerCommitSnapshot(t *testing.T) {
 func TestDockerNoCommitWithoutSetting(t *testing.T) {
 	p := testProvider(t)
 	c := commitCLI(t, p, "")
-	mustContain(t, "apply", c.ok("apply", "-auto-approve", "commit.hcl"), "1 run executed")
-	st := c.mustState()
+	mustContain(t, "apply", c.OK("apply", "-auto-approve", "commit.hcl"), "1 run executed")
+	st := c.MustState()
 	ss := st.Sandboxes["sandbox.box"]
 	if ss.Snapshot == "" || ss.SnapshotImage != "" {
 		t.Fatalf("state: snapshot %q, snapshot image %q", ss.Snapshot, ss.SnapshotImage)

@@ -51,11 +51,11 @@ func TestDockerImageDrift(t *testing.T) {
 	c := newCLI(t, dir, "drift.hcl", "AGENTCTL_VAR_image="+tag)
 	c.destroyOnCleanup(p)
 
-	c.ok("apply", "-auto-approve", "drift.hcl")
-	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
+	c.OK("apply", "-auto-approve", "drift.hcl")
+	if out, code := c.Run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
 		t.Fatalf("plan before the rebuild: exit %d\n%s", code, out)
 	}
-	oldID := c.mustState().Sandboxes["sandbox.box"].Session.ID
+	oldID := c.MustState().Sandboxes["sandbox.box"].Session.ID
 
 	// Rebuild the tag: same reference, another image.
 	build := tarOf(t, &tar.Header{Name: "Dockerfile", Typeflag: tar.TypeReg, Mode: 0o644,
@@ -65,7 +65,7 @@ func TestDockerImageDrift(t *testing.T) {
 	}
 
 	// The provider-level check the engine uses.
-	sb, err := p.Open(ctx, testSpec(t), c.mustState().Sandboxes["sandbox.box"].Session)
+	sb, err := p.Open(ctx, testSpec(t), c.MustState().Sandboxes["sandbox.box"].Session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,28 +76,28 @@ func TestDockerImageDrift(t *testing.T) {
 		t.Fatalf("Drift = %q, %v", reason, err)
 	}
 
-	out, code := c.run("plan", "-detailed-exitcode", "drift.hcl")
+	out, code := c.Run("plan", "-detailed-exitcode", "drift.hcl")
 	if code != 2 {
 		t.Fatalf("plan after the rebuild: exit %d\n%s", code, out)
 	}
 	mustContain(t, "plan after the rebuild", out, "# sandbox.box will be replaced", `image "`+tag+`" now resolves to sha256:`,
 		"Plan: 1 to create, 0 to change, 1 to destroy")
-	if out, code := c.run("plan", "-refresh=false", "-detailed-exitcode", "drift.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-refresh=false", "-detailed-exitcode", "drift.hcl"); code != 0 {
 		t.Fatalf("plan -refresh=false: exit %d\n%s", code, out)
 	}
 
-	c.ok("apply", "-auto-approve", "drift.hcl")
-	if got := c.exec("sandbox.box", "cat /variant hello.txt"); got != "v2\nhi\n" {
+	c.OK("apply", "-auto-approve", "drift.hcl")
+	if got := c.Exec("sandbox.box", "cat /variant hello.txt"); got != "v2\nhi\n" {
 		t.Fatalf("after replace: %q", got)
 	}
-	st := c.mustState()
+	st := c.MustState()
 	if st.Sandboxes["sandbox.box"].Session.ID == oldID {
 		t.Fatal("the container was not replaced")
 	}
 	if _, err := p.Client().ContainerInspect(ctx, oldID, client.ContainerInspectOptions{}); err == nil {
 		t.Fatal("the old container still exists")
 	}
-	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
 		t.Fatalf("plan after the replace: exit %d\n%s", code, out)
 	}
 
@@ -113,10 +113,10 @@ func TestDockerImageDrift(t *testing.T) {
 	if _, err := p.Client().ImageRemove(ctx, tag, client.ImageRemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := c.run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "drift.hcl"); code != 0 {
 		t.Fatalf("plan with the tag gone: exit %d\n%s", code, out)
 	}
-	c.ok("destroy", "-auto-approve", "drift.hcl")
+	c.OK("destroy", "-auto-approve", "drift.hcl")
 	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
 		t.Fatalf("after destroy: %v %v", list, err)
 	}
@@ -136,8 +136,8 @@ func TestDockerAnalystExampleSandbox(t *testing.T) {
 	testfiles.WriteTree(t, dir, map[string]string{"docker-analyst.hcl": string(example)})
 	c := newCLI(t, dir, "docker-analyst.hcl", "AGENTCTL_VAR_image="+TestImage)
 	c.destroyOnCleanup(p)
-	c.ok("apply", "-auto-approve", "-target=sandbox.analysis", "docker-analyst.hcl")
-	st := c.mustState()
+	c.OK("apply", "-auto-approve", "-target=sandbox.analysis", "docker-analyst.hcl")
+	st := c.MustState()
 	ss := st.Sandboxes["sandbox.analysis"]
 	if ss == nil || !strings.HasPrefix(ss.URLs["8080"], "http://127.0.0.1:") {
 		t.Fatalf("sandbox in state: %+v", ss)
@@ -150,10 +150,10 @@ func TestDockerAnalystExampleSandbox(t *testing.T) {
 	if hc.NetworkMode != "bridge" || hc.NanoCPUs != 1.5e9 || hc.Memory != 1024<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 256 || res.Container.Config.User != "1000:1000" {
 		t.Fatalf("container settings: network %s cpus %d memory %d pids %v user %q", hc.NetworkMode, hc.NanoCPUs, hc.Memory, hc.PidsLimit, res.Container.Config.User)
 	}
-	if got := c.exec("sandbox.analysis", "id -u; cat data/sales.csv | wc -l; test -x tools/query.py && echo x"); got != "1000\n3\nx\n" {
+	if got := c.Exec("sandbox.analysis", "id -u; cat data/sales.csv | wc -l; test -x tools/query.py && echo x"); got != "1000\n3\nx\n" {
 		t.Fatalf("workspace: %q", got)
 	}
-	c.ok("destroy", "-auto-approve", "docker-analyst.hcl")
+	c.OK("destroy", "-auto-approve", "docker-analyst.hcl")
 	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
 		t.Fatalf("after destroy: %v %v", list, err)
 	}

@@ -24,7 +24,7 @@ sandbox "box" {
 `})
 	c := newCLI(t, dir, "main.hcl")
 	c.destroyOnCleanup(p)
-	out, code := c.run("apply", "-auto-approve", "main.hcl")
+	out, code := c.Run("apply", "-auto-approve", "main.hcl")
 	if code == 0 {
 		t.Fatalf("apply with a missing image succeeded:\n%s", out)
 	}

@@ -108,21 +108,21 @@ func (s *syncBuf) String() string {
 }
 
 func (c *cli) start(env []string, args ...string) *bg {
-	c.t.Helper()
+	c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cmd := c.command(ctx, args...)
+	cmd := c.Command(ctx, args...)
 	cmd.Env = append(cmd.Env, env...)
 	out := newSyncBuf()
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		cancel()
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	b := &bg{cmd: cmd, out: out, done: make(chan error, 1)}
 	go func() { b.done <- cmd.Wait(); cancel() }()
-	c.t.Cleanup(func() {
+	c.T.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		b.wait(c.t)
+		b.wait(c.T)
 	})
 	return b
 }
@@ -157,14 +157,14 @@ func poll(t *testing.T, what string, cond func() bool) {
 
 // box opens the configuration's docker sandbox from the state.
 func (c *cli) box(p *Provider) sandbox.Sandbox {
-	c.t.Helper()
-	ss := c.mustState().Sandboxes["sandbox.box"]
+	c.T.Helper()
+	ss := c.MustState().Sandboxes["sandbox.box"]
 	if ss == nil {
-		c.t.Fatal("sandbox.box is not in the state")
+		c.T.Fatal("sandbox.box is not in the state")
 	}
 	sb, err := p.Open(context.Background(), sandbox.Spec{Address: "sandbox.box", Root: "/workspace"}, ss.Session)
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return sb
 }
@@ -195,8 +195,8 @@ func startHeldApply(t *testing.T, p *Provider) (*cli, *bg, sandbox.Sandbox) {
 	testfiles.WriteTree(t, dir, map[string]string{"race.hcl": raceHCL()})
 	c := newCLI(t, dir, "race.hcl")
 	c.destroyOnCleanup(p)
-	c.ok("apply", "-auto-approve", "-target=sandbox.box", "race.hcl")
-	if s := c.mustState().Sandboxes["sandbox.box"].Status; s != "stopped" {
+	c.OK("apply", "-auto-approve", "-target=sandbox.box", "race.hcl")
+	if s := c.MustState().Sandboxes["sandbox.box"].Status; s != "stopped" {
 		t.Fatalf("sandbox.box after the first apply: %s, want stopped", s)
 	}
 	a := c.start(nil, "apply", "-auto-approve", "race.hcl")
@@ -229,7 +229,7 @@ func TestDockerExecDuringApply(t *testing.T) {
 		{"exec", "-config=race.hcl", "sandbox.box", "--", "sh", "-c", "echo exec >> log.txt"},
 		{"tool", "call", "exec_command", "-config=race.hcl", "-sandbox", "sandbox.box", "-args", `{"cmd": "echo tool >> log.txt"}`},
 	} {
-		out, code := c.run(args...)
+		out, code := c.Run(args...)
 		if code != 1 {
 			t.Fatalf("%s during apply: exit %d, want 1\n%s", args[0], code, out)
 		}
@@ -245,7 +245,7 @@ func TestDockerExecDuringApply(t *testing.T) {
 	if code := waiter.wait(t); code != 0 {
 		t.Fatalf("waiting exec: exit %d\n%s", code, waiter.out)
 	}
-	st := c.mustState()
+	st := c.MustState()
 	if r := st.Runs["run.job"]; r == nil || r.Status != "completed" || r.Turns != raceSteps+1 {
 		t.Fatalf("run.job: %+v", r)
 	}
@@ -256,7 +256,7 @@ func TestDockerExecDuringApply(t *testing.T) {
 		fmt.Fprintf(&want, "step %d\n", i)
 	}
 	want.WriteString("exec\n")
-	if got := c.exec("sandbox.box", "cat log.txt"); got != want.String() {
+	if got := c.Exec("sandbox.box", "cat log.txt"); got != want.String() {
 		t.Fatalf("log.txt:\n%s\nwant:\n%s", got, want.String())
 	}
 	insp, err := p.Client().ContainerInspect(context.Background(), st.Sandboxes["sandbox.box"].Session.ID, client.ContainerInspectOptions{})
@@ -276,7 +276,7 @@ func TestDockerExecDuringApply(t *testing.T) {
 func TestDockerStopDuringRun(t *testing.T) {
 	p := testProvider(t)
 	c, a, sb := startHeldApply(t, p)
-	id := c.mustState().Sandboxes["sandbox.box"].Session.ID
+	id := c.MustState().Sandboxes["sandbox.box"].Session.ID
 	if _, err := p.Client().ContainerStop(context.Background(), id, client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestDockerStopDuringRun(t *testing.T) {
 	}
 	t.Logf("apply whose container was stopped:\n%s", a.out)
 	mustContain(t, "apply", a.out.String(), "sandbox.box stopped during the run: exec_command", "runs again when the run resumes")
-	st := c.mustState()
+	st := c.MustState()
 	r := st.Runs["run.job"]
 	if r == nil || r.Status != "failed" || !strings.Contains(r.Error, "sandbox.box stopped during the run") {
 		t.Fatalf("run.job after the stop: %+v", r)
@@ -293,15 +293,15 @@ func TestDockerStopDuringRun(t *testing.T) {
 	if n := journalTools(t, c, r.Journal); n != raceHold-1 {
 		t.Fatalf("journal holds %d tool results, want %d: the call in flight is not recorded", n, raceHold-1)
 	}
-	out, code := c.run("plan", "-detailed-exitcode", "race.hcl")
+	out, code := c.Run("plan", "-detailed-exitcode", "race.hcl")
 	if code != 2 {
 		t.Fatalf("plan after the stop: exit %d\n%s", code, out)
 	}
 	mustContain(t, "plan after the stop", out, "# run.job will be resumed", fmt.Sprintf("failed at turn %d: sandbox.box stopped during the run", raceHold), "0 runs to execute, 1 to resume")
 	release(t, sb) // written into the stopped container
-	out = c.ok("apply", "-auto-approve", "race.hcl")
+	out = c.OK("apply", "-auto-approve", "race.hcl")
 	mustContain(t, "resumed apply", out, "0 runs executed, 1 resumed")
-	st = c.mustState()
+	st = c.MustState()
 	if r := st.Runs["run.job"]; r.Status != "completed" || r.Turns != raceSteps+1 {
 		t.Fatalf("run.job after the resume: %+v", r)
 	}
@@ -321,7 +321,7 @@ func TestDockerStopDuringRun(t *testing.T) {
 func journalTools(t *testing.T, c *cli, rel string) int {
 	t.Helper()
 	n := 0
-	_, err := state.ReadJournal(filepath.Join(c.stateDir(), rel), func(raw json.RawMessage) error {
+	_, err := state.ReadJournal(filepath.Join(c.StateDir(), rel), func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err

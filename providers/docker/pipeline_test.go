@@ -8,7 +8,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,144 +15,43 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/clitest"
 	"github.com/agentctl/agentctl/internal/testfiles"
 
 	"github.com/moby/moby/client"
 
 	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/state"
 )
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
+var agentctlBin clitest.Binary
 
 // agentctlBinary builds cmd/agentctl once per test binary.
-func agentctlBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "agentctl-docker-test-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "agentctl")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/agentctl/agentctl/cmd/agentctl")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/agentctl: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func agentctlBinary(t *testing.T) string { return agentctlBin.Path(t) }
 
-func removeBinary() {
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-}
+func removeBinary() { agentctlBin.Remove() }
 
 // cli runs agentctl in one configuration directory.
-type cli struct {
-	t    *testing.T
-	bin  string
-	dir  string
-	file string // the configuration file, relative to dir
-	env  []string
-}
+type cli struct{ *clitest.CLI }
 
 func newCLI(t *testing.T, dir, file string, env ...string) *cli {
-	return &cli{t: t, bin: agentctlBinary(t), dir: dir, file: file, env: env}
-}
-
-func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"-no-color"}, args...)...)
-	cmd.Dir = c.dir
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), c.env...)
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// run runs agentctl and returns its combined output and exit code.
-func (c *cli) run(args ...string) (string, int) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := c.command(ctx, args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	}
-	c.t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	return "", -1
-}
-
-// ok runs agentctl and fails the test unless it exits 0.
-func (c *cli) ok(args ...string) string {
-	c.t.Helper()
-	out, code := c.run(args...)
-	if code != 0 {
-		c.t.Fatalf("agentctl %s: exit %d\n%s", strings.Join(args, " "), code, out)
-	}
-	return out
-}
-
-// exec runs a shell command in a managed sandbox with agentctl exec.
-func (c *cli) exec(addr, shell string) string {
-	c.t.Helper()
-	return c.ok("exec", "-config="+c.file, addr, "--", "sh", "-c", shell)
-}
-
-func (c *cli) stateDir() string {
-	return filepath.Join(c.dir, ".agentctl", strings.TrimSuffix(c.file, filepath.Ext(c.file)))
-}
-
-// state reads the state (the state file and its log); nil while there is
-// none.
-func (c *cli) state() *state.State {
-	d, err := state.OpenDir(c.stateDir())
-	if err != nil || !d.Exists() {
-		return nil
-	}
-	st, err := d.Read()
-	if err != nil {
-		return nil
-	}
-	return st
-}
-
-func (c *cli) mustState() *state.State {
-	c.t.Helper()
-	st := c.state()
-	if st == nil {
-		c.t.Fatalf("no readable state under %s", c.stateDir())
-	}
-	return st
+	return &cli{&clitest.CLI{T: t, Bin: agentctlBinary(t), Dir: dir, File: file, Env: env}}
 }
 
 // destroyOnCleanup destroys what the configuration created at the end of
 // the test and removes any container of its lineage that is left.
 func (c *cli) destroyOnCleanup(p *Provider) {
-	c.t.Cleanup(func() {
-		st := c.state()
+	c.T.Cleanup(func() {
+		st := c.State()
 		if st == nil {
 			return
 		}
 		if len(st.Sandboxes) > 0 {
-			c.run("destroy", "-auto-approve", c.file)
+			c.Run("destroy", "-auto-approve", c.File)
 		}
 		ctx := context.Background()
 		list, _ := p.ListManaged(ctx, st.Lineage)
@@ -171,12 +69,12 @@ func removeAndRestore(t *testing.T, p *Provider, c *cli, addr, id string) {
 	if _, err := p.Client().ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	out, code := c.run("plan", "-detailed-exitcode", c.file)
+	out, code := c.Run("plan", "-detailed-exitcode", c.File)
 	if code != 2 {
 		t.Fatalf("plan after removal: exit %d\n%s", code, out)
 	}
 	mustContain(t, "plan after removal", out, "# "+addr+" will be restored from its snapshot", "Plan: 1 to create, 0 to change, 0 to destroy; 0 runs to execute, 0 to resume.")
-	out = c.ok("apply", "-auto-approve", c.file)
+	out = c.OK("apply", "-auto-approve", c.File)
 	mustContain(t, "restore apply", out, "0 runs executed, 0 resumed")
 	mustNotContain(t, "restore apply", out, "Executing...")
 }
@@ -242,7 +140,7 @@ func releaseWhenServed(ctx context.Context, p *Provider, c *cli, addr, want stri
 			return "", fmt.Errorf("the URL in state never served %q (last: %s)", want, last)
 		case <-time.After(100 * time.Millisecond):
 		}
-		st := c.state()
+		st := c.State()
 		if st == nil || st.Sandboxes[addr] == nil {
 			continue
 		}
@@ -284,7 +182,7 @@ func applyServing(t *testing.T, p *Provider, c *cli, args ...string) (out, url s
 		u, err := releaseWhenServed(ctx, p, c, "sandbox.box", "hello-from-container")
 		done <- result{u, err}
 	}()
-	out, code := c.run(args...)
+	out, code := c.Run(args...)
 	cancel()
 	r := <-done
 	if code != 0 {
@@ -442,13 +340,13 @@ func TestDockerPipeline(t *testing.T) {
 	})
 	c := newCLI(t, dir, "pipeline.hcl", "AGENTCTL_VAR_token="+token)
 	c.destroyOnCleanup(p)
-	c.ok("validate", "pipeline.hcl")
+	c.OK("validate", "pipeline.hcl")
 
 	// First apply: create, materialize, both runs; the serve run waits
 	// until the host has fetched the page through the URL in state.
 	out, url1 := applyServing(t, p, c, "apply", "-auto-approve", "pipeline.hcl")
 	mustContain(t, "first apply", out, "sandbox.box: Creation complete", "2 runs executed", "pipeline done", `url = "http://127.0.0.1:`)
-	st := c.mustState()
+	st := c.MustState()
 	ss := st.Sandboxes["sandbox.box"]
 	if ss.Status != "stopped" || st.Runs["run.pipeline"].Status != "completed" || st.Runs["run.serve"].Status != "completed" {
 		t.Fatalf("after apply: sandbox %s, runs %s/%s", ss.Status, st.Runs["run.pipeline"].Status, st.Runs["run.serve"].Status)
@@ -469,7 +367,7 @@ func TestDockerPipeline(t *testing.T) {
 	}
 
 	// Every entry type, the files the run wrote, env and ephemeral env.
-	got := c.exec("sandbox.box", `cat data/input.csv brief.md project/src/app.txt project/docs/readme.txt vendor/lib/README.md vendor/lib/lib/code.txt out/notes.md out/combined.txt
+	got := c.Exec("sandbox.box", `cat data/input.csv brief.md project/src/app.txt project/docs/readme.txt vendor/lib/README.md vendor/lib/lib/code.txt out/notes.md out/combined.txt
 test -d output && echo dir-ok
 test -e vendor/lib/.git || echo no-git-dir
 find project | sort | tr '\n' ' '; echo
@@ -484,7 +382,7 @@ echo "region=$REGION token-length=${#DB_TOKEN}"`)
 		t.Fatal("agentctl exec left the stopped container running")
 	}
 	// The model saw the scrubbed token; nothing under .agentctl holds it.
-	mustContain(t, "show", c.ok("show", "-config=pipeline.hcl", "run.pipeline"), "region=eu token=(sensitive)")
+	mustContain(t, "show", c.OK("show", "-config=pipeline.hcl", "run.pipeline"), "region=eu token=(sensitive)")
 	filepath.WalkDir(filepath.Join(dir, ".agentctl"), func(path string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(token)) {
@@ -498,28 +396,28 @@ echo "region=$REGION token-length=${#DB_TOKEN}"`)
 	// host port changes on restart and the URL in state follows.
 	out, url2 := applyServing(t, p, c, "apply", "-auto-approve", "-replace=run.serve", "pipeline.hcl")
 	mustContain(t, "restart apply", out, "1 run executed", "served")
-	if st := c.mustState(); st.Sandboxes["sandbox.box"].URLs["8080"] != url2 || st.Sandboxes["sandbox.box"].Session.ID != id {
+	if st := c.MustState(); st.Sandboxes["sandbox.box"].URLs["8080"] != url2 || st.Sandboxes["sandbox.box"].Session.ID != id {
 		t.Fatalf("after restart: state URL %q (served at %q), container %s (was %s)", st.Sandboxes["sandbox.box"].URLs["8080"], url2, st.Sandboxes["sandbox.box"].Session.ID, id)
 	}
-	mustContain(t, "outputs", c.ok("output", "-config=pipeline.hcl", "url"), url2)
+	mustContain(t, "outputs", c.OK("output", "-config=pipeline.hcl", "url"), url2)
 	t.Logf("port 8080: %s, after restart %s", url1, url2)
 
 	// Removed behind agentctl's back: plan says restore, runs stay.
 	removeAndRestore(t, p, c, "sandbox.box", id)
-	st = c.mustState()
+	st = c.MustState()
 	if nid := st.Sandboxes["sandbox.box"].Session.ID; nid == id || nid == "" {
 		t.Fatalf("restored sandbox has container %q (old %q)", nid, id)
 	}
-	got = c.exec("sandbox.box", "cat out/notes.md project/src/app.txt www/index.html; id -u")
+	got = c.Exec("sandbox.box", "cat out/notes.md project/src/app.txt www/index.html; id -u")
 	if got != "written by the run\nname demo\nversion 2\nhello-from-container\n1000\n" {
 		t.Fatalf("restored workspace: %q", got)
 	}
-	if out, code := c.run("plan", "-detailed-exitcode", "pipeline.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "pipeline.hcl"); code != 0 {
 		t.Fatalf("plan after restore: exit %d\n%s", code, out)
 	}
 
 	// destroy leaves no container with agentctl's labels for this state.
-	c.ok("destroy", "-auto-approve", "pipeline.hcl")
+	c.OK("destroy", "-auto-approve", "pipeline.hcl")
 	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
 		t.Fatalf("after destroy: %v %v", list, err)
 	}
@@ -546,21 +444,21 @@ func TestDockerOfflineExampleResumeAfterKill(t *testing.T) {
 
 	// Straight through.
 	a := setup()
-	outA := a.ok("apply", "-auto-approve", "docker-offline.hcl")
+	outA := a.OK("apply", "-auto-approve", "docker-offline.hcl")
 	mustContain(t, "apply", outA, "1 run executed", "token is set")
-	answer := a.ok("output", "-config=docker-offline.hcl", "answer")
-	filesA := a.exec("sandbox.box", files)
+	answer := a.OK("output", "-config=docker-offline.hcl", "answer")
+	filesA := a.Exec("sandbox.box", files)
 	if !strings.Contains(filesA, "Total: 14300000") {
 		t.Fatalf("report: %q", filesA)
 	}
-	a.ok("destroy", "-auto-approve", "docker-offline.hcl")
+	a.OK("destroy", "-auto-approve", "docker-offline.hcl")
 
 	// Killed during "sleep 3": wait until the model turn that asks for it
 	// is checkpointed in the journal, then SIGKILL.
 	b := setup()
 	cmdCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := b.command(cmdCtx, "apply", "-auto-approve", "docker-offline.hcl")
+	cmd := b.Command(cmdCtx, "apply", "-auto-approve", "docker-offline.hcl")
 	var killedOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &killedOut, &killedOut
 	if err := cmd.Start(); err != nil {
@@ -568,7 +466,7 @@ func TestDockerOfflineExampleResumeAfterKill(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	journals := filepath.Join(b.stateDir(), "journals", "*.jsonl")
+	journals := filepath.Join(b.StateDir(), "journals", "*.jsonl")
 poll:
 	for {
 		select {
@@ -587,25 +485,25 @@ poll:
 		t.Fatal(err)
 	}
 	<-exited
-	if st := b.mustState(); st.Runs["run.report"] == nil || st.Runs["run.report"].Status != "running" {
+	if st := b.MustState(); st.Runs["run.report"] == nil || st.Runs["run.report"].Status != "running" {
 		t.Fatalf("after kill -9: %+v\n%s", st.Runs["run.report"], killedOut.String())
 	}
-	out, code := b.run("plan", "-detailed-exitcode", "docker-offline.hcl")
+	out, code := b.Run("plan", "-detailed-exitcode", "docker-offline.hcl")
 	if code != 2 {
 		t.Fatalf("plan after kill: exit %d\n%s", code, out)
 	}
 	mustContain(t, "plan after kill", out, "# run.report will be resumed", "interrupted at turn", "0 runs to execute, 1 to resume")
 	mustNotContain(t, "plan after kill", out, "sandbox.box will")
-	out = b.ok("apply", "-auto-approve", "docker-offline.hcl")
+	out = b.OK("apply", "-auto-approve", "docker-offline.hcl")
 	mustContain(t, "resumed apply", out, "0 runs executed, 1 resumed")
-	if got := b.ok("output", "-config=docker-offline.hcl", "answer"); got != answer {
+	if got := b.OK("output", "-config=docker-offline.hcl", "answer"); got != answer {
 		t.Fatalf("output after resume %q, uninterrupted %q", got, answer)
 	}
-	if got := b.exec("sandbox.box", files); got != filesA {
+	if got := b.Exec("sandbox.box", files); got != filesA {
 		t.Fatalf("files after resume %q, uninterrupted %q", got, filesA)
 	}
-	st := b.mustState()
-	b.ok("destroy", "-auto-approve", "docker-offline.hcl")
+	st := b.MustState()
+	b.OK("destroy", "-auto-approve", "docker-offline.hcl")
 	if list, err := p.ListManaged(ctx, st.Lineage); err != nil || len(list) != 0 {
 		t.Fatalf("after destroy: %v %v", list, err)
 	}

@@ -65,7 +65,7 @@ func TestDockerRunInputURL(t *testing.T) {
 	c.destroyOnCleanup(p)
 
 	for _, args := range [][]string{{"plan", "urls.hcl"}, {"plan", "-target=run.visit", "urls.hcl"}} {
-		out := c.ok(args...)
+		out := c.OK(args...)
 		mustContain(t, strings.Join(args, " "), out, "(known after sandbox.web is created)", "# run.visit will be executed")
 	}
 
@@ -73,15 +73,15 @@ func TestDockerRunInputURL(t *testing.T) {
 	// and in the command tool's environment.
 	checkRun := func(what string) string {
 		t.Helper()
-		st := c.mustState()
+		st := c.MustState()
 		url := st.Sandboxes["sandbox.web"].URLs["8080"]
 		if !strings.HasPrefix(url, "http://") {
 			t.Fatalf("%s: recorded URL %q", what, url)
 		}
-		if got := c.exec("sandbox.web", "cat url.txt"); got != url+"\n" {
+		if got := c.Exec("sandbox.web", "cat url.txt"); got != url+"\n" {
 			t.Errorf("%s: AGENTCTL_URL_8080 = %q, recorded URL %q", what, got, url)
 		}
-		journal, err := os.ReadFile(filepath.Join(c.stateDir(), st.Runs["run.visit"].Journal))
+		journal, err := os.ReadFile(filepath.Join(c.StateDir(), st.Runs["run.visit"].Journal))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,23 +91,23 @@ func TestDockerRunInputURL(t *testing.T) {
 		return url
 	}
 
-	c.ok("apply", "-auto-approve", "urls.hcl")
+	c.OK("apply", "-auto-approve", "urls.hcl")
 	first := checkRun("first apply")
-	if st := c.mustState(); st.Sandboxes["sandbox.web"].Status != "stopped" {
+	if st := c.MustState(); st.Sandboxes["sandbox.web"].Status != "stopped" {
 		t.Fatalf("sandbox status after apply: %q", st.Sandboxes["sandbox.web"].Status)
 	}
-	if out, code := c.run("plan", "-detailed-exitcode", "urls.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "urls.hcl"); code != 0 {
 		t.Fatalf("plan after apply: exit %d\n%s", code, out)
 	}
 
 	// Running it again starts the stopped container, on new host ports:
 	// the plan cannot know the URL, the run gets the new one, and the
 	// plan still converges.
-	out := c.ok("plan", "-replace=run.visit", "urls.hcl")
+	out := c.OK("plan", "-replace=run.visit", "urls.hcl")
 	mustContain(t, "plan -replace", out, "(known after sandbox.web is started)")
-	c.ok("apply", "-auto-approve", "-replace=run.visit", "urls.hcl")
+	c.OK("apply", "-auto-approve", "-replace=run.visit", "urls.hcl")
 	t.Logf("URL of the first run %s, of the second %s", first, checkRun("second apply"))
-	if out, code := c.run("plan", "-detailed-exitcode", "urls.hcl"); code != 0 {
+	if out, code := c.Run("plan", "-detailed-exitcode", "urls.hcl"); code != 0 {
 		t.Fatalf("plan after the second apply: exit %d\n%s", code, out)
 	}
 }

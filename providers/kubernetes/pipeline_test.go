@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,137 +16,37 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/clitest"
 	"github.com/agentctl/agentctl/internal/k8stest"
 	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/state"
 )
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
+var agentctlBin clitest.Binary
 
 // agentctlBinary builds cmd/agentctl once per test binary.
-func agentctlBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "agentctl-k8s-test-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "agentctl")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/agentctl/agentctl/cmd/agentctl")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/agentctl: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func agentctlBinary(t *testing.T) string { return agentctlBin.Path(t) }
 
 // cli runs agentctl in one configuration directory.
-type cli struct {
-	t    *testing.T
-	bin  string
-	dir  string
-	file string
-	env  []string
-}
+type cli struct{ *clitest.CLI }
 
 func newCLI(t *testing.T, dir, file string, env ...string) *cli {
-	return &cli{t: t, bin: agentctlBinary(t), dir: dir, file: file, env: env}
-}
-
-func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"-no-color"}, args...)...)
-	cmd.Dir = c.dir
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), c.env...)
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-func (c *cli) run(args ...string) (string, int) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	out, err := c.command(ctx, args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	}
-	c.t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	return "", -1
-}
-
-func (c *cli) ok(args ...string) string {
-	c.t.Helper()
-	out, code := c.run(args...)
-	if code != 0 {
-		c.t.Fatalf("agentctl %s: exit %d\n%s", strings.Join(args, " "), code, out)
-	}
-	return out
-}
-
-func (c *cli) exec(addr, shell string) string {
-	c.t.Helper()
-	return c.ok("exec", "-config="+c.file, addr, "--", "sh", "-c", shell)
-}
-
-func (c *cli) stateDir() string {
-	return filepath.Join(c.dir, ".agentctl", strings.TrimSuffix(c.file, filepath.Ext(c.file)))
-}
-
-func (c *cli) state() *state.State {
-	d, err := state.OpenDir(c.stateDir())
-	if err != nil || !d.Exists() {
-		return nil
-	}
-	st, err := d.Read()
-	if err != nil {
-		return nil
-	}
-	return st
-}
-
-func (c *cli) mustState() *state.State {
-	c.t.Helper()
-	st := c.state()
-	if st == nil {
-		c.t.Fatalf("no readable state under %s", c.stateDir())
-	}
-	return st
+	return &cli{&clitest.CLI{T: t, Bin: agentctlBinary(t), Dir: dir, File: file, Env: env, Timeout: 4 * time.Minute}}
 }
 
 // destroyOnCleanup destroys what the configuration created at the end
 // of the test (the namespace goes too, with anything left in it).
 func (c *cli) destroyOnCleanup() {
-	c.t.Cleanup(func() {
-		if st := c.state(); st != nil && len(st.Sandboxes) > 0 {
-			c.run("destroy", "-auto-approve", c.file)
+	c.T.Cleanup(func() {
+		if st := c.State(); st != nil && len(st.Sandboxes) > 0 {
+			c.Run("destroy", "-auto-approve", c.File)
 		}
 	})
 }
@@ -191,7 +90,7 @@ func releaseWhenServed(ctx context.Context, p *Provider, c *cli, want string) (s
 			return "", fmt.Errorf("the URL in state never served %q (last: %s)", want, last)
 		case <-time.After(100 * time.Millisecond):
 		}
-		st := c.state()
+		st := c.State()
 		if st == nil || st.Sandboxes["sandbox.box"] == nil {
 			continue
 		}
@@ -233,7 +132,7 @@ func applyServing(t *testing.T, p *Provider, c *cli, args ...string) (out, url s
 		u, err := releaseWhenServed(ctx, p, c, "hello-from-pod")
 		done <- result{u, err}
 	}()
-	out, code := c.run(args...)
+	out, code := c.Run(args...)
 	cancel()
 	r := <-done
 	if code != 0 {
@@ -434,11 +333,11 @@ func TestKubernetesPipeline(t *testing.T) {
 	})
 	cl := newCLI(t, dir, "pipeline.hcl", "AGENTCTL_VAR_token="+token)
 	cl.destroyOnCleanup()
-	cl.ok("validate", "pipeline.hcl")
+	cl.OK("validate", "pipeline.hcl")
 
 	out, url1 := applyServing(t, c.p, cl, "apply", "-auto-approve", "pipeline.hcl")
 	mustContain(t, "first apply", out, "sandbox.box: Creation complete", "3 runs executed", "pipeline done", `url = "http://127.0.0.1:`)
-	st := cl.mustState()
+	st := cl.MustState()
 	ss := st.Sandboxes["sandbox.box"]
 	if ss.Status != "deleted" || st.Runs["run.pipeline"].Status != "completed" || st.Runs["run.serve"].Status != "completed" || ss.Snapshot == "" {
 		t.Fatalf("after apply: sandbox %s (snapshot %q), runs %s/%s", ss.Status, ss.Snapshot, st.Runs["run.pipeline"].Status, st.Runs["run.serve"].Status)
@@ -449,7 +348,7 @@ func TestKubernetesPipeline(t *testing.T) {
 	want := "a,b\n1,2\nthe brief\nname demo\nversion 2\ndocs\nlib from git\ncode\nwritten by the run\nlib from git\nthe brief\n" +
 		"dir-ok\nno-git-dir\nproject project/docs project/docs/readme.txt project/src project/src/app.txt \n" +
 		fmt.Sprintf("region=eu token-length=%d\n", len(token))
-	mustContain(t, "the workspace as the serve run saw it", cl.ok("show", "-config=pipeline.hcl", "run.serve"), strings.Split(strings.TrimSpace(want), "\n")...)
+	mustContain(t, "the workspace as the serve run saw it", cl.OK("show", "-config=pipeline.hcl", "run.serve"), strings.Split(strings.TrimSpace(want), "\n")...)
 	// on_exit = "stop" deleted the Pod after the snapshot.
 	pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: selector(st.Lineage, "sandbox.box")})
 	if err != nil || len(pods.Items) != 0 {
@@ -476,26 +375,26 @@ func TestKubernetesPipeline(t *testing.T) {
 	// unchanged configuration applies as nothing. The apply that re-runs
 	// serve restores it and the run sees the files the first apply's runs
 	// left.
-	out, code := cl.run("plan", "-detailed-exitcode", "pipeline.hcl")
+	out, code := cl.Run("plan", "-detailed-exitcode", "pipeline.hcl")
 	if code != 0 {
 		t.Fatalf("plan after stop: exit %d, want 0 (no changes)\n%s", code, out)
 	}
 	out, url2 := applyServing(t, c.p, cl, "apply", "-auto-approve", "-replace=run.serve", "pipeline.hcl")
 	mustContain(t, "restoring apply", out, "1 run executed", "served")
-	mustContain(t, "the workspace after the restore", cl.ok("show", "-config=pipeline.hcl", "run.serve"), strings.Split(strings.TrimSpace(want), "\n")...)
-	if st := cl.mustState(); st.Sandboxes["sandbox.box"].URLs["8080"] != url2 {
+	mustContain(t, "the workspace after the restore", cl.OK("show", "-config=pipeline.hcl", "run.serve"), strings.Split(strings.TrimSpace(want), "\n")...)
+	if st := cl.MustState(); st.Sandboxes["sandbox.box"].URLs["8080"] != url2 {
 		t.Fatalf("after restore: state URL %q, served at %q", st.Sandboxes["sandbox.box"].URLs["8080"], url2)
 	}
 	t.Logf("port 8080: %s, after restore %s", url1, url2)
 
 	// A Pod deleted behind agentctl's back: plan says restore, apply
 	// restores it from its snapshot without running anything.
-	st = cl.mustState()
+	st = cl.MustState()
 	kept := st.Sandboxes["sandbox.kept"]
 	if kept.Status != "running" {
 		t.Fatalf("sandbox.kept is %s", kept.Status)
 	}
-	if got := cl.exec("sandbox.kept", "cat hello.txt kept.txt"); got != "hello\nkept-by-the-run\n" {
+	if got := cl.Exec("sandbox.kept", "cat hello.txt kept.txt"); got != "hello\nkept-by-the-run\n" {
 		t.Fatalf("sandbox.kept: %q", got)
 	}
 	var d sessionData
@@ -505,20 +404,20 @@ func TestKubernetesPipeline(t *testing.T) {
 	if err := c.cs.CoreV1().Pods(c.ns).Delete(ctx, d.Pod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	out, code = cl.run("plan", "-detailed-exitcode", "pipeline.hcl")
+	out, code = cl.Run("plan", "-detailed-exitcode", "pipeline.hcl")
 	if code != 2 {
 		t.Fatalf("plan after the deletion: exit %d\n%s", code, out)
 	}
 	mustContain(t, "plan after the deletion", out, "# sandbox.kept will be restored from its snapshot", "0 runs to execute, 0 to resume")
-	out = cl.ok("apply", "-auto-approve", "-target=sandbox.kept", "pipeline.hcl")
+	out = cl.OK("apply", "-auto-approve", "-target=sandbox.kept", "pipeline.hcl")
 	mustContain(t, "restore apply", out, "0 runs executed, 0 resumed")
-	if got := cl.exec("sandbox.kept", "cat hello.txt kept.txt"); got != "hello\nkept-by-the-run\n" {
+	if got := cl.Exec("sandbox.kept", "cat hello.txt kept.txt"); got != "hello\nkept-by-the-run\n" {
 		t.Fatalf("restored sandbox.kept: %q", got)
 	}
 
 	// Its image changed behind agentctl's back: plan says replace, with
 	// the reason.
-	st = cl.mustState()
+	st = cl.MustState()
 	if err := json.Unmarshal(st.Sandboxes["sandbox.kept"].Session.Data, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -530,11 +429,11 @@ func TestKubernetesPipeline(t *testing.T) {
 	if _, err := c.cs.CoreV1().Pods(c.ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	out, _ = cl.run("plan", "-target=sandbox.kept", "pipeline.hcl")
+	out, _ = cl.Run("plan", "-target=sandbox.kept", "pipeline.hcl")
 	mustContain(t, "plan after the image change", out, "# sandbox.kept will be replaced", `changed to "`+k8stest.UsersImage+`" outside agentctl`)
 
 	// destroy leaves nothing labelled with the state's lineage.
-	cl.ok("destroy", "-auto-approve", "pipeline.hcl")
+	cl.OK("destroy", "-auto-approve", "pipeline.hcl")
 	if left := c.labelled(t, st.Lineage); len(left) != 0 {
 		t.Fatalf("after destroy: %v", left)
 	}
@@ -559,20 +458,20 @@ func TestKubernetesExampleResumeAfterKill(t *testing.T) {
 	}
 
 	a := setup()
-	outA := a.ok("apply", "-auto-approve", "kubernetes.hcl")
+	outA := a.OK("apply", "-auto-approve", "kubernetes.hcl")
 	mustContain(t, "apply", outA, "1 run executed", "token is set")
-	answer := a.ok("output", "-config=kubernetes.hcl", "answer")
-	mustContain(t, "the run", a.ok("show", "-config=kubernetes.hcl", "run.report"), "14300000", "token is set")
+	answer := a.OK("output", "-config=kubernetes.hcl", "answer")
+	mustContain(t, "the run", a.OK("show", "-config=kubernetes.hcl", "run.report"), "14300000", "token is set")
 	// The header's second command.
-	if got := a.ok("exec", "-config=kubernetes.hcl", "sandbox.box", "--", "cat", "out/report.md"); !strings.Contains(got, "Total: 14300000") {
+	if got := a.OK("exec", "-config=kubernetes.hcl", "sandbox.box", "--", "cat", "out/report.md"); !strings.Contains(got, "Total: 14300000") {
 		t.Fatalf("out/report.md: %q", got)
 	}
-	a.ok("destroy", "-auto-approve", "kubernetes.hcl")
+	a.OK("destroy", "-auto-approve", "kubernetes.hcl")
 
 	b := setup()
 	cmdCtx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := b.command(cmdCtx, "apply", "-auto-approve", "kubernetes.hcl")
+	cmd := b.Command(cmdCtx, "apply", "-auto-approve", "kubernetes.hcl")
 	var killedOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &killedOut, &killedOut
 	if err := cmd.Start(); err != nil {
@@ -580,7 +479,7 @@ func TestKubernetesExampleResumeAfterKill(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	journals := filepath.Join(b.stateDir(), "journals", "*.jsonl")
+	journals := filepath.Join(b.StateDir(), "journals", "*.jsonl")
 poll:
 	for {
 		select {
@@ -599,23 +498,23 @@ poll:
 		t.Fatal(err)
 	}
 	<-exited
-	if st := b.mustState(); st.Runs["run.report"] == nil || st.Runs["run.report"].Status != "running" {
+	if st := b.MustState(); st.Runs["run.report"] == nil || st.Runs["run.report"].Status != "running" {
 		t.Fatalf("after kill -9: %+v\n%s", st.Runs["run.report"], killedOut.String())
 	}
-	out, code := b.run("plan", "-detailed-exitcode", "kubernetes.hcl")
+	out, code := b.Run("plan", "-detailed-exitcode", "kubernetes.hcl")
 	if code != 2 {
 		t.Fatalf("plan after kill: exit %d\n%s", code, out)
 	}
 	mustContain(t, "plan after kill", out, "# run.report will be resumed", "interrupted at turn", "0 runs to execute, 1 to resume")
 	mustNotContain(t, "plan after kill", out, "sandbox.box will")
-	out = b.ok("apply", "-auto-approve", "kubernetes.hcl")
+	out = b.OK("apply", "-auto-approve", "kubernetes.hcl")
 	mustContain(t, "resumed apply", out, "0 runs executed, 1 resumed")
-	if got := b.ok("output", "-config=kubernetes.hcl", "answer"); got != answer {
+	if got := b.OK("output", "-config=kubernetes.hcl", "answer"); got != answer {
 		t.Fatalf("output after resume %q, uninterrupted %q", got, answer)
 	}
-	mustContain(t, "the resumed run", b.ok("show", "-config=kubernetes.hcl", "run.report"), "14300000", "token is set")
-	st := b.mustState()
-	b.ok("destroy", "-auto-approve", "kubernetes.hcl")
+	mustContain(t, "the resumed run", b.OK("show", "-config=kubernetes.hcl", "run.report"), "14300000", "token is set")
+	st := b.MustState()
+	b.OK("destroy", "-auto-approve", "kubernetes.hcl")
 	if left := c.labelled(t, st.Lineage); len(left) != 0 {
 		t.Fatalf("after destroy: %v", left)
 	}
