@@ -504,6 +504,20 @@ func (p *Provider) deleteObject(ctx context.Context, kind, name string) error {
 	return nil
 }
 
+// gone reports whether the object of kind ("pod", "pvc", "service") and
+// name no longer exists.
+func (p *Provider) gone(ctx context.Context, kind, name string) (bool, error) {
+	res := map[string]string{"pod": resPods, "pvc": resClaims, "service": resServices}[kind]
+	err := p.core.rc.Get().Namespace(p.ns).Resource(res).Name(name).Do(ctx).Error()
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, p.apiError("checking "+kind+" "+name+" is deleted", res+" (get)", err)
+	}
+	return false, nil
+}
+
 // removeLeftovers removes the Pods, claims and Services labelled with
 // spec's lineage and address: ones an interrupted create made but the
 // state never recorded (sandbox.RemoveLeftovers).

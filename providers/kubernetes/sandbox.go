@@ -473,7 +473,20 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	s.closeForward()
 	var errs []error
 	_, name := s.pod()
-	for _, o := range []struct{ kind, name string }{{"pod", name}, {"service", s.d.Service}, {"pvc", s.d.Claim}} {
+	type object struct{ kind, name string }
+	objs := []object{{"pod", name}, {"service", s.d.Service}, {"pvc", s.d.Claim}}
+	if s.spec.Lineage != "" && s.spec.Address != "" {
+		found, err := s.p.listManaged(ctx, selector(s.spec.Lineage, s.spec.Address))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, m := range found {
+			if m.address == s.spec.Address {
+				objs = append(objs, object{m.kind, m.name})
+			}
+		}
+	}
+	for _, o := range objs {
 		if o.name == "" {
 			continue
 		}
@@ -481,21 +494,39 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if s.spec.Lineage != "" && s.spec.Address != "" {
-		found, err := s.p.listManaged(ctx, selector(s.spec.Lineage, s.spec.Address))
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, m := range found {
-			if m.address != s.spec.Address {
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// Deletion is asynchronous (a claim stays while a Pod still uses it,
+	// a Pod until its container stopped): wait until all of it is gone,
+	// so that a destroy that returns has left nothing.
+	deadline := time.Now().Add(time.Minute)
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		var left []string
+		for _, o := range objs {
+			if o.name == "" || slices.Contains(left, o.kind+"/"+o.name) {
 				continue
 			}
-			if err := s.p.deleteObject(ctx, m.kind, m.name); err != nil {
-				errs = append(errs, err)
+			gone, err := s.p.gone(ctx, o.kind, o.name)
+			if err != nil {
+				return err
+			}
+			if !gone {
+				left = append(left, o.kind+"/"+o.name)
 			}
 		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still being deleted a minute later in namespace %s; see why with kubectl describe -n %s %s", strings.Join(left, ", "), s.p.ns, s.p.ns, strings.Join(left, " "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to be deleted: %w", strings.Join(left, ", "), ctx.Err())
+		case <-time.After(delay):
+		}
 	}
-	return errors.Join(errs...)
 }
 
 // Drift reports a replace reason when the Pod no longer runs the image
