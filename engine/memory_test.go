@@ -107,6 +107,7 @@ type memSandbox struct {
 	files        map[string]*memFile
 	stopDiscards bool
 	discarded    map[string]*memFile // what the last discarding Stop lost
+	copyOutErr   error               // CopyOut fails with it (a sandbox that cannot be read)
 }
 
 func (s *memSandbox) ID() string { return s.id }
@@ -264,6 +265,9 @@ func (s *memSandbox) CopyIn(_ context.Context, dir string, r io.Reader) error {
 func (s *memSandbox) CopyOut(_ context.Context, dir string) (io.ReadCloser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.copyOutErr != nil {
+		return nil, s.copyOutErr
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	base := clean(dir)

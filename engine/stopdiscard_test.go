@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -66,5 +67,45 @@ func TestOnExitStopDiscards(t *testing.T) {
 	p, err = e.Plan(ctx, st, PlanOptions{Refresh: true})
 	if err != nil || p.HasChanges() {
 		t.Fatalf("plan after the run: %v, %v", actions(p), err)
+	}
+}
+
+// TestOnExitStopDiscardsNeedsSnapshot: when such a sandbox cannot be
+// snapshotted, on_exit leaves it running (stopping it would lose its
+// workspace) and the apply fails saying so.
+func TestOnExitStopDiscardsNeedsSnapshot(t *testing.T) {
+	ctx := context.Background()
+	dir, mp := t.TempDir(), &memProvider{stopDiscards: true}
+	full := fmt.Sprintf(memConfig, "hi")
+	e := newMemEngine(t, dir, full[:strings.Index(full, "run \"r\" {")], mp)
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(ctx, st, PlanOptions{Refresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox is created by the apply; its workspace then cannot be
+	// read.
+	e.Events = func(ev Event) {
+		if ev.Address == "sandbox.s" && ev.Type == EventApplyComplete {
+			for _, sb := range mp.boxes {
+				sb.mu.Lock()
+				sb.copyOutErr = errors.New("reading the workspace failed")
+				sb.mu.Unlock()
+			}
+		}
+	}
+	err = e.Apply(ctx, st, p)
+	if err == nil || !strings.Contains(err.Error(), "it keeps running, since stopping it would lose its workspace") || !strings.Contains(err.Error(), "reading the workspace failed") {
+		t.Fatalf("apply: %v", err)
+	}
+	ss := st.Sandboxes["sandbox.s"]
+	if ss.Status == statusDeleted || ss.Snapshot != "" {
+		t.Fatalf("sandbox.s: status %q, snapshot %q; want it left as it was", ss.Status, ss.Snapshot)
+	}
+	if got, _ := mp.boxes[ss.Session.ID].Refresh(ctx); got != "running" {
+		t.Fatalf("the sandbox was stopped without a snapshot: %s", got)
 	}
 }
