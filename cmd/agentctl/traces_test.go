@@ -280,3 +280,105 @@ func TestTracesExported(t *testing.T) {
 	stdout.Reset()
 	run([]string{"destroy", "-auto-approve", "-no-color", "-var", "token=" + secret, dir}, &stdout, &stderr, os.Environ())
 }
+
+// TestRestoreTraced: a sandbox lost behind agentctl's back is restored
+// from its snapshot by the next apply, under a restore_sandbox span (a
+// child of apply, with the sandbox's address) instead of create_sandbox.
+func TestRestoreTraced(t *testing.T) {
+	recv, otlp := newOTLPReceiver(t)
+	dir := t.TempDir()
+	cfg := `
+provider "scripted" {
+  script "worker" {
+    reply { text = "done" }
+  }
+}
+provider "local" { isolation = "none" }
+manifest "ws" {
+  file "a.txt" { content = "a" }
+}
+sandbox "box" {
+  provider = provider.local
+  manifest = manifest.ws
+}
+agent "worker" {
+  provider     = provider.scripted
+  instructions = "x"
+  sandbox      = sandbox.box
+}
+run "job" {
+  agent = agent.worker
+  input = "go"
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"apply", "-auto-approve", "-no-color", dir}, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("apply exited %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ".agentctl", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Sandboxes map[string]struct {
+			Snapshot string `json:"snapshot"`
+			Session  struct {
+				Data struct {
+					Dir string `json:"dir"`
+				} `json:"data"`
+			} `json:"session"`
+		} `json:"sandboxes"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	box := st.Sandboxes["sandbox.box"]
+	if box.Snapshot == "" || box.Session.Data.Dir == "" {
+		t.Fatalf("sandbox.box in the state: %+v", box)
+	}
+	// Lost: its directory moved away.
+	if err := os.Rename(filepath.Dir(box.Session.Data.Dir), filepath.Join(t.TempDir(), "lost")); err != nil {
+		t.Fatal(err)
+	}
+	recv.mu.Lock()
+	recv.spans = nil
+	recv.mu.Unlock()
+	stdout.Reset()
+	if code := run([]string{"apply", "-auto-approve", "-no-color", dir}, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("restoring apply exited %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "sandbox.box: Restore complete") {
+		t.Fatalf("the apply did not restore sandbox.box:\n%s", stdout.String())
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	byID := map[string]*tracepb.Span{}
+	var restores []*tracepb.Span
+	for _, s := range recv.spans {
+		byID[string(s.SpanId)] = s
+		switch s.Name {
+		case "restore_sandbox":
+			restores = append(restores, s)
+		case "create_sandbox":
+			t.Errorf("the restore was traced as create_sandbox")
+		}
+	}
+	if len(restores) != 1 {
+		t.Fatalf("want one restore_sandbox span, got %d", len(restores))
+	}
+	s := restores[0]
+	if p := byID[string(s.ParentSpanId)]; p == nil || p.Name != "apply" {
+		t.Errorf("restore_sandbox's parent is not apply")
+	}
+	if a := attrs(s); a["agentctl.address"].GetStringValue() != "sandbox.box" {
+		t.Errorf("restore_sandbox attributes: %v", a)
+	}
+	if s.Status != nil && s.Status.Code == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("restore_sandbox ended in error: %s", s.Status.Message)
+	}
+	run([]string{"destroy", "-auto-approve", "-no-color", dir}, &stdout, &stderr, os.Environ())
+}
