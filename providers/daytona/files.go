@@ -36,48 +36,8 @@ func (w *Workspace) abs(rel string) (string, error) {
 	return path.Join(w.root, c), nil
 }
 
-func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
-
 // resolved is what the in-sandbox resolver learned about a path.
-type resolved struct {
-	abs      string // lexical absolute path
-	noFollow string // parent resolved, final component kept
-	follow   string // fully resolved ("" when unresolvable)
-	kind     byte   // 'F' file, 'D' dir, 'L' symlink, 'O' other, 'N' missing
-	// followed is the type of what the path leads to through symlinks:
-	// 'F', 'D', 'N' as kind, or 'P' FIFO, 'S' socket, 'C' character
-	// device, 'B' block device, 'O' other.
-	followed byte
-	target   string // symlink target
-	mode     uint32 // raw st_mode
-	size     int64
-	mtime    int64
-}
-
-const resolver = `set -f
-r=$(cd -P -- "$1" 2>/dev/null && pwd -P) || { echo "workspace root $1 is missing" >&2; exit 3; }
-res() {
-  p=$1; s=
-  while [ "$p" != / ] && [ ! -e "$p" ] && [ ! -L "$p" ]; do s="/${p##*/}$s"; p=${p%/*}; [ -n "$p" ] || p=/; done
-  if [ -d "$p" ]; then q=$(cd -P -- "$p" && pwd -P) || return 1
-  else q=$(readlink -f -- "$p" 2>/dev/null) || return 1; [ -n "$q" ] || return 1; fi
-  [ "$q" = / ] && q=
-  printf '%s%s\n' "$q" "$s"
-}
-printf '%s\n' "$r"
-d=$(res "${2%/*}") || d='!'
-printf '%s/%s\n' "$d" "${2##*/}"
-res "$2" || echo '!'
-if [ -L "$2" ]; then printf 'L\n%s\n' "$(readlink -- "$2")"
-elif [ -d "$2" ]; then printf 'D\n\n'
-elif [ -f "$2" ]; then printf 'F\n\n'
-elif [ -e "$2" ]; then printf 'O\n\n'
-else printf 'N\n\n'; fi
-if [ -e "$2" ] || [ -L "$2" ]; then stat -c '%f %s %Y' -- "$2" 2>/dev/null || echo '0 0 0'; else echo '0 0 0'; fi
-if [ -d "$2" ]; then echo D; elif [ -f "$2" ]; then echo F; elif [ -p "$2" ]; then echo P
-elif [ -S "$2" ]; then echo S; elif [ -c "$2" ]; then echo C; elif [ -b "$2" ]; then echo B
-elif [ -e "$2" ]; then echo O; else echo N; fi
-`
+type resolved = sandbox.ResolvedPath
 
 // resolve checks rel against the workspace inside the sandbox: symlinks
 // are resolved there, and a path whose resolution leaves the workspace is
@@ -88,7 +48,7 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 	if err != nil {
 		return resolved{}, err
 	}
-	script := "set -- " + sandbox.ShellQuote(w.root) + " " + sandbox.ShellQuote(p) + "\n" + resolver
+	script := "set -- " + sandbox.ShellQuote(w.root) + " " + sandbox.ShellQuote(p) + "\n" + sandbox.PathResolverScript
 	out, code, stderr, err := w.run(ctx, op, script)
 	if err != nil {
 		return resolved{}, err
@@ -96,61 +56,7 @@ func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (r
 	if code != 0 {
 		return resolved{}, fmt.Errorf("%s %q: %s", op, rel, stderr)
 	}
-	lines := strings.Split(out, "\n")
-	if len(lines) < 7 || lines[3] == "" || lines[6] == "" {
-		return resolved{}, fmt.Errorf("%s %q: unexpected resolver output", op, rel)
-	}
-	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4], followed: lines[6][0]}
-	if r.follow == "!" {
-		r.follow = ""
-	}
-	f := strings.Fields(lines[5])
-	if len(f) == 3 {
-		m, _ := strconv.ParseUint(f[0], 16, 32)
-		r.mode = uint32(m)
-		r.size, _ = strconv.ParseInt(f[1], 10, 64)
-		r.mtime, _ = strconv.ParseInt(f[2], 10, 64)
-	}
-	root := lines[0]
-	escape := func(what string) error {
-		return fmt.Errorf("%s %q: %s resolves outside the workspace %s: %w", op, rel, what, w.root, sandbox.ErrPathEscape)
-	}
-	if p != w.root && !strings.HasPrefix(r.noFollow, "!") && !within(r.noFollow, root) {
-		return r, escape("its parent directory")
-	}
-	if strings.HasPrefix(r.noFollow, "!") && p != w.root {
-		return r, escape("its parent directory")
-	}
-	if follow && (r.follow == "" || !within(r.follow, root)) {
-		return r, escape("a symlink in it")
-	}
-	// Use the resolved names from here on, within the real root.
-	if p == w.root {
-		r.noFollow = root
-	}
-	return r, nil
-}
-
-// special refuses, with sandbox.ErrNotRegular, a path that leads to a
-// FIFO, socket or device: the toolbox daemon would open it and block
-// (a FIFO) or read without end (a device).
-func (r resolved) special(op, rel string) error {
-	var mode fs.FileMode
-	switch r.followed {
-	case 'F', 'D', 'N':
-		return nil
-	case 'P':
-		mode = fs.ModeNamedPipe
-	case 'S':
-		mode = fs.ModeSocket
-	case 'C':
-		mode = fs.ModeDevice | fs.ModeCharDevice
-	case 'B':
-		mode = fs.ModeDevice
-	default:
-		mode = fs.ModeIrregular
-	}
-	return sandbox.NotRegularError(op, rel, mode)
+	return sandbox.CheckResolvedPath(op, rel, p, w.root, follow, strings.Split(out, "\n"))
 }
 
 // ReadFile implements sandbox.Sandbox. FIFOs, sockets and devices are
@@ -160,16 +66,16 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	if err != nil {
 		return nil, err
 	}
-	if r.kind == 'N' {
+	if r.Kind == 'N' {
 		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
 	}
-	if r.kind == 'D' {
+	if r.Kind == 'D' {
 		return nil, fmt.Errorf("read %q: is a directory", rel)
 	}
-	if err := r.special("read", rel); err != nil {
+	if err := r.Special("read", rel); err != nil {
 		return nil, err
 	}
-	body, err := w.s.FileSystem.DownloadFile(ctx, r.follow)
+	body, err := w.s.FileSystem.DownloadFile(ctx, r.Follow)
 	if err != nil {
 		return nil, err
 	}
@@ -194,20 +100,20 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	if r.kind == 'D' {
+	if r.Kind == 'D' {
 		return fmt.Errorf("write %q: is a directory", rel)
 	}
-	if err := r.special("write", rel); err != nil {
+	if err := r.Special("write", rel); err != nil {
 		return err
 	}
-	if err := w.s.FileSystem.UploadFile(ctx, data, r.follow); err != nil {
+	if err := w.s.FileSystem.UploadFile(ctx, data, r.Follow); err != nil {
 		return err
 	}
 	if mode == 0 {
 		mode = 0o644
 	}
 	if mode.Perm() != 0o644 {
-		return w.s.FileSystem.SetFilePermissions(ctx, r.follow, fmt.Sprintf("%04o", mode.Perm()))
+		return w.s.FileSystem.SetFilePermissions(ctx, r.Follow, fmt.Sprintf("%04o", mode.Perm()))
 	}
 	return nil
 }
@@ -218,13 +124,13 @@ func (w *Workspace) Remove(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.abs == w.root {
+	if r.Abs == w.root {
 		return errors.New("refusing to remove the workspace root")
 	}
-	if r.kind == 'N' {
+	if r.Kind == 'N' {
 		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
 	}
-	return w.s.FileSystem.DeleteFile(ctx, r.noFollow, false)
+	return w.s.FileSystem.DeleteFile(ctx, r.NoFollow, false)
 }
 
 // Mkdir implements sandbox.Sandbox.
@@ -233,7 +139,7 @@ func (w *Workspace) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	return w.s.FileSystem.CreateFolder(ctx, r.follow, "755")
+	return w.s.FileSystem.CreateFolder(ctx, r.Follow, "755")
 }
 
 // Stat implements sandbox.Sandbox; a final symlink is not followed.
@@ -242,16 +148,16 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	if r.kind == 'N' {
+	if r.Kind == 'N' {
 		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
 	}
-	fi := sandbox.FileInfo{Path: w.relOf(r.abs), Size: r.size, ModTime: time.Unix(r.mtime, 0), Mode: fs.FileMode(r.mode & 0o777)}
-	switch r.kind {
+	fi := sandbox.FileInfo{Path: w.relOf(r.Abs), Size: r.Size, ModTime: time.Unix(r.Mtime, 0), Mode: fs.FileMode(r.Mode & 0o777)}
+	switch r.Kind {
 	case 'D':
 		fi.Mode |= fs.ModeDir
 	case 'L':
 		fi.Mode |= fs.ModeSymlink
-		fi.Target = r.target
+		fi.Target = r.Target
 	case 'O':
 		fi.Mode |= fs.ModeIrregular
 	}
@@ -273,14 +179,14 @@ func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo
 	if err != nil {
 		return nil, err
 	}
-	if r.kind == 'N' {
+	if r.Kind == 'N' {
 		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
 	}
-	list, err := w.s.FileSystem.ListFiles(ctx, r.follow)
+	list, err := w.s.FileSystem.ListFiles(ctx, r.Follow)
 	if err != nil {
 		return nil, err
 	}
-	base := w.relOf(r.abs)
+	base := w.relOf(r.Abs)
 	out := make([]sandbox.FileInfo, 0, len(list))
 	for _, f := range list {
 		p := f.Name
@@ -322,7 +228,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		return err
 	}
 	var clean bytes.Buffer
-	err = hostfs.SanitizeTar(ctx, w.relOf(r.abs), rd, &clean, hostfs.SanitizeOptions{
+	err = hostfs.SanitizeTar(ctx, w.relOf(r.Abs), rd, &clean, hostfs.SanitizeOptions{
 		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
 		KeepPermissions: true,
 	})
@@ -333,7 +239,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	if err := w.s.FileSystem.UploadFile(ctx, clean.Bytes(), tmp); err != nil {
 		return err
 	}
-	script := "t=" + sandbox.ShellQuote(tmp) + "\nmkdir -p -- " + sandbox.ShellQuote(r.follow) + " && tar -xf \"$t\" -C " + sandbox.ShellQuote(r.follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
+	script := "t=" + sandbox.ShellQuote(tmp) + "\nmkdir -p -- " + sandbox.ShellQuote(r.Follow) + " && tar -xf \"$t\" -C " + sandbox.ShellQuote(r.Follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
 	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), script)
 	if err != nil {
 		return err
@@ -352,11 +258,11 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	if r.kind != 'D' {
+	if r.Kind != 'D' {
 		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
-	script := "mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " && tar -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.follow) + " .\n"
+	script := "mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " && tar -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.Follow) + " .\n"
 	_, code, stderr, err := w.run(ctx, "copy out of "+strconv.Quote(dir), script)
 	if err != nil {
 		return nil, err

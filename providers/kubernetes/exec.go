@@ -146,10 +146,10 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command
 		if err != nil {
 			return command{}, err
 		}
-		if r.followed != 'D' {
+		if r.Followed != 'D' {
 			return command{}, fmt.Errorf("exec: workdir %q is not a directory in the workspace", req.Workdir)
 		}
-		cmd.wd = r.follow
+		cmd.wd = r.Follow
 	}
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {

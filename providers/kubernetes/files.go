@@ -33,53 +33,8 @@ func (s *Sandbox) abs(rel string) (string, error) {
 	return path.Join(s.d.Root, c), nil
 }
 
-func within(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
-
 // resolved is what the in-Pod resolver learned about a path.
-type resolved struct {
-	abs      string // lexical absolute path
-	noFollow string // parent resolved, final component kept
-	follow   string // fully resolved ("" when unresolvable)
-	kind     byte   // 'F' file, 'D' dir, 'L' symlink, 'O' other, 'N' missing
-	// followed is the type of what the path leads to through symlinks:
-	// 'F', 'D', 'N', or 'P' FIFO, 'S' socket, 'C' character device,
-	// 'B' block device, 'O' other.
-	followed byte
-	target   string
-	mode     uint32
-	size     int64
-	mtime    int64
-}
-
-// resolver prints, for workspace root $1 and path $2: the real root; the
-// path with its parent resolved; the path fully resolved (missing
-// components kept); its kind and link target; stat of it; and the kind of
-// what it leads to.
-const resolver = `set -f
-r=$(cd -P -- "$1" 2>/dev/null && pwd -P) || { echo "workspace root $1 is missing" >&2; exit 3; }
-res() {
-  p=$1; s=
-  while [ "$p" != / ] && [ ! -e "$p" ] && [ ! -L "$p" ]; do s="/${p##*/}$s"; p=${p%/*}; [ -n "$p" ] || p=/; done
-  if [ -d "$p" ]; then q=$(cd -P -- "$p" && pwd -P) || return 1
-  else q=$(readlink -f -- "$p" 2>/dev/null) || return 1; [ -n "$q" ] || return 1; fi
-  [ "$q" = / ] && q=
-  printf '%s%s\n' "$q" "$s"
-}
-printf '%s\n' "$r"
-d=$(res "${2%/*}") || d='!'
-printf '%s/%s\n' "$d" "${2##*/}"
-f=$(res "$2") || f='!'
-printf '%s\n' "$f"
-if [ -L "$2" ]; then printf 'L\n%s\n' "$(readlink -- "$2")"
-elif [ -d "$2" ]; then printf 'D\n\n'
-elif [ -f "$2" ]; then printf 'F\n\n'
-elif [ -e "$2" ]; then printf 'O\n\n'
-else printf 'N\n\n'; fi
-if [ -e "$2" ] || [ -L "$2" ]; then stat -c '%f %s %Y' -- "$2" 2>/dev/null || echo '0 0 0'; else echo '0 0 0'; fi
-if [ -d "$2" ]; then echo D; elif [ -f "$2" ]; then echo F; elif [ -p "$2" ]; then echo P
-elif [ -S "$2" ]; then echo S; elif [ -c "$2" ]; then echo C; elif [ -b "$2" ]; then echo B
-elif [ -e "$2" ]; then echo O; else echo N; fi
-`
+type resolved = sandbox.ResolvedPath
 
 // actions run after the resolver, in the same exec, when $3 names one
 // and the path stays in the workspace (the checks resolve makes, made
@@ -121,7 +76,7 @@ func (s *Sandbox) resolveDo(ctx context.Context, op, rel string, follow bool, ac
 	if err != nil {
 		return resolved{}, nil, false, err
 	}
-	script := resolver
+	script := sandbox.PathResolverScript
 	argv := []string{s.d.Root, p}
 	if action != "" {
 		script += actions
@@ -164,51 +119,7 @@ func (s *Sandbox) resolveDo(ctx context.Context, op, rel string, follow bool, ac
 // checkResolved parses the resolver's first seven lines for the path p
 // (rel) and applies the workspace checks.
 func (s *Sandbox) checkResolved(op, rel, p string, follow bool, lines []string) (resolved, error) {
-	r := resolved{abs: p, noFollow: lines[1], follow: lines[2], kind: lines[3][0], target: lines[4], followed: lines[6][0]}
-	if r.follow == "!" {
-		r.follow = ""
-	}
-	if f := strings.Fields(lines[5]); len(f) == 3 {
-		m, _ := strconv.ParseUint(f[0], 16, 32)
-		r.mode = uint32(m)
-		r.size, _ = strconv.ParseInt(f[1], 10, 64)
-		r.mtime, _ = strconv.ParseInt(f[2], 10, 64)
-	}
-	root := lines[0]
-	escape := func(what string) error {
-		return fmt.Errorf("%s %q: %s resolves outside the workspace %s: %w", op, rel, what, s.d.Root, sandbox.ErrPathEscape)
-	}
-	if p != s.d.Root && (strings.HasPrefix(r.noFollow, "!") || !within(r.noFollow, root)) {
-		return r, escape("its parent directory")
-	}
-	if follow && (r.follow == "" || !within(r.follow, root)) {
-		return r, escape("a symlink in it")
-	}
-	if p == s.d.Root {
-		r.noFollow = root
-	}
-	return r, nil
-}
-
-// special refuses, with sandbox.ErrNotRegular, a path that leads to a
-// FIFO, socket or device: reading one would block or never end.
-func (r resolved) special(op, rel string) error {
-	var mode fs.FileMode
-	switch r.followed {
-	case 'F', 'D', 'N':
-		return nil
-	case 'P':
-		mode = fs.ModeNamedPipe
-	case 'S':
-		mode = fs.ModeSocket
-	case 'C':
-		mode = fs.ModeDevice | fs.ModeCharDevice
-	case 'B':
-		mode = fs.ModeDevice
-	default:
-		mode = fs.ModeIrregular
-	}
-	return sandbox.NotRegularError(op, rel, mode)
+	return sandbox.CheckResolvedPath(op, rel, p, s.d.Root, follow, lines)
 }
 
 // ReadFile implements sandbox.Sandbox: one exec resolves the path and,
@@ -223,12 +134,12 @@ func (s *Sandbox) ReadFile(ctx context.Context, rel string, limit int64) ([]byte
 		return nil, err
 	}
 	switch {
-	case r.followed == 'N':
+	case r.Followed == 'N':
 		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
-	case r.followed == 'D':
+	case r.Followed == 'D':
 		return nil, fmt.Errorf("read %q: is a directory", rel)
 	}
-	if err := r.special("read", rel); err != nil {
+	if err := r.Special("read", rel); err != nil {
 		return nil, err
 	}
 	if !ran {
@@ -251,10 +162,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, rel string, data []byte, mode f
 	if err != nil {
 		return err
 	}
-	if r.followed == 'D' {
+	if r.Followed == 'D' {
 		return fmt.Errorf("write %q: is a directory", rel)
 	}
-	if err := r.special("write", rel); err != nil {
+	if err := r.Special("write", rel); err != nil {
 		return err
 	}
 	if !ran {
@@ -269,14 +180,14 @@ func (s *Sandbox) Remove(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.abs == s.d.Root {
+	if r.Abs == s.d.Root {
 		return errors.New("refusing to remove the workspace root")
 	}
-	if r.kind == 'N' {
+	if r.Kind == 'N' {
 		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
 	}
 	const script = `if [ -d "$1" ] && [ ! -L "$1" ]; then exec rmdir -- "$1"; else exec rm -f -- "$1"; fi`
-	_, stderr, code, err := s.runScript(ctx, script, nil, r.noFollow)
+	_, stderr, code, err := s.runScript(ctx, script, nil, r.NoFollow)
 	if err != nil {
 		return fmt.Errorf("remove %q: %w", rel, err)
 	}
@@ -292,7 +203,7 @@ func (s *Sandbox) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	_, stderr, code, err := s.runScript(ctx, `exec mkdir -p -- "$1"`, nil, r.follow)
+	_, stderr, code, err := s.runScript(ctx, `exec mkdir -p -- "$1"`, nil, r.Follow)
 	if err != nil {
 		return fmt.Errorf("mkdir %q: %w", rel, err)
 	}
@@ -308,12 +219,12 @@ func (s *Sandbox) Stat(ctx context.Context, rel string) (sandbox.FileInfo, error
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	if r.kind == 'N' {
+	if r.Kind == 'N' {
 		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
 	}
-	fi := sandbox.FileInfo{Path: s.relOf(r.abs), Size: r.size, ModTime: time.Unix(r.mtime, 0), Mode: rawMode(r.mode)}
-	if r.kind == 'L' {
-		fi.Target = r.target
+	fi := sandbox.FileInfo{Path: s.relOf(r.Abs), Size: r.Size, ModTime: time.Unix(r.Mtime, 0), Mode: rawMode(r.Mode)}
+	if r.Kind == 'L' {
+		fi.Target = r.Target
 	}
 	return fi, nil
 }
@@ -366,20 +277,20 @@ func (s *Sandbox) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, 
 	if err != nil {
 		return nil, err
 	}
-	if r.followed == 'N' {
+	if r.Followed == 'N' {
 		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
 	}
-	if r.followed != 'D' {
+	if r.Followed != 'D' {
 		return nil, fmt.Errorf("list %q: not a directory", rel)
 	}
-	out, stderr, code, err := s.runScript(ctx, lister, nil, r.follow)
+	out, stderr, code, err := s.runScript(ctx, lister, nil, r.Follow)
 	if err != nil {
 		return nil, fmt.Errorf("list %q: %w", rel, err)
 	}
 	if code != 0 {
 		return nil, fmt.Errorf("list %q: %s", rel, strings.TrimSpace(string(stderr)))
 	}
-	base := s.relOf(r.abs)
+	base := s.relOf(r.Abs)
 	fields := strings.Split(string(out), "\x00")
 	var list []sandbox.FileInfo
 	for i := 0; i+2 < len(fields); i += 3 {
@@ -430,7 +341,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if r.followed != 'D' && r.followed != 'N' {
+	if r.Followed != 'D' && r.Followed != 'N' {
 		return fmt.Errorf("copy into %q: not a directory", dir)
 	}
 	tmp, err := os.CreateTemp("", "agentctl-copyin-*.tar")
@@ -441,7 +352,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	err = hostfs.SanitizeTar(ctx, s.relOf(r.abs), rd, tmp, hostfs.SanitizeOptions{
+	err = hostfs.SanitizeTar(ctx, s.relOf(r.Abs), rd, tmp, hostfs.SanitizeOptions{
 		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
 		KeepPermissions: true,
 	})
@@ -472,7 +383,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	_, stderr, code, err := s.runScript(ctx, extractor, io.MultiReader(strings.NewReader(dirs.String()), tmp), r.follow)
+	_, stderr, code, err := s.runScript(ctx, extractor, io.MultiReader(strings.NewReader(dirs.String()), tmp), r.Follow)
 	if err != nil {
 		return fmt.Errorf("copy into %q: %w", dir, err)
 	}
@@ -489,7 +400,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 	if err != nil {
 		return nil, err
 	}
-	if r.followed != 'D' {
+	if r.Followed != 'D' {
 		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -497,7 +408,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 	outR, outW := io.Pipe()
 	go func() {
 		var stderr bytes.Buffer
-		code, err := s.stream(ctx, []string{"/bin/sh", "-c", `cd -- "$1" && exec tar -c -f - .`, "sh", r.follow}, streams{stdout: tarW, stderr: &stderr})
+		code, err := s.stream(ctx, []string{"/bin/sh", "-c", `cd -- "$1" && exec tar -c -f - .`, "sh", r.Follow}, streams{stdout: tarW, stderr: &stderr})
 		switch {
 		case err != nil:
 			tarW.CloseWithError(fmt.Errorf("copy out of %q: %w", dir, err))
