@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,9 +88,11 @@ type humanEvents struct {
 	mu sync.Mutex
 	w  io.Writer
 	c  Colors
-	// inText tracks whether the last thing printed was a partial line of
-	// model text, per run.
-	inText string
+	// pending holds, per speaker ("run.NAME agent"), model text streamed
+	// since its last newline: text is printed in whole lines, each with
+	// its speaker, so the answers of runs streaming at once never split
+	// each other's lines.
+	pending map[string]string
 }
 
 func ing(a engine.Action) string {
@@ -133,11 +137,27 @@ func done(a engine.Action) string {
 	return "Run complete"
 }
 
-func (v *humanEvents) endText() {
-	if v.inText != "" {
-		fmt.Fprintln(v.w)
-		v.inText = ""
+// endText prints what is pending of the speakers of run address addr
+// ("" for every run) as their last lines.
+func (v *humanEvents) endText(addr string) {
+	for _, who := range slices.Sorted(maps.Keys(v.pending)) {
+		if addr == "" || strings.HasPrefix(who, addr+" ") {
+			v.line(who, v.pending[who])
+			delete(v.pending, who)
+		}
 	}
+}
+
+// endSpeaker prints what is pending of one speaker.
+func (v *humanEvents) endSpeaker(who string) {
+	if text, ok := v.pending[who]; ok {
+		v.line(who, text)
+		delete(v.pending, who)
+	}
+}
+
+func (v *humanEvents) line(who, text string) {
+	fmt.Fprintf(v.w, "%s%s:%s %s\n", v.c.Cyan, who, v.c.Reset, termtext.Printable(text))
 }
 
 // Event renders one engine event.
@@ -147,33 +167,33 @@ func (v *humanEvents) Event(ev engine.Event) {
 	c := v.c
 	switch ev.Type {
 	case engine.EventApplyStart:
-		v.endText()
+		v.endText(ev.Address)
 		fmt.Fprintf(v.w, "%s%s: %s...%s\n", c.Bold, ev.Address, ing(ev.Action), c.Reset)
 	case engine.EventApplyProgress:
-		v.endText()
+		v.endText(ev.Address)
 		if ev.Message != "" {
 			fmt.Fprintf(v.w, "%s: %s\n", ev.Address, termtext.Printable(ev.Message))
 			return
 		}
 		fmt.Fprintf(v.w, "%s: Still %s... [%s elapsed]\n", ev.Address, strings.ToLower(ing(ev.Action)), ev.Elapsed.Round(time.Second))
 	case engine.EventApplyComplete:
-		v.endText()
+		v.endText(ev.Address)
 		if ev.Action == engine.ActionNoop {
 			fmt.Fprintf(v.w, "%s%s: Unchanged: %s%s\n", c.Bold, ev.Address, termtext.Printable(ev.Message), c.Reset)
 			return
 		}
 		fmt.Fprintf(v.w, "%s%s: %s after %s%s\n", c.Bold, ev.Address, done(ev.Action), ev.Elapsed.Round(time.Second), c.Reset)
 	case engine.EventApplyErrored:
-		v.endText()
+		v.endText(ev.Address)
 		fmt.Fprintf(v.w, "%s%s: failed after %s%s\n", c.Red+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
 	case engine.EventApplyInterrupted:
-		v.endText()
+		v.endText(ev.Address)
 		fmt.Fprintf(v.w, "%s%s: Interrupted after %s; checkpointed%s\n", c.Yellow+c.Bold, ev.Address, ev.Elapsed.Round(time.Second), c.Reset)
 	case engine.EventApplyWaiting:
-		v.endText()
+		v.endText(ev.Address)
 		fmt.Fprintf(v.w, "%s%s: %s%s\n", c.Yellow+c.Bold, ev.Address, termtext.Printable(ev.Message), c.Reset)
 	case engine.EventApprovalRequired:
-		v.endText()
+		v.endText(ev.Address)
 		fmt.Fprintf(v.w, "%s%s: Awaiting approval of %d tool call(s)%s\n", c.Yellow+c.Bold, ev.Address, len(ev.Approvals), c.Reset)
 		for _, a := range ev.Approvals {
 			fmt.Fprintf(v.w, "  %s %s %s\n", termtext.Printable(a.CallID), termtext.Printable(a.Tool), oneLine(a.Arguments, 200))
@@ -192,33 +212,41 @@ func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 	}
 	switch e.Type {
 	case agentloop.EventTextDelta:
-		if v.inText != who {
-			v.endText()
-			fmt.Fprintf(v.w, "%s%s:%s ", c.Cyan, who, c.Reset)
-			v.inText = who
+		if v.pending == nil {
+			v.pending = map[string]string{}
 		}
-		fmt.Fprint(v.w, termtext.Printable(e.Text))
+		text := v.pending[who] + e.Text
+		for {
+			line, rest, ok := strings.Cut(text, "\n")
+			if !ok {
+				break
+			}
+			v.line(who, line)
+			text = rest
+		}
+		v.pending[who] = text
+		return
 	case agentloop.EventToolCall:
-		v.endText()
+		v.endSpeaker(who)
 		fmt.Fprintf(v.w, "%s%s → %s%s %s\n", c.Cyan, who, oneLine(e.Name, 100), c.Reset, oneLine(e.Arguments, 200))
 	case agentloop.EventToolResult:
-		v.endText()
+		v.endSpeaker(who)
 		mark := "←"
 		if e.IsError {
 			mark = c.Yellow + "← (error)" + c.Reset
 		}
 		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, oneLine(e.Name, 100), oneLine(e.Text, 200))
 	case agentloop.EventHandoff:
-		v.endText()
+		v.endSpeaker(who)
 		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, oneLine(e.Text, 100), c.Reset)
 	case agentloop.EventAgentToolCall:
-		v.endText()
+		v.endSpeaker(who)
 		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, oneLine(e.Text, 100), oneLine(e.Name, 100))
 	case agentloop.EventCompaction:
-		v.endText()
+		v.endSpeaker(who)
 		fmt.Fprintf(v.w, "%s compacts its conversation: %s\n", who, oneLine(e.Text, 200))
 	case agentloop.EventFinal:
-		v.endText()
+		v.endSpeaker(who)
 	}
 }
 

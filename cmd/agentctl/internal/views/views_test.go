@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/state"
 	"github.com/hashicorp/hcl/v2"
 )
@@ -170,5 +171,28 @@ func TestPlanViews(t *testing.T) {
 	evs := jsonLines(t, out.Bytes())
 	if len(evs) != 2 || evs[0]["type"] != "version" || evs[1]["type"] != "change_summary" {
 		t.Errorf("JSON plan: got %v", evs)
+	}
+}
+
+// TestApplyStreamsWholeLines: the answers of runs streaming at once are
+// printed in whole lines, each with its run and agent, never split by
+// another run's text; a run's last partial line is printed when it
+// finishes its answer or its run ends.
+func TestApplyStreamsWholeLines(t *testing.T) {
+	view, out, _ := newTestView()
+	v := NewApply(arguments.ViewHuman, view)
+	delta := func(run, text string) {
+		v.Event(engine.Event{Type: engine.EventRuntime, Address: run, Runtime: &agentloop.Event{Type: agentloop.EventTextDelta, Agent: "writer", Text: text}})
+	}
+	delta("run.a", "Agent-wide ")
+	delta("run.b", "Daily ")
+	delta("run.a", "answer.\nSecond ")
+	delta("run.b", "summary.")
+	v.Event(engine.Event{Type: engine.EventRuntime, Address: "run.b", Runtime: &agentloop.Event{Type: agentloop.EventFinal, Agent: "writer"}})
+	delta("run.a", "line.")
+	v.Event(engine.Event{Type: engine.EventApplyComplete, Address: "run.a", Action: engine.ActionExecute})
+	want := "run.a writer: Agent-wide answer.\nrun.b writer: Daily summary.\nrun.a writer: Second line.\nrun.a: Run complete after 0s\n"
+	if got := out.String(); got != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
 	}
 }
