@@ -1,107 +1,42 @@
 package k8stest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
-// A client talks to the API server of a kubeconfig with its client
-// certificate: enough for the checks of this package without a
-// Kubernetes client library.
+// A client talks to the API server of a kubeconfig with its credentials:
+// plain GETs are enough for the checks of this package.
 type client struct {
 	Server string
 	HTTP   *http.Client
 }
 
-// newClient reads the kubeconfig at path: the server, the CA and the
-// client certificate and key of its first cluster and user, given as
-// *-data (base64) or as file paths. It reads the plain layout that
-// cluster.sh writes, not every form YAML allows.
+// newClient reads the kubeconfig at path (its current context) with
+// client-go's loader and makes an HTTP client with its credentials. The
+// server must be https://, as cluster.sh's is.
 func newClient(path string) (*client, error) {
-	data, err := os.ReadFile(path)
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		return nil, err
-	}
-	fields := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "- "))
-		key, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		value = strings.Trim(strings.TrimSpace(value), `"'`)
-		if _, seen := fields[key]; !seen && value != "" {
-			fields[key] = value
-		}
-	}
-	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	get := func(name string) ([]byte, error) {
-		if v, ok := fields[name+"-data"]; ok {
-			b, err := base64.StdEncoding.DecodeString(v)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %s-data: %w", path, name, err)
-			}
-			return b, nil
-		}
-		if v, ok := fields[name]; ok {
-			if !filepath.IsAbs(v) {
-				v = filepath.Join(filepath.Dir(path), v)
-			}
-			return os.ReadFile(v)
-		}
-		return nil, fmt.Errorf("%s: no %s or %s-data", path, name, name)
+	if !strings.HasPrefix(cfg.Host, "https://") {
+		return nil, fmt.Errorf("%s: server %q is not https://", path, cfg.Host)
 	}
-	server := fields["server"]
-	if !strings.HasPrefix(server, "https://") {
-		return nil, fmt.Errorf("%s: server %q is not https://", path, server)
-	}
-	caPEM, err := get("certificate-authority")
+	cfg.Timeout = 10 * time.Second
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	certPEM, err := get("client-certificate")
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := get("client-key")
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s: no PEM certificate in the certificate authority", path)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s: client certificate: %w", path, err)
-	}
-	return &client{
-		Server: strings.TrimSuffix(server, "/"),
-		HTTP: &http.Client{
-			Timeout: 10 * time.Second,
-			Transport: &http.Transport{TLSClientConfig: &tls.Config{
-				RootCAs:      pool,
-				Certificates: []tls.Certificate{pair},
-				MinVersion:   tls.VersionTLS12,
-			}},
-		},
-	}, nil
+	return &client{Server: strings.TrimSuffix(cfg.Host, "/"), HTTP: hc}, nil
 }
 
 // statusError is a response other than 200 OK.
