@@ -19,10 +19,6 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// MarkerEnv is the environment variable every command carries
-// (sandbox.ExecMarkerEnv).
-const MarkerEnv = sandbox.ExecMarkerEnv
-
 // killGrace is how long output may keep flowing after the process tree
 // was killed before the stream is cut.
 const killGrace = 5 * time.Second
@@ -175,7 +171,7 @@ func (c command) envEnd() string { return "agentctl-env-end-" + c.marker }
 // an environment, the wrapper reads it from stdin up to envEnd.
 func (c command) wrapper(envFile string) []string {
 	var sc strings.Builder
-	sc.WriteString("export " + MarkerEnv + "=" + c.marker + "\n")
+	sc.WriteString("export " + sandbox.ExecMarkerEnv + "=" + c.marker + "\n")
 	switch {
 	case envFile != "":
 		sc.WriteString(". " + sandbox.ShellQuote(envFile) + "; rm -f -- " + sandbox.ShellQuote(envFile) + "\n")

@@ -274,9 +274,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	return s, nil
 }
 
-func (p *Provider) meta(spec sandbox.Spec, name string) metav1.ObjectMeta {
+func (p *Provider) meta(ns string, spec sandbox.Spec, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
-		Name: name, Namespace: p.ns, Labels: labels(spec),
+		Name: name, Namespace: ns, Labels: labels(spec),
 		Annotations: map[string]string{AnnotationAddress: spec.Address},
 	}
 }
@@ -287,7 +287,7 @@ func (p *Provider) createClaim(ctx context.Context, spec sandbox.Spec, name stri
 		return fmt.Errorf("volume size %q: %w", v.Size, err)
 	}
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: p.meta(spec, name),
+		ObjectMeta: p.meta(p.ns, spec, name),
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: q}},
@@ -304,7 +304,7 @@ func (p *Provider) createClaim(ctx context.Context, spec sandbox.Spec, name stri
 
 func (p *Provider) createService(ctx context.Context, spec sandbox.Spec, name string) error {
 	svc := &corev1.Service{
-		ObjectMeta: p.meta(spec, name),
+		ObjectMeta: p.meta(p.ns, spec, name),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: labels(spec),
@@ -373,7 +373,7 @@ func (s *Sandbox) podSpec(name string) (*corev1.Pod, error) {
 		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: int32(port), Protocol: corev1.ProtocolTCP})
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: s.p.meta(spec, name),
+		ObjectMeta: s.p.meta(s.d.Namespace, spec, name),
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
@@ -456,28 +456,28 @@ type managed struct {
 
 // listManaged lists the Pods, claims and Services of a lineage and
 // address (selector).
-func (p *Provider) listManaged(ctx context.Context, sel string) ([]managed, error) {
+func (p *Provider) listManaged(ctx context.Context, ns, sel string) ([]managed, error) {
 	opts := metav1.ListOptions{LabelSelector: sel}
 	var out []managed
 	add := func(kind string, m metav1.ObjectMeta) {
 		out = append(out, managed{kind: kind, name: m.Name, lineage: m.Labels[sandbox.LabelLineage], address: m.Annotations[AnnotationAddress]})
 	}
 	var pods corev1.PodList
-	if err := p.core.list(ctx, p.ns, resPods, opts, &pods); err != nil {
+	if err := p.core.list(ctx, ns, resPods, opts, &pods); err != nil {
 		return nil, p.apiError("listing agentctl's Pods", "pods (list)", err)
 	}
 	for _, o := range pods.Items {
 		add("pod", o.ObjectMeta)
 	}
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := p.core.list(ctx, p.ns, resClaims, opts, &pvcs); err != nil {
+	if err := p.core.list(ctx, ns, resClaims, opts, &pvcs); err != nil {
 		return nil, p.apiError("listing agentctl's PersistentVolumeClaims", "persistentvolumeclaims (list)", err)
 	}
 	for _, o := range pvcs.Items {
 		add("pvc", o.ObjectMeta)
 	}
 	var svcs corev1.ServiceList
-	if err := p.core.list(ctx, p.ns, resServices, opts, &svcs); err != nil {
+	if err := p.core.list(ctx, ns, resServices, opts, &svcs); err != nil {
 		return nil, p.apiError("listing agentctl's Services", "services (list)", err)
 	}
 	for _, o := range svcs.Items {
@@ -486,29 +486,42 @@ func (p *Provider) listManaged(ctx context.Context, sel string) ([]managed, erro
 	return out, nil
 }
 
-func (p *Provider) deleteObject(ctx context.Context, kind, name string) error {
-	grace := int64(0)
-	opts := metav1.DeleteOptions{GracePeriodSeconds: &grace}
-	var err error
+// object is one object of a sandbox: its kind ("pod", "pvc", "service")
+// and name.
+type object struct{ kind, name string }
+
+// resourceOf is the API resource of an object kind ("pod", "pvc",
+// "service").
+func resourceOf(kind string) string {
 	switch kind {
 	case "pod":
-		err = p.core.delete(ctx, p.ns, resPods, name, opts)
+		return resPods
 	case "pvc":
-		err = p.core.delete(ctx, p.ns, resClaims, name, metav1.DeleteOptions{})
-	case "service":
-		err = p.core.delete(ctx, p.ns, resServices, name, metav1.DeleteOptions{})
+		return resClaims
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return p.apiError("deleting "+kind+" "+name, kind+"s (delete)", err)
+	return resServices
+}
+
+// deleteObject deletes an object of kind in namespace ns (a Pod at once,
+// without a grace period); one already gone is not an error.
+func (p *Provider) deleteObject(ctx context.Context, ns, kind, name string) error {
+	var opts metav1.DeleteOptions
+	if kind == "pod" {
+		grace := int64(0)
+		opts.GracePeriodSeconds = &grace
+	}
+	res := resourceOf(kind)
+	if err := p.core.delete(ctx, ns, res, name, opts); err != nil && !apierrors.IsNotFound(err) {
+		return p.apiError("deleting "+kind+" "+name, res+" (delete)", err)
 	}
 	return nil
 }
 
-// gone reports whether the object of kind ("pod", "pvc", "service") and
-// name no longer exists.
-func (p *Provider) gone(ctx context.Context, kind, name string) (bool, error) {
-	res := map[string]string{"pod": resPods, "pvc": resClaims, "service": resServices}[kind]
-	err := p.core.rc.Get().Namespace(p.ns).Resource(res).Name(name).Do(ctx).Error()
+// gone reports whether the object of kind and name in namespace ns no
+// longer exists.
+func (p *Provider) gone(ctx context.Context, ns, kind, name string) (bool, error) {
+	res := resourceOf(kind)
+	err := p.core.rc.Get().Namespace(ns).Resource(res).Name(name).Do(ctx).Error()
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil
@@ -518,16 +531,45 @@ func (p *Provider) gone(ctx context.Context, kind, name string) (bool, error) {
 	return false, nil
 }
 
+// waitGone waits until every object of objs in namespace ns is gone, for
+// at most a minute.
+func (p *Provider) waitGone(ctx context.Context, ns string, objs []object) error {
+	deadline := time.Now().Add(time.Minute)
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		var left []string
+		for _, o := range objs {
+			gone, err := p.gone(ctx, ns, o.kind, o.name)
+			if err != nil {
+				return err
+			}
+			if !gone {
+				left = append(left, o.kind+"/"+o.name)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still being deleted a minute later in namespace %s; see why with kubectl describe -n %s %s", strings.Join(left, ", "), ns, ns, strings.Join(left, " "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to be deleted: %w", strings.Join(left, ", "), ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
 // removeLeftovers removes the Pods, claims and Services labelled with
 // spec's lineage and address: ones an interrupted create made but the
 // state never recorded (sandbox.RemoveLeftovers).
 func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error {
 	list := func(ctx context.Context) ([]managed, error) {
-		return p.listManaged(ctx, selector(spec.Lineage, spec.Address))
+		return p.listManaged(ctx, p.ns, selector(spec.Lineage, spec.Address))
 	}
 	owner := func(m managed) (string, string) { return m.lineage, m.address }
 	remove := func(ctx context.Context, m managed) error {
-		if err := p.deleteObject(ctx, m.kind, m.name); err != nil {
+		if err := p.deleteObject(ctx, p.ns, m.kind, m.name); err != nil {
 			return fmt.Errorf("removing leftover %s %s of an interrupted create: %w", m.kind, m.name, err)
 		}
 		return nil
@@ -538,12 +580,12 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // RemoveAll deletes every Pod, claim and Service of lineage (all of
 // agentctl's when lineage is ""), and returns how many it deleted.
 func (p *Provider) RemoveAll(ctx context.Context, lineage string) (int, error) {
-	found, err := p.listManaged(ctx, selector(lineage, ""))
+	found, err := p.listManaged(ctx, p.ns, selector(lineage, ""))
 	if err != nil {
 		return 0, err
 	}
 	for _, m := range found {
-		if err := p.deleteObject(ctx, m.kind, m.name); err != nil {
+		if err := p.deleteObject(ctx, p.ns, m.kind, m.name); err != nil {
 			return 0, err
 		}
 	}

@@ -20,7 +20,7 @@ func TestPodSpec(t *testing.T) {
 	}, st: &SandboxSettings{
 		RuntimeClass: "gvisor", NodeSelector: map[string]string{"pool": "agents"},
 		Tolerations: []Toleration{{Key: "dedicated", Operator: "Exists", Effect: "NoExecute", Seconds: &secs}},
-	}, d: sessionData{Root: "/workspace", Claim: "claim-1"}}
+	}, d: sessionData{Namespace: "agents", Root: "/workspace", Claim: "claim-1"}}
 	pod, err := s.podSpec("agentctl-box-1")
 	if err != nil {
 		t.Fatal(err)

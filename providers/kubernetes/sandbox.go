@@ -134,7 +134,7 @@ func (s *Sandbox) startPod(ctx context.Context) error {
 		return err
 	}
 	created := &corev1.Pod{}
-	if err := s.p.core.create(ctx, s.p.ns, resPods, pod, created); err != nil {
+	if err := s.p.core.create(ctx, s.d.Namespace, resPods, pod, created); err != nil {
 		return s.p.apiError("creating Pod "+name+" from image "+s.spec.Image, "pods (create)", err)
 	}
 	s.mu.Lock()
@@ -403,13 +403,13 @@ func (s *Sandbox) removeOtherPods(ctx context.Context) error {
 		return nil
 	}
 	_, current := s.pod()
-	found, err := s.p.listManaged(ctx, selector(s.spec.Lineage, s.spec.Address))
+	found, err := s.p.listManaged(ctx, s.d.Namespace, selector(s.spec.Lineage, s.spec.Address))
 	if err != nil {
 		return err
 	}
 	for _, m := range found {
 		if m.kind == "pod" && m.name != current && m.address == s.spec.Address {
-			if err := s.p.deleteObject(ctx, m.kind, m.name); err != nil {
+			if err := s.p.deleteObject(ctx, s.d.Namespace, m.kind, m.name); err != nil {
 				return err
 			}
 		}
@@ -426,30 +426,13 @@ func (s *Sandbox) notFound(op string) error {
 // gone (its processes ended) for at most a minute.
 func (s *Sandbox) deletePod(ctx context.Context, wait bool) error {
 	ns, name := s.pod()
-	if err := s.p.deleteObject(ctx, "pod", name); err != nil {
+	if err := s.p.deleteObject(ctx, ns, "pod", name); err != nil {
 		return err
 	}
 	if !wait {
 		return nil
 	}
-	deadline := time.Now().Add(time.Minute)
-	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		_, err := s.p.core.getPod(ctx, ns, name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return s.p.apiError("waiting for Pod "+name+" to be deleted", "pods (get)", err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("Pod %s/%s is still terminating a minute after it was deleted; check its node (kubectl describe pod -n %s %s)", ns, name, ns, name)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-	}
+	return s.p.waitGone(ctx, ns, []object{{"pod", name}})
 }
 
 // Stop deletes the Pod (on_exit = "stop": the engine has snapshotted the
@@ -472,25 +455,29 @@ func (s *Sandbox) StopDiscardsWorkspace() bool { return s.d.Claim == "" }
 func (s *Sandbox) Delete(ctx context.Context) error {
 	s.closeForward()
 	var errs []error
-	_, name := s.pod()
-	type object struct{ kind, name string }
-	objs := []object{{"pod", name}, {"service", s.d.Service}, {"pvc", s.d.Claim}}
+	ns, name := s.pod()
+	var objs []object
+	add := func(kind, name string) {
+		if o := (object{kind, name}); name != "" && !slices.Contains(objs, o) {
+			objs = append(objs, o)
+		}
+	}
+	add("pod", name)
+	add("service", s.d.Service)
+	add("pvc", s.d.Claim)
 	if s.spec.Lineage != "" && s.spec.Address != "" {
-		found, err := s.p.listManaged(ctx, selector(s.spec.Lineage, s.spec.Address))
+		found, err := s.p.listManaged(ctx, s.d.Namespace, selector(s.spec.Lineage, s.spec.Address))
 		if err != nil {
 			errs = append(errs, err)
 		}
 		for _, m := range found {
 			if m.address == s.spec.Address {
-				objs = append(objs, object{m.kind, m.name})
+				add(m.kind, m.name)
 			}
 		}
 	}
 	for _, o := range objs {
-		if o.name == "" {
-			continue
-		}
-		if err := s.p.deleteObject(ctx, o.kind, o.name); err != nil {
+		if err := s.p.deleteObject(ctx, ns, o.kind, o.name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -500,33 +487,7 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	// Deletion is asynchronous (a claim stays while a Pod still uses it,
 	// a Pod until its container stopped): wait until all of it is gone,
 	// so that a destroy that returns has left nothing.
-	deadline := time.Now().Add(time.Minute)
-	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		var left []string
-		for _, o := range objs {
-			if o.name == "" || slices.Contains(left, o.kind+"/"+o.name) {
-				continue
-			}
-			gone, err := s.p.gone(ctx, o.kind, o.name)
-			if err != nil {
-				return err
-			}
-			if !gone {
-				left = append(left, o.kind+"/"+o.name)
-			}
-		}
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still being deleted a minute later in namespace %s; see why with kubectl describe -n %s %s", strings.Join(left, ", "), s.p.ns, s.p.ns, strings.Join(left, " "))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s to be deleted: %w", strings.Join(left, ", "), ctx.Err())
-		case <-time.After(delay):
-		}
-	}
+	return s.p.waitGone(ctx, ns, objs)
 }
 
 // Drift reports a replace reason when the Pod no longer runs the image

@@ -737,3 +737,34 @@ func TestDriftImageChanged(t *testing.T) {
 		t.Fatalf("Drift = %q, %v", why, err)
 	}
 }
+
+// TestDeleteWhereItWasMade: a sandbox is deleted in the namespace it was
+// made in, also by a provider now set to another namespace (changing the
+// namespace replaces the sandbox: the old one must not be left behind).
+func TestDeleteWhereItWasMade(t *testing.T) {
+	t.Parallel()
+	c := testCluster(t)
+	ctx := context.Background()
+	spec := testSpec(t)
+	spec.Ports = []int{8080}
+	spec.Settings = &SandboxSettings{Service: true}
+	sb, err := c.p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Delete(context.Background()) })
+	other, err := New(ctx, Options{ConfigPath: c.kubeconfig, Namespace: testNamespace(t, c.cs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := other.Open(ctx, spec, sb.Session())
+	if err != nil {
+		t.Fatalf("Open through a provider of another namespace: %v", err)
+	}
+	if err := old.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := c.labelled(t, spec.Lineage); len(left) != 0 {
+		t.Fatalf("left in %s: %v", c.ns, left)
+	}
+}

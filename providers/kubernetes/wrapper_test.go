@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // The shell wrapper every command runs under, run here by the host's
@@ -13,7 +15,7 @@ import (
 // the command's own stdin follows it intact.
 func TestWrapperPassesEnvThroughStdin(t *testing.T) {
 	dir := t.TempDir()
-	cmd := command{argv: []string{"sh", "-c", `pwd; printf '%s|' "$A" "$B" "$` + MarkerEnv + `"; cat; echo "$1"`, "x", "-c"}, prog: "sh", marker: "m1", wd: dir,
+	cmd := command{argv: []string{"sh", "-c", `pwd; printf '%s|' "$A" "$B" "$` + sandbox.ExecMarkerEnv + `"; cat; echo "$1"`, "x", "-c"}, prog: "sh", marker: "m1", wd: dir,
 		env: "export A='two\nlines'\nexport B='it'\\''s'\n"}
 	argv := cmd.wrapper("")
 	if strings.Contains(strings.Join(argv, " "), "two") {
