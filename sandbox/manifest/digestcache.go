@@ -37,6 +37,11 @@ type DigestCache struct {
 	mu      sync.Mutex
 	entries map[string]cachedDigest
 	dirty   bool
+	// planned holds the signatures PlanDigests took of trees it left to
+	// the copy, so the copy that follows in this process does not walk
+	// the tree again for its "before" signature (remember compares it
+	// with the tree after the copy, so a change in between is seen).
+	planned map[string]string
 }
 
 type cachedDigest struct {
@@ -123,6 +128,35 @@ func (c *DigestCache) Signature(e Entry) string {
 		return sig
 	}
 	return ""
+}
+
+// notePlanned records sig, a plan's signature of e's tree, for
+// signatureBefore.
+func (c *DigestCache) notePlanned(e Entry, sig string) {
+	if c == nil || sig == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.planned == nil {
+		c.planned = map[string]string{}
+	}
+	c.planned[cacheKey(e)] = sig
+}
+
+// signatureBefore is the signature of e's tree before a copy reads it:
+// the one the plan took, once, else Signature's.
+func (c *DigestCache) signatureBefore(e Entry) string {
+	if c != nil {
+		c.mu.Lock()
+		sig, ok := c.planned[cacheKey(e)]
+		delete(c.planned, cacheKey(e))
+		c.mu.Unlock()
+		if ok {
+			return sig
+		}
+	}
+	return c.Signature(e)
 }
 
 // lookup is the digest remembered for e's tree when its signature is sig

@@ -149,3 +149,29 @@ func TestPlanDigests(t *testing.T) {
 		t.Fatal("PlanDigests accepted a missing source")
 	}
 }
+
+// TestPlannedSignature: the signature a plan took of a tree it left to the
+// copy serves, once, as the copy's signature before it reads the tree
+// (one walk fewer), and is the tree's signature.
+func TestPlannedSignature(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a.txt": "alpha", "sub/b.txt": "bravo"})
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	e := Entry{Kind: EntryLocalDir, Path: "./repo", Source: src}
+	m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+	if _, deferred, err := PlanDigests(ctx, m); err != nil || len(deferred) != 1 {
+		t.Fatalf("PlanDigests: deferred %v, %v", deferred, err)
+	}
+	e.Path = "repo"
+	want := m.DigestCache.Signature(e)
+	if got := m.DigestCache.planned[cacheKey(e)]; got == "" || got != want {
+		t.Fatalf("planned signature %q, want the tree's %q", got, want)
+	}
+	if got := m.DigestCache.signatureBefore(e); got != want {
+		t.Fatalf("signatureBefore = %q, want %q", got, want)
+	}
+	if _, ok := m.DigestCache.planned[cacheKey(e)]; ok {
+		t.Fatal("the planned signature was not used up")
+	}
+}

@@ -362,7 +362,7 @@ func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestC
 // otherwise the copy hashes what it copies, and the digest is remembered
 // when nothing changed meanwhile, so the next plan does not read it.
 func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestCache) (string, error) {
-	sig := cache.Signature(e)
+	sig := cache.signatureBefore(e)
 	if d, ok := cache.lookup(e, sig); ok {
 		if err := copyLocalDir(ctx, sb, e, nil); err != nil {
 			return "", err
@@ -617,6 +617,7 @@ func PlanDigests(ctx context.Context, m Manifest) (digests map[string]string, de
 	digests = make(map[string]string, len(m.Entries))
 	for _, e := range m.Entries {
 		p, _ := sandbox.CheckEntryPath(e.Path)
+		e.Path = p // as Materialize names it (the cache's key)
 		if e.Kind == EntryLocalDir {
 			if _, err := checkSource(e, true); err != nil {
 				return nil, nil, err
@@ -626,6 +627,9 @@ func PlanDigests(ctx context.Context, m Manifest) (digests map[string]string, de
 					digests[p] = d
 				} else {
 					deferred = append(deferred, p)
+					if cacheable {
+						m.DigestCache.notePlanned(e, sig)
+					}
 				}
 				continue
 			}
