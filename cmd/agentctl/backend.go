@@ -61,6 +61,9 @@ func (m *meta) openBackend(path string, vars arguments.Vars, sa arguments.State)
 		m.view().Diagnostics(diags, files(cfg))
 		return nil, errDiagnostics
 	}
+	if ran, err := m.userNamespace(cfg); ran {
+		return nil, err
+	}
 	if len(diags) > 0 {
 		m.view().Diagnostics(diags, files(cfg))
 	}

@@ -12,5 +12,5 @@ func main() {
 	// A sandbox's init process is this binary re-executed: it sets up the
 	// namespaces and runs the command, then exits here.
 	local.MaybeRunInit()
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
+	os.Exit(runMain(os.Args[1:]))
 }

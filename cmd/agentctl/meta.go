@@ -33,6 +33,16 @@ type meta struct {
 	// exported when the OTEL_EXPORTER_OTLP_* variables say where, and
 	// recorded nowhere otherwise.
 	traces trace.TracerProvider
+	// self is how to run this command again (meta.userNamespace); nil
+	// when the command runs in-process (tests).
+	self *selfCommand
+}
+
+// selfCommand is the agentctl process's own command line.
+type selfCommand struct {
+	exe  string
+	args []string
+	dir  string // the working directory before -chdir
 }
 
 // stdinReader returns the command's reader of standard input.

@@ -100,9 +100,26 @@ func commands() []*command {
 }
 
 // run is the whole program: it parses args, runs one command and returns
-// the exit status. main calls it; tests call it in-process.
+// the exit status. Tests call it in-process; main calls runMain.
 func run(args []string, stdout, stderr io.Writer, environ []string) int {
-	m := &meta{Stdout: stdout, Stderr: stderr, Environ: environ, log: newLogger(environ, stderr)}
+	return runWith(&meta{Stdout: stdout, Stderr: stderr, Environ: environ}, args)
+}
+
+// runMain is run for the agentctl process itself, which may run the
+// command again in a user namespace of its own (meta.userNamespace).
+func runMain(args []string) int {
+	m := &meta{Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ()}
+	if exe, err := os.Executable(); err == nil {
+		if dir, err := os.Getwd(); err == nil {
+			m.self = &selfCommand{exe: exe, args: args, dir: dir}
+		}
+	}
+	return runWith(m, args)
+}
+
+func runWith(m *meta, args []string) int {
+	stderr, environ := m.Stderr, m.Environ
+	m.log = newLogger(environ, stderr)
 	root := &command{
 		Name:        "agentctl",
 		ShortUsage:  "agentctl [-chdir=DIR] [-no-color] <command> [args]",

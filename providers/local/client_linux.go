@@ -133,9 +133,16 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	defer parentSock.Close()
 	defer childSock.Close()
 
-	root := os.Geteuid() == 0
+	mode, err := currentIDMode()
+	if err != nil {
+		return nil, err
+	}
+	// root: this process may map several ids and let the sandbox's root
+	// set its groups; hostRoot: the sandbox's root is HostID, and the
+	// workspace comes as idmapped mounts.
+	root, hostRoot := mode != idsUser, mode == idsHostRoot
 	uid, gid := os.Getuid(), os.Getgid()
-	if root {
+	if hostRoot {
 		uid, gid = s.p.opts.HostID, s.p.opts.HostID
 	}
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
@@ -216,16 +223,16 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	defer context.AfterFunc(ctx, func() { cmd.Process.Kill() })()
 
 	cfg := initConfig{
-		Root: s.spec.Root, HostNet: hostNet, MountFDs: root, ReadOnly: s.p.opts.ReadOnlyPaths,
+		Root: s.spec.Root, HostNet: hostNet, MountFDs: hostRoot, ReadOnly: s.p.opts.ReadOnlyPaths,
 		PIDs: s.spec.Resources.PIDs, Accounts: s.spec.Accounts,
 	}
 	if cfg.PIDs <= 0 {
 		cfg.PIDs = DefaultPIDs
 	}
-	if !root {
+	if !hostRoot {
 		cfg.WorkspacePath, cfg.TmpPath = s.ws, s.tmp
 	}
-	sendErr := s.sendConfig(ip, cfg, root)
+	sendErr := s.sendConfig(ip, cfg, hostRoot)
 	if sendErr != nil {
 		// The init would wait for its configuration forever.
 		cmd.Process.Kill()
@@ -260,9 +267,11 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 }
 
 // idMappings are the sandbox's user namespace mappings: its root is
-// uid/gid, and each manifest user and group id N is host id uid+N (gid+N),
-// a range no host account uses when agentctl runs as root (uid is then
-// Options.HostID); the accounts need root (Sandbox.checkAccounts).
+// uid/gid, and each manifest user and group id N is id uid+N (gid+N) of
+// agentctl's namespace: a range no host account uses when agentctl runs
+// as the host's root (uid is then Options.HostID), id N itself as root
+// of a user namespace (uid 0); an ordinary user maps no accounts
+// (checkAccounts).
 func idMappings(uid, gid int, a sandbox.Accounts) (uidMap, gidMap []syscall.SysProcIDMap) {
 	uidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
 	gidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}

@@ -124,7 +124,7 @@ func (p *Provider) check(spec *sandbox.Spec) error {
 	if err := CheckResources(p.opts.Isolation, spec.Resources); err != nil {
 		return err
 	}
-	if err := CheckAccounts(p.opts.Isolation, spec.Accounts); err != nil {
+	if err := checkAccounts(p.opts.Isolation, spec.Accounts, false); err != nil {
 		return err
 	}
 	switch spec.Network {
@@ -184,11 +184,18 @@ func CheckResources(isolation string, r sandbox.Resources) error {
 }
 
 // CheckAccounts reports whether a local sandbox with isolation can have
-// the manifest's users and groups: only namespaced sandboxes of an
-// agentctl running as root, which maps each of their ids into the
-// sandbox's user namespace (an unprivileged user may map only its own
-// id). Configuration validation calls it too.
+// the manifest's users and groups: only namespaced sandboxes on Linux,
+// of an agentctl running as root, or as an ordinary user with
+// subordinate ids, which the agentctl command then maps through a user
+// namespace of its own (docs/local-provider.md, "Users and groups").
+// Configuration validation calls it.
 func CheckAccounts(isolation string, a sandbox.Accounts) error {
+	return checkAccounts(isolation, a, true)
+}
+
+// checkAccounts is CheckAccounts; without later, this process must be
+// able to map the ids itself (it creates the sandbox).
+func checkAccounts(isolation string, a sandbox.Accounts, later bool) error {
 	if a.Empty() {
 		return nil
 	}
@@ -198,10 +205,14 @@ func CheckAccounts(isolation string, a sandbox.Accounts) error {
 	if runtime.GOOS != "linux" {
 		return errors.New("the manifest declares users and groups, which a local sandbox has only on Linux: use provider.docker")
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("the manifest declares users and groups, but agentctl runs as uid %d: a local sandbox maps each user's id into its user namespace, and only root may map ids other than its own (agentctl does not use newuidmap and /etc/subuid); run agentctl as root, or use provider.docker", os.Geteuid())
-	}
-	return nil
+	return accountsMappable(a, later)
+}
+
+// NeedsUserNamespace reports whether a sandbox of isolation with
+// accounts needs the agentctl command to run in a user namespace of its
+// own: an ordinary user's namespaced sandbox with manifest users.
+func NeedsUserNamespace(isolation string, a sandbox.Accounts) bool {
+	return isolation == IsolationNamespaces && !a.Empty() && runtime.GOOS == "linux" && os.Geteuid() != 0
 }
 
 // reservedRoots cannot hold the workspace inside a namespaced sandbox.

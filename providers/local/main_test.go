@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/clitest"
 	"github.com/agentctl/agentctl/providers/local"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -14,8 +15,13 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(runHelper(h))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	agentctlBin.Remove()
+	os.Exit(code)
 }
+
+// agentctlBin is cmd/agentctl, built for the tests that run it.
+var agentctlBin clitest.Binary
 
 // newSandbox creates a sandbox in a temporary state directory, deleted
 // with the test.

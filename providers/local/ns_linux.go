@@ -105,7 +105,7 @@ func namespaceError(err error, hostID int) error {
 	switch {
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.EUSERS):
 		hint = "This machine does not allow creating user namespaces (check the sysctls user.max_user_namespaces and kernel.unprivileged_userns_clone, and any AppArmor or SELinux policy restricting them)"
-		if os.Geteuid() == 0 {
+		if mode, _ := currentIDMode(); mode == idsHostRoot {
 			hint += fmt.Sprintf(", or host uid %d, which sandboxes run as when agentctl runs as root, is not mapped in agentctl's own user namespace", hostID)
 		}
 		hint += ". "
@@ -145,8 +145,9 @@ func idmappedMount(pid int, dir string) (int, error) {
 func init() { MaybeRunInit() }
 
 // MaybeRunInit runs the sandbox init when this process was started as
-// one, and never returns in that case (the process exits with the init's
-// status); otherwise it returns at once. This package's initialization
+// one, or removes a sandbox directory when it was started as
+// removeInUserNS's helper, and never returns in those cases (the process
+// exits with their status); otherwise it returns at once. This package's initialization
 // calls it; agentctl's main (and the TestMain of packages that use
 // namespaced sandboxes) also call it first, which makes the entry point
 // explicit:
@@ -156,6 +157,7 @@ func init() { MaybeRunInit() }
 //		...
 //	}
 func MaybeRunInit() {
+	maybeRemove()
 	v, ok := os.LookupEnv(initEnv)
 	if !ok {
 		return

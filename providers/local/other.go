@@ -29,6 +29,16 @@ func (s *Sandbox) startNamespaced(ctx context.Context, run *execRun) (sandbox.Pr
 
 type initProc struct{}
 
+// accountsMappable: checkAccounts refuses manifest users outside Linux
+// before asking.
+func accountsMappable(sandbox.Accounts, bool) error {
+	return errors.New("manifest users need Linux")
+}
+
+func (s *Sandbox) removeInUserNS() error {
+	return errors.New("user namespaces exist on Linux only")
+}
+
 // cgroupCheck: memory and CPU limits need Linux cgroups.
 func cgroupCheck(r sandbox.Resources) error {
 	return errors.New("they need Linux cgroups")

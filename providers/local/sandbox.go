@@ -134,12 +134,28 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	if _, err := os.Lstat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if fi, err := os.Lstat(filepath.Join(s.dir, markerName)); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s was not created by agentctl (no %s): refusing to delete it", s.dir, markerName)
+	if err := checkMarker(s.dir); err != nil {
+		return err
 	}
 	s.wsd.Close()
 	if err := removeTree(s.dir); err != nil {
-		return fmt.Errorf("deleting %s: %w", s.dir, err)
+		if !errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("deleting %s: %w", s.dir, err)
+		}
+		// Files of the manifest's users, when agentctl is an ordinary
+		// user that did not start its own user namespace.
+		if err2 := s.removeInUserNS(); err2 != nil {
+			return fmt.Errorf("deleting %s: %w (removing it as root of a user namespace that maps this user's subordinate ids failed too: %v)", s.dir, err, err2)
+		}
+	}
+	return nil
+}
+
+// checkMarker refuses a directory without the provider's marker file, so
+// a tampered state file cannot make agentctl remove something else.
+func checkMarker(dir string) error {
+	if fi, err := os.Lstat(filepath.Join(dir, markerName)); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s was not created by agentctl (no %s): refusing to delete it", dir, markerName)
 	}
 	return nil
 }

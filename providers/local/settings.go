@@ -28,7 +28,16 @@ func (s *ProviderSettings) Fingerprint(string) map[string]any {
 
 // SandboxSettings are a local sandbox's own arguments: it has none. Its
 // JSON encoding, {}, takes part in the sandbox's configuration digest.
-type SandboxSettings struct{}
+type SandboxSettings struct {
+	userNS bool
+}
+
+// NeedsUserNamespace implements registry.UserNamespacer: an ordinary
+// user's namespaced sandbox with manifest users needs the agentctl
+// command to run in a user namespace of its own (NeedsUserNamespace).
+func (s *SandboxSettings) NeedsUserNamespace() bool { return s.userNS }
+
+var _ registry.UserNamespacer = (*SandboxSettings)(nil)
 
 // DecodeProvider decodes a provider "local" block
 // (registry.Type.DecodeProvider).
@@ -100,7 +109,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 		}
 	}
 	_, ds := args.Body.Content(&hcl.BodySchema{})
-	return &SandboxSettings{}, append(diags, ds...)
+	return &SandboxSettings{userNS: NeedsUserNamespace(isolation, args.Accounts)}, append(diags, ds...)
 }
 
 // Type is the local provider type.

@@ -106,6 +106,15 @@ type SandboxArgs struct {
 	AccountsRange *hcl.Range
 }
 
+// UserNamespacer is implemented by the sandbox settings (DecodeSandbox's
+// value) of a sandbox that needs the agentctl command to run in a user
+// namespace of its own, which maps the user's subordinate ids
+// (internal/userns): a local sandbox with manifest users when agentctl is
+// not root.
+type UserNamespacer interface {
+	NeedsUserNamespace() bool
+}
+
 // Type is one provider type.
 type Type struct {
 	// Name is the type as written in provider "NAME" {} and

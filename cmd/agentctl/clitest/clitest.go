@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +65,9 @@ type CLI struct {
 	Env  []string
 	// Timeout bounds each Run (default 3 minutes).
 	Timeout time.Duration
+	// Credential, when set, runs agentctl as another user (the test runs
+	// as root).
+	Credential *syscall.Credential
 }
 
 // Command is agentctl ARGS in Dir, without colour, with Env added to the
@@ -73,6 +77,9 @@ func (c *CLI) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd.Dir = c.Dir
 	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), c.Env...)
 	cmd.WaitDelay = 5 * time.Second
+	if c.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.Credential}
+	}
 	return cmd
 }
 
