@@ -5,10 +5,8 @@ package userns_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -80,32 +78,8 @@ func TestStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A copy the user can run.
-	dir, err := os.MkdirTemp("", "userns-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "userns.test")
-	in, err := os.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	out.Close()
-
+	bin := usernstest.Executable(t, exe)
 	cmd := exec.Command(bin)
-	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), helperEnv+"=outer")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.Credential}
 	var stdout, stderr bytes.Buffer

@@ -13,18 +13,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/clitest"
+	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/internal/userns/usernstest"
 )
 
@@ -69,41 +68,14 @@ const subIDsUsers = `user "alice" { uid = 2001 }
 func subIDsCLI(t *testing.T) (*clitest.CLI, usernstest.User) {
 	u := usernstest.Find(t, 3000)
 	requireNamespaces(t)
-	dir, err := os.MkdirTemp("", "agentctl-subids-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A copy of agentctl the user can run.
-	bin := filepath.Join(dir, "agentctl")
-	copyFile(t, agentctlBin.Path(t), bin)
-	cfg := filepath.Join(dir, "cfg")
+	// A copy of agentctl the user can run, beside its configuration.
+	bin := usernstest.Executable(t, agentctlBin.Path(t))
+	cfg := filepath.Join(filepath.Dir(bin), "cfg")
 	if err := os.Mkdir(cfg, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	u.Chown(t, cfg)
 	return &clitest.CLI{T: t, Bin: bin, Dir: cfg, File: "main.hcl", Credential: u.Credential, Env: []string{"HOME=" + u.Home}}, u
-}
-
-func copyFile(t *testing.T, from, to string) {
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func writeSubIDsConfig(t *testing.T, c *clitest.CLI, u usernstest.User, users, runAs string) {
@@ -216,7 +188,7 @@ func TestInterruptAsOrdinaryUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := c.Command(ctx, "apply", "-auto-approve", c.File)
-	var out syncBuffer
+	var out testfiles.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -251,23 +223,6 @@ func TestInterruptAsOrdinaryUser(t *testing.T) {
 	if !strings.Contains(out2, "run.r: Run complete") {
 		t.Errorf("the next apply did not finish the run:\n%s", out2)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

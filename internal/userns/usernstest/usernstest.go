@@ -3,8 +3,10 @@
 package usernstest
 
 import (
+	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -82,4 +84,37 @@ func (u User) Chown(tb testing.TB, paths ...string) {
 			tb.Fatal(err)
 		}
 	}
+}
+
+// Executable copies the program at path into a new directory that every
+// user may enter (removed when the test ends) and returns the copy's
+// path: the user can run it, whatever the permissions on the way to
+// path.
+func Executable(tb testing.TB, path string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "usernstest-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer in.Close()
+	bin := filepath.Join(dir, filepath.Base(path))
+	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		tb.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return bin
 }
