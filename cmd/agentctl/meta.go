@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -33,6 +34,9 @@ type meta struct {
 	// exported when the OTEL_EXPORTER_OTLP_* variables say where, and
 	// recorded nowhere otherwise.
 	traces trace.TracerProvider
+	// ctx is the command's context once its span is started: what a
+	// process that continues the command's trace descends from.
+	ctx context.Context
 	// self is how to run this command again (meta.userNamespace); nil
 	// when the command runs in-process (tests).
 	self *selfCommand

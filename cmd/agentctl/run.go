@@ -137,7 +137,9 @@ func runWith(m *meta, args []string) int {
 			return exitError
 		}
 	}
-	ctx := context.Background()
+	// The command's spans join the trace TRACEPARENT names, if any.
+	ctx := telemetry.ContextFromEnviron(context.Background(), environ)
+	m.ctx = ctx
 	tp, err := telemetry.New(ctx, environ, config.Version)
 	if err != nil {
 		m.view().Error(fmt.Errorf("tracing: %w", err))
@@ -202,6 +204,7 @@ func (m *meta) traced(ctx context.Context, c *command, args []string) error {
 		return c.Run(ctx, m, args)
 	}
 	ctx, span := m.traces.Tracer("github.com/agentctl/agentctl/cmd/agentctl").Start(ctx, "agentctl "+c.Name)
+	m.ctx = ctx
 	err := c.Run(ctx, m, args)
 	if err != nil {
 		span.SetStatus(codes.Error, "command failed")

@@ -382,3 +382,52 @@ run "job" {
 	}
 	run([]string{"destroy", "-auto-approve", "-no-color", dir}, &stdout, &stderr, os.Environ())
 }
+
+// TestTraceparent: a command started with TRACEPARENT (a CI job's trace,
+// or the agentctl process that runs the command again in a user
+// namespace) puts its spans in that trace, under that span.
+func TestTraceparent(t *testing.T) {
+	recv, otlp := newOTLPReceiver(t)
+	dir := t.TempDir()
+	cfg := `
+provider "scripted" {
+  script "worker" {
+    reply { text = "done" }
+  }
+}
+agent "worker" {
+  provider     = provider.scripted
+  instructions = "x"
+}
+run "job" {
+  agent = agent.worker
+  input = "go"
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	env := append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "TRACEPARENT=00-"+traceID+"-"+parentID+"-01")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"apply", "-auto-approve", "-no-color", dir}, &stdout, &stderr, env); code != 0 {
+		t.Fatalf("apply exited %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	var root *tracepb.Span
+	for _, s := range recv.spans {
+		if hex.EncodeToString(s.TraceId) != traceID {
+			t.Errorf("span %q is in trace %x, want %s", s.Name, s.TraceId, traceID)
+		}
+		if s.Name == "agentctl apply" {
+			root = s
+		}
+	}
+	if root == nil {
+		t.Fatalf("no agentctl apply span among %d", len(recv.spans))
+	}
+	if got := hex.EncodeToString(root.ParentSpanId); got != parentID {
+		t.Errorf("agentctl apply's parent span is %q, want %s (TRACEPARENT's)", got, parentID)
+	}
+}

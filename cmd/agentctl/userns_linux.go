@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/internal/telemetry"
 	"github.com/agentctl/agentctl/internal/userns"
 	"github.com/agentctl/agentctl/providers/registry"
 )
@@ -48,7 +49,8 @@ func (m *meta) userNamespace(cfg *config.Config) (ran bool, err error) {
 	cmd := exec.Command(m.self.exe, m.self.args...)
 	cmd.Args[0] = os.Args[0]
 	cmd.Dir = m.self.dir
-	cmd.Env = m.Environ
+	// Its spans descend from this command's span (agentctl apply).
+	cmd.Env = telemetry.WithContext(m.ctx, m.Environ)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	foreground := false
 	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == unix.Getpgrp() {
