@@ -65,15 +65,21 @@ run "noop" {
 }
 HCL
 
-# time1 NAME COMMAND...: one timed run, appended to $times/NAME. The
-# digest cache is removed first (a small file), so that every apply hashes
-# the tree once, as the first apply of a new tree does.
+# time1 NAME COMMAND...: one timed run, appended to $times/NAME, after a
+# sync. cold1 is time1 with the digest cache removed first (a small
+# file), so that the apply of a new tree hashes it once, as the first
+# apply of a tree does; the snapshot and restore applies keep the cache,
+# as a user's next applies do (the first apply wrote it).
 time1() {
   local name=$1
   shift
-  hyperfine -N -r 1 --style none --prepare "sh -c 'rm -f $cfg/.agentctl/cache/digests.json; sync'" \
+  hyperfine -N -r 1 --style none --prepare "sync" \
     --export-json "$work/h.json" "$*" > /dev/null
   jq -r '.results[0].times[0]' "$work/h.json" >> "$times/$name"
+}
+cold1() {
+  rm -f "$cfg/.agentctl/cache/digests.json"
+  time1 "$@"
 }
 
 # workspace STATEDIR: the workspace directory of sandbox.box.
@@ -86,10 +92,10 @@ for r in $(seq "$rounds"); do
   # (its plan hashes the tree, the copy does not hash it again); no run.
   # The sandboxes' workspaces are beside the configuration
   # ($cfg/.agentctl/sandboxes), each in a new directory.
-  a() { time1 apply_create "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state/state.json"; }
-  c() { time1 cp_a cp -a "$cfg/repo" "$run/cp/repo"; }
+  a() { cold1 apply_create "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state/state.json"; }
+  c() { cold1 cp_a cp -a "$cfg/repo" "$run/cp/repo"; }
   if [ -n "$agentctl_b" ]; then
-    b() { time1 apply_create_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state_b/state.json"; }
+    b() { cold1 apply_create_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state_b/state.json"; }
     case $((r % 3)) in
       0) a; b; c ;;
       1) b; c; a ;;
@@ -101,7 +107,14 @@ for r in $(seq "$rounds"); do
   # tar -c of the same workspace.
   s() { time1 apply_snapshot "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state/state.json"; }
   t() { time1 tar_c tar -cf "$run/tar/t.tar" -C "$ws" .; }
-  if [ $((r % 2)) = 1 ]; then s; t; else t; s; fi
+  # and against tar -c with the durability a snapshot has: the archive's
+  # data on the disk (fdatasync) before it counts.
+  u() { time1 tar_c_sync "sh -c 'tar -cf $run/tar/u.tar -C $ws . && sync -d $run/tar/u.tar'"; }
+  case $((r % 3)) in
+    0) s; t; u ;;
+    1) t; u; s ;;
+    2) u; s; t ;;
+  esac
   # The sandbox is lost (its directory moved away, not deleted): apply
   # restores it from the snapshot, against tar -x of the same tree.
   mv "$(dirname "$ws")" "$run/lost"
@@ -111,6 +124,6 @@ for r in $(seq "$rounds"); do
 done
 
 printf '%-16s %8s %8s %8s  (seconds, %d rounds)\n' command median min max "$rounds"
-for f in apply_create ${agentctl_b:+apply_create_b} cp_a apply_snapshot tar_c apply_restore tar_x; do
+for f in apply_create ${agentctl_b:+apply_create_b} cp_a apply_snapshot tar_c tar_c_sync apply_restore tar_x; do
   sort -g "$times/$f" | awk -v n="$f" '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf "%-16s %8.3f %8.3f %8.3f\n", n, m, v[1], v[NR]}'
 done
