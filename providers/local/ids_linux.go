@@ -116,10 +116,8 @@ func maybeRemove() {
 		return
 	}
 	os.Unsetenv(removeEnv)
-	if err := checkMarker(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	// Delete checked the directory's marker before it removed what it
+	// could, which may have been the marker itself.
 	if err := removeTree(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
