@@ -226,16 +226,7 @@ func (c *treeCopier) file(src *os.File, n, name string, mode fs.FileMode, mtime 
 		return pathErr("write", target, err)
 	}
 	perm := SanitizeMode(int64(mode.Perm()))
-	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Openat(pfd, n, flags, perm)
-	if err == unix.EEXIST {
-		// Replace what is there: the file or link itself, never a
-		// link's target.
-		if err := clearAt(pfd, n); err != nil {
-			return pathErr("write", target, err)
-		}
-		fd, err = unix.Openat(pfd, n, flags, perm)
-	}
+	fd, err := createAt(pfd, n, perm)
 	if err != nil {
 		return pathErr("write", target, err)
 	}
