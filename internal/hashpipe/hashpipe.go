@@ -5,82 +5,196 @@
 package hashpipe
 
 import (
+	"errors"
+	"fmt"
 	"hash"
+	"io"
 )
 
 // chunk is the size of the buffers a Writer hands to its goroutine;
-// buffers is how many it has, so at most chunk*buffers bytes
-// wait to be hashed.
+// buffers is how many it has, so at most chunk*buffers bytes wait to be
+// hashed. A batch is handed over when its buffer is full or when it holds
+// batchFiles files: one wake-up of the goroutine per batch.
 const (
-	chunk   = 256 << 10
-	buffers = 8
+	chunk      = 256 << 10
+	buffers    = 8
+	batchFiles = 64
 )
 
 // Writer hashes what is written to it on a goroutine of its own. What it
-// hashes is a copy of exactly the bytes written, in order. Sum waits for
-// the hashing to finish; Close stops the goroutine without a sum, and
-// must be called (or Sum) once the Writer is no longer used.
+// hashes is a copy of exactly the bytes written, in order, and the
+// contents of the files given to WriteFile at their place in the stream.
+// Sum waits for the hashing to finish; Close stops the goroutine without
+// a sum, and must be called (or Sum) once the Writer is no longer used.
 type Writer struct {
 	h    hash.Hash
-	cur  []byte
-	full chan []byte
-	free chan []byte
+	cur  *batch
+	full chan *batch
+	free chan *batch
 	done chan struct{}
+	err  error // the goroutine's, readable once done is closed
+}
+
+// batch is a buffer of written bytes and, in stream order, the pieces to
+// hash: a range of the buffer, or a file.
+type batch struct {
+	buf   []byte
+	items []item
+	files int
+}
+
+type item struct {
+	start, end int // of buf, when f is nil
+	f          File
+	size       int64
+	check      func() error
+}
+
+// File is a file WriteFile hashes: read at offsets, closed once hashed.
+type File interface {
+	io.ReaderAt
+	io.Closer
+	Name() string
 }
 
 // New starts hashing with h.
 func New(h hash.Hash) *Writer {
-	a := &Writer{h: h, full: make(chan []byte, buffers), free: make(chan []byte, buffers), done: make(chan struct{})}
+	a := &Writer{h: h, full: make(chan *batch, buffers), free: make(chan *batch, buffers), done: make(chan struct{})}
 	for range buffers {
-		a.free <- make([]byte, 0, chunk)
+		a.free <- &batch{buf: make([]byte, 0, chunk)}
 	}
-	full, free, done := a.full, a.free, a.done
-	go func() {
-		defer close(done)
-		for b := range full {
-			h.Write(b)
-			free <- b[:0]
-		}
-	}()
+	go a.run(a.full)
 	return a
+}
+
+// run hashes the batches of full (a.full, which Close clears).
+func (a *Writer) run(full <-chan *batch) {
+	defer close(a.done)
+	var rbuf []byte
+	for b := range full {
+		for _, it := range b.items {
+			if it.f == nil {
+				a.h.Write(b.buf[it.start:it.end])
+				continue
+			}
+			if a.err == nil {
+				if rbuf == nil {
+					rbuf = make([]byte, chunk)
+				}
+				a.err = a.hashFile(it, rbuf)
+			}
+			it.f.Close()
+		}
+		b.buf, b.items, b.files = b.buf[:0], b.items[:0], 0
+		a.free <- b
+	}
+}
+
+func (a *Writer) hashFile(it item, buf []byte) error {
+	k, err := io.CopyBuffer(a.h, io.NewSectionReader(it.f, 0, it.size), buf)
+	if err != nil {
+		return fmt.Errorf("hashing %s: %w", it.f.Name(), err)
+	}
+	if k != it.size {
+		return fmt.Errorf("hashing %s: %w: %d of %d bytes", it.f.Name(), ErrChanged, k, it.size)
+	}
+	if it.check != nil {
+		if err := it.check(); err != nil {
+			return fmt.Errorf("hashing %s: %w", it.f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// ErrChanged is the error of a file given to WriteFile that was shorter
+// than its size when it was read.
+var ErrChanged = errors.New("the file changed while it was copied")
+
+func (a *Writer) batch() *batch {
+	if a.cur == nil {
+		a.cur = <-a.free
+	}
+	return a.cur
 }
 
 // Write copies p to be hashed; it never fails.
 func (a *Writer) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		if a.cur == nil {
-			a.cur = <-a.free
-		}
-		k := copy(a.cur[len(a.cur):cap(a.cur)], p)
-		a.cur = a.cur[:len(a.cur)+k]
+		b := a.batch()
+		start := len(b.buf)
+		k := copy(b.buf[start:cap(b.buf)], p)
+		b.buf = b.buf[:start+k]
 		p = p[k:]
-		if len(a.cur) == cap(a.cur) {
-			a.full <- a.cur
-			a.cur = nil
+		if last := len(b.items) - 1; last >= 0 && b.items[last].f == nil && b.items[last].end == start {
+			b.items[last].end += k
+		} else {
+			b.items = append(b.items, item{start: start, end: start + k})
+		}
+		if len(b.buf) == cap(b.buf) {
+			a.flush()
 		}
 	}
 	return n, nil
 }
 
-// Sum hashes what is still buffered and returns the hash of everything
-// written. The writer cannot be used afterwards.
-func (a *Writer) Sum() []byte {
-	if len(a.cur) > 0 {
+func (a *Writer) flush() {
+	if a.cur != nil && len(a.cur.items) > 0 {
 		a.full <- a.cur
 		a.cur = nil
 	}
+}
+
+// WriteFile hashes the first size bytes of f at this point of the
+// stream, reading them on the hashing goroutine, and then closes f (the
+// Writer owns it from now on). check, when set, runs there after the
+// read (to tell whether the file changed meanwhile); a read error, a
+// file shorter than size (ErrChanged) or check's error is Err's, and
+// makes the sum worthless.
+func (a *Writer) WriteFile(f File, size int64, check func() error) {
+	b := a.batch()
+	b.items = append(b.items, item{f: f, size: size, check: check})
+	if b.files++; b.files == batchFiles {
+		a.flush()
+	}
+}
+
+// Sum hashes what is still buffered and returns the hash of everything
+// written. The writer cannot be used afterwards. Check Err when files
+// were given to WriteFile.
+func (a *Writer) Sum() []byte {
+	a.flush()
 	a.Close()
 	return a.h.Sum(nil)
 }
 
+// Err is the error of a file given to WriteFile, once Sum or Close
+// returned.
+func (a *Writer) Err() error {
+	select {
+	case <-a.done:
+		return a.err
+	default:
+		return errors.New("hashpipe: Err called before Sum or Close")
+	}
+}
+
 // Close ends the goroutine (after it hashed what it was given); it may be
-// called more than once.
+// called more than once. Files given to WriteFile and not yet handed over
+// are closed unread.
 func (a *Writer) Close() {
 	select {
 	case <-a.done:
 		return
 	default:
+	}
+	if a.cur != nil {
+		for _, it := range a.cur.items {
+			if it.f != nil {
+				it.f.Close()
+			}
+		}
+		a.cur = nil
 	}
 	if a.full != nil {
 		close(a.full)

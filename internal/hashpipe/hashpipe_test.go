@@ -3,7 +3,12 @@ package hashpipe
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -35,4 +40,81 @@ func TestWriter(t *testing.T) {
 	a.Write(make([]byte, 3*chunk+1))
 	a.Close()
 	a.Close()
+}
+
+// TestWriteFile: files given to WriteFile are hashed in their place in
+// the stream and closed, however many (batches of them, and bytes between
+// them); a file shorter than its size, or a failing check, is Err's
+// error; Close without Sum closes the files it did not hash.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name string, data []byte) *os.File {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), chunk/4+3) // more than one read
+	a := New(sha256.New())
+	a.Write([]byte("head"))
+	f1 := file("one", big)
+	a.WriteFile(f1, int64(len(big)), nil)
+	a.Write([]byte("middle"))
+	checked := false
+	a.WriteFile(file("two", []byte("tail file, only part of it hashed")), 9, func() error { checked = true; return nil })
+	a.Write([]byte("end"))
+	got := a.Sum()
+	want := sha256.Sum256(slices.Concat([]byte("head"), big, []byte("middle"), []byte("tail file"), []byte("end")))
+	if !bytes.Equal(got, want[:]) || a.Err() != nil {
+		t.Fatalf("hash %x, %v; want %x", got, a.Err(), want)
+	}
+	if !checked {
+		t.Error("the check did not run")
+	}
+	if err := f1.Close(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("a hashed file was not closed: Close = %v", err)
+	}
+
+	// Many files, with bytes between them: several batches.
+	a = New(sha256.New())
+	var stream []byte
+	for i := range 3*batchFiles + 5 {
+		sep := []byte(fmt.Sprintf("<%d>", i))
+		a.Write(sep)
+		body := bytes.Repeat([]byte{byte(i)}, i*37)
+		a.WriteFile(file(fmt.Sprintf("f%d", i), body), int64(len(body)), nil)
+		stream = append(append(stream, sep...), body...)
+	}
+	want = sha256.Sum256(stream)
+	if got := a.Sum(); !bytes.Equal(got, want[:]) || a.Err() != nil {
+		t.Fatalf("many files: hash %x, %v; want %x", got, a.Err(), want)
+	}
+
+	a = New(sha256.New())
+	unread := file("unread", []byte("abc"))
+	a.WriteFile(unread, 3, nil)
+	a.Close()
+	if err := unread.Close(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Close did not close a file it was given: %v", err)
+	}
+
+	a = New(sha256.New())
+	a.WriteFile(file("short", []byte("abc")), 10, nil)
+	a.Sum()
+	if err := a.Err(); !errors.Is(err, ErrChanged) {
+		t.Errorf("a file shorter than its size: Err = %v, want ErrChanged", err)
+	}
+	a = New(sha256.New())
+	boom := errors.New("modified meanwhile")
+	a.WriteFile(file("checked", []byte("abc")), 3, func() error { return boom })
+	a.Write([]byte("x"))
+	a.Sum()
+	if err := a.Err(); !errors.Is(err, boom) {
+		t.Errorf("a failing check: Err = %v, want %v", err, boom)
+	}
 }

@@ -268,7 +268,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 			a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
 			digest = a.opts.Digest
 		}
-		return a.cp.file(f, n, name, mode, mtime, st.Size, digest, a.buf)
+		return a.cp.file(f, &st, n, name, mode, mtime, digest, a.buf)
 	}
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err

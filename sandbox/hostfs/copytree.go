@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -30,6 +31,9 @@ type CopyTreeOptions struct {
 	// readWrite copies every file through a buffer, as on a file system
 	// without copy_file_range (tests force the fallback with it).
 	readWrite bool
+	// settledAge replaces the package's settledAge when not zero (tests
+	// take every file as settled with a negative one).
+	settledAge time.Duration
 }
 
 // CopyTree copies directory srcDir of src into directory dstDir of dst
@@ -47,9 +51,11 @@ type CopyTreeOptions struct {
 // File contents go from file to file in the kernel: a reflink (FICLONE)
 // where the file system shares blocks between files (btrfs, xfs), else
 // copy_file_range; where neither works (another file system, an older
-// kernel) they are read and written through a buffer. With Digest set
-// the contents are read through the buffer anyway, to be hashed as they
-// are written.
+// kernel) they are read and written through a buffer. With Digest set,
+// a file is read through the buffer and hashed as it is written, unless
+// the Digest reads files itself (FileDigest) and the file last changed
+// more than settledAge ago: the kernel copies it and the digest's
+// goroutine reads it again, checking that it did not change meanwhile.
 func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir string, opts CopyTreeOptions) error {
 	r, err := rel(srcDir)
 	if err != nil {
@@ -73,7 +79,10 @@ func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir str
 	if err != nil {
 		return pathErr("write", dstDir, err)
 	}
-	cp := &treeCopier{dst: dst, lim: opts.Limits.withDefaults(), clone: !opts.readWrite, copyRange: !opts.readWrite}
+	cp := &treeCopier{dst: dst, lim: opts.Limits.withDefaults(), clone: !opts.readWrite, copyRange: !opts.readWrite, settledAge: settledAge}
+	if opts.settledAge != 0 {
+		cp.settledAge = opts.settledAge
+	}
 	cp.levels = []copyLevel{{rel: base, f: top}}
 	defer func() {
 		for len(cp.levels) > 1 {
@@ -114,6 +123,7 @@ type treeCopier struct {
 	// clone and copyRange are cleared once the file system has refused
 	// FICLONE or copy_file_range: the rest of the tree does not try again.
 	clone, copyRange bool
+	settledAge       time.Duration
 }
 
 type copyLevel struct {
@@ -216,7 +226,8 @@ func (c *treeCopier) symlink(n, name, target string) error {
 // file copies size bytes of the open regular file src to file n of the
 // current directory, replacing what is there, and feeds digest (when
 // set) with the content as it is copied.
-func (c *treeCopier) file(src *os.File, n, name string, mode fs.FileMode, mtime time.Time, size int64, digest io.Writer, buf []byte) error {
+func (c *treeCopier) file(src *os.File, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) error {
+	size := st.Size
 	target := relJoin(c.levels[0].rel, name)
 	if err := c.count(name, size); err != nil {
 		return err
@@ -232,7 +243,7 @@ func (c *treeCopier) file(src *os.File, n, name string, mode fs.FileMode, mtime 
 	}
 	dst := os.NewFile(uintptr(fd), target)
 	defer dst.Close()
-	if err := c.copyData(dst, src, size, digest, buf); err != nil {
+	if err := c.copyData(dst, src, st, digest, buf); err != nil {
 		return fmt.Errorf("copy %s: %w", target, err)
 	}
 	if err := unix.Fchmod(fd, perm); err != nil {
@@ -245,9 +256,61 @@ func (c *treeCopier) file(src *os.File, n, name string, mode fs.FileMode, mtime 
 	return pathErr("write", target, dst.Close())
 }
 
-// copyData copies the first size bytes of src to the empty file dst.
-func (c *treeCopier) copyData(dst, src *os.File, size int64, digest io.Writer, buf []byte) error {
+// FileDigest is a CopyTreeOptions.Digest that can read a file's content
+// itself, off the copying goroutine (hashpipe.Writer): CopyTree then
+// copies a file in the kernel and gives the digest the file (a duplicate
+// of its descriptor, which the digest closes) to hash at its place in
+// the stream, with a check that fails (ErrChangedWhileCopied) when the
+// file changed since the walk measured it. The digest's owner must treat
+// a failed check as a digest of nothing (copy again).
+type FileDigest interface {
+	io.Writer
+	WriteFile(f hashpipe.File, size int64, check func() error)
+}
+
+// ErrChangedWhileCopied is the error of a FileDigest's check.
+var ErrChangedWhileCopied = errors.New("the file changed while it was copied")
+
+// settledAge is how long ago a file must have last changed for its
+// content to be copied in the kernel and hashed from a second read: any
+// write after the walk's fstat then changes its ctime to a later value,
+// which the check sees (a file changed within the clock's granularity of
+// that fstat could not be told from an unchanged one).
+const settledAge = 2 * time.Second
+
+// settled reports whether the file last changed more than age ago.
+func settled(st *unix.Stat_t, age time.Duration) bool {
+	limit := time.Now().Add(-age)
+	return time.Unix(st.Ctim.Unix()).Before(limit) && time.Unix(st.Mtim.Unix()).Before(limit)
+}
+
+// copyData copies the first st.Size bytes of src (whose status the walk
+// took) to the empty file dst, feeding digest with them.
+func (c *treeCopier) copyData(dst, src *os.File, st *unix.Stat_t, digest io.Writer, buf []byte) error {
+	size := st.Size
 	if size == 0 {
+		return nil
+	}
+	if fd, ok := digest.(FileDigest); ok && c.copyRange && settled(st, c.settledAge) {
+		// The kernel copies, the digest's goroutine reads and hashes.
+		if err := c.copyData(dst, src, st, nil, buf); err != nil {
+			return err
+		}
+		dup, err := unix.FcntlInt(src.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := fdFile{fd: dup, name: src.Name()}
+		fd.WriteFile(f, size, func() error {
+			var now unix.Stat_t
+			if err := unix.Fstat(f.fd, &now); err != nil {
+				return err
+			}
+			if now.Size != st.Size || now.Ino != st.Ino || now.Mtim != st.Mtim || now.Ctim != st.Ctim {
+				return ErrChangedWhileCopied
+			}
+			return nil
+		})
 		return nil
 	}
 	var off int64
@@ -325,3 +388,24 @@ func kernelCopyUnsupported(err error) bool {
 	}
 	return false
 }
+
+// fdFile is a file descriptor read with pread: a FileDigest's file,
+// without os.File's poller registration and finalizer.
+type fdFile struct {
+	fd   int
+	name string
+}
+
+func (f fdFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := unix.Pread(f.fd, p, off)
+	if err == nil && n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	if n < 0 {
+		n = 0
+	}
+	return n, err
+}
+
+func (f fdFile) Close() error { return unix.Close(f.fd) }
+func (f fdFile) Name() string { return f.name }

@@ -5,6 +5,7 @@ package hostfs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -135,6 +139,21 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 				if !bytes.Equal(digest.Bytes(), tarDigest.Bytes()) {
 					t.Errorf("digest stream differs from the tar path's (%d vs %d bytes)", digest.Len(), tarDigest.Len())
 				}
+				// A digest that reads the files itself (hashpipe.Writer):
+				// every file taken as settled is copied in the kernel and
+				// hashed from a second read, to the same digest.
+				pipe := hashpipe.New(sha256.New())
+				dst3 := t.TempDir()
+				if err := CopyTree(ctx, sd, ".", openRoot(t, dst3), "repo", CopyTreeOptions{Exclude: m.Match, Strict: strict, Digest: pipe, readWrite: readWrite, settledAge: -1}); err != nil {
+					t.Fatal(err)
+				}
+				wantSum := sha256.Sum256(tarDigest.Bytes())
+				if got := pipe.Sum(); !bytes.Equal(got, wantSum[:]) || pipe.Err() != nil {
+					t.Errorf("digest with the files read by the digest: %x, %v; want %x", got, pipe.Err(), wantSum)
+				}
+				if got := testfiles.DescribeTree(t, dst3); !maps.Equal(got, want) {
+					t.Errorf("tree (kernel copy, digest reading the files) differs from the tar path's:\n got %q\nwant %q", got, want)
+				}
 				// Without a digest the contents go through the kernel (or
 				// the fallback), with the same result.
 				dst2 := t.TempDir()
@@ -176,7 +195,7 @@ func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
 		b.ReadFrom(pr)
 		done <- b.Bytes()
 	}()
-	err = c.copyData(pw, in, int64(len(body)), nil, make([]byte, 64<<10))
+	err = c.copyData(pw, in, &unix.Stat_t{Size: int64(len(body))}, nil, make([]byte, 64<<10))
 	pw.Close()
 	got := <-done
 	// WriteAt on a pipe fails (ESPIPE): what matters is that the kernel
@@ -311,5 +330,53 @@ func TestCopyTreeReplaces(t *testing.T) {
 	os.MkdirAll(filepath.Join(repo, "file", "inner"), 0o755)
 	if err := CopyTree(ctx, openRoot(t, src), ".", openRoot(t, ws), "repo", CopyTreeOptions{}); err == nil || !strings.Contains(err.Error(), "directory is in the way") {
 		t.Errorf("copy over a non-empty directory = %v", err)
+	}
+}
+
+// touchingDigest is a FileDigest that changes every file it is given
+// (by its name in the tree under root) before the check runs, as a
+// writer racing the copy would.
+type touchingDigest struct {
+	bytes.Buffer
+	root string
+	errs []error
+}
+
+func (d *touchingDigest) WriteFile(f hashpipe.File, size int64, check func() error) {
+	defer f.Close()
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(d.root, f.Name()), later, later); err != nil {
+		d.errs = append(d.errs, err)
+		return
+	}
+	d.errs = append(d.errs, check())
+}
+
+// TestCopyTreeFileChangedBeforeHashed: a settled file that changes
+// between its kernel copy and the digest's read of it fails the digest's
+// check (the copy is then worthless and done again, hashed exactly).
+func TestCopyTreeFileChangedBeforeHashed(t *testing.T) {
+	src := t.TempDir()
+	testfiles.WriteTree(t, src, map[string]string{"a.txt": "a", "d/b.txt": "b"})
+	d := &touchingDigest{root: src}
+	if err := CopyTree(context.Background(), openRoot(t, src), ".", openRoot(t, t.TempDir()), "repo", CopyTreeOptions{Digest: d, settledAge: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.errs) != 2 {
+		t.Fatalf("the digest was given %d files, want 2", len(d.errs))
+	}
+	for _, err := range d.errs {
+		if !errors.Is(err, ErrChangedWhileCopied) {
+			t.Errorf("check of a changed file = %v, want ErrChangedWhileCopied", err)
+		}
+	}
+	// Files that changed recently are copied through the buffer and
+	// hashed as read: the digest is not given them.
+	d = &touchingDigest{root: src}
+	if err := CopyTree(context.Background(), openRoot(t, src), ".", openRoot(t, t.TempDir()), "repo", CopyTreeOptions{Digest: d}); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.errs) != 0 {
+		t.Errorf("files changed just now were given to the digest (%d)", len(d.errs))
 	}
 }

@@ -13,8 +13,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // tarOnly hides a sandbox's optional interfaces, so manifest trees go in
@@ -155,6 +157,51 @@ func TestLocalDirHashedOnce(t *testing.T) {
 			}
 		})
 	}
+	// A file that changes between its copy in the kernel and the digest's
+	// read of it: the tree is copied again, hashed as it is copied, and
+	// the digest is the tree's. (Last: it changes the source's times.)
+	m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+	racing := &racingCopier{HostDir: newHostDir(t), src: src}
+	res, err := Materialize(ctx, racing, m, nil, 1)
+	if err != nil || res.Digests["repo"] != real {
+		t.Fatalf("digest %v, %v; want %s", res.Digests, err, real)
+	}
+	if racing.copies != 2 || racing.touched == 0 {
+		t.Errorf("%d copies, %d files changed under the digest; want the tree copied again after a change", racing.copies, racing.touched)
+	}
+	if readWS(t, racing.HostDir, "repo/sub/b.txt") != "bravo" {
+		t.Error("the tree was not copied")
+	}
+}
+
+// racingCopier changes each file of its first tree copy (its times) after
+// the copy and before the digest reads it, as a writer racing the copy.
+type racingCopier struct {
+	*hostfs.HostDir
+	src     string
+	copies  int
+	touched int
+}
+
+func (r *racingCopier) CopyTreeIn(ctx context.Context, dir string, t sandbox.HostTree) error {
+	r.copies++
+	if fd, ok := t.Digest.(hostfs.FileDigest); ok && r.copies == 1 {
+		t.Digest = &touchFirst{FileDigest: fd, r: r}
+	}
+	return r.HostDir.CopyTreeIn(ctx, dir, t)
+}
+
+type touchFirst struct {
+	hostfs.FileDigest
+	r *racingCopier
+}
+
+func (d *touchFirst) WriteFile(f hashpipe.File, size int64, check func() error) {
+	later := time.Now().Add(time.Minute)
+	if os.Chtimes(filepath.Join(d.r.src, f.Name()), later, later) == nil {
+		d.r.touched++
+	}
+	d.FileDigest.WriteFile(f, size, check)
 }
 
 // TestLocalDirRefusesWorkspaceSymlinks: a symlink a command left in the

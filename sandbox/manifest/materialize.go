@@ -372,13 +372,39 @@ func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *Dige
 		}
 		sig = cache.Signature(e)
 	}
+	d, err := copyLocalDirHashed(ctx, sb, e, true)
+	if errors.Is(err, hostfs.ErrChangedWhileCopied) {
+		// A file changed between its copy and its hashing: copy the tree
+		// again, hashing exactly the bytes copied.
+		sig = cache.Signature(e)
+		d, err = copyLocalDirHashed(ctx, sb, e, false)
+	}
+	if err != nil {
+		return "", err
+	}
+	cache.remember(e, d, sig)
+	return d, nil
+}
+
+// copyLocalDirHashed copies a local_dir and returns the digest of what it
+// copied. With kernel, a sandbox that takes host trees copies files in
+// the kernel and the digest's goroutine reads them again to hash them
+// (hostfs.FileDigest): a file that changed in between is
+// hostfs.ErrChangedWhileCopied.
+func copyLocalDirHashed(ctx context.Context, sb sandbox.Sandbox, e Entry, kernel bool) (string, error) {
 	dg := newTreeDigester(e.Kind, e.Path)
 	defer dg.close()
+	if !kernel {
+		// Hidden from the copy: it hashes what it reads and writes.
+		dg.h = struct{ io.Writer }{dg.h}
+	}
 	if err := copyLocalDir(ctx, sb, e, dg); err != nil {
 		return "", err
 	}
 	d := dg.sum()
-	cache.remember(e, d, sig)
+	if err := dg.pipe.Err(); err != nil {
+		return "", fmt.Errorf("manifest entry %s %q: hashing %s: %w", e.Kind, e.Path, e.Source, err)
+	}
 	return d, nil
 }
 
