@@ -107,7 +107,7 @@ func (a *Writer) hashFile(it item, buf []byte) error {
 }
 
 // ErrChanged is the error of a file given to WriteFile that was shorter
-// than its size when it was read.
+// than its size when it was read; a check may return it too.
 var ErrChanged = errors.New("the file changed while it was copied")
 
 func (a *Writer) batch() *batch {

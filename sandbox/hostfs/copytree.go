@@ -268,8 +268,9 @@ type FileDigest interface {
 	WriteFile(f hashpipe.File, size int64, check func() error)
 }
 
-// ErrChangedWhileCopied is the error of a FileDigest's check.
-var ErrChangedWhileCopied = errors.New("the file changed while it was copied")
+// ErrChangedWhileCopied is the error of a FileDigest's check, and
+// hashpipe's for a file shorter than it was when copied.
+var ErrChangedWhileCopied = hashpipe.ErrChanged
 
 // settledAge is how long ago a file must have last changed for its
 // content to be copied in the kernel and hashed from a second read: any
