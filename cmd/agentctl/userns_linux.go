@@ -36,6 +36,7 @@ func (m *meta) userNamespace(cfg *config.Config) (ran bool, err error) {
 	for _, si := range cfg.SandboxInstances {
 		if u, ok := si.Settings.(registry.UserNamespacer); ok && u.NeedsUserNamespace() {
 			need = true
+			break
 		}
 	}
 	if !need {

@@ -37,6 +37,9 @@ type Map struct {
 	UID, GID int
 	SubUID   Range
 	SubGID   Range
+	// newuidmap and newgidmap are the helpers' paths, as Lookup found
+	// them.
+	newuidmap, newgidmap string
 }
 
 // Max is the largest id the namespace maps besides 0.

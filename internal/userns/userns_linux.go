@@ -101,10 +101,11 @@ func LookupUser(uid string, need int) (Map, error) {
 	if m.Max() < need {
 		return Map{}, fmt.Errorf("the subordinate id ranges of %s hold %d uids and %d gids, fewer than the %d the manifest's ids need; %s", m.User, m.SubUID.Count, m.SubGID.Count, need, fix)
 	}
-	for _, tool := range []string{"newuidmap", "newgidmap"} {
-		if _, err := helper(tool); err != nil {
-			return Map{}, err
-		}
+	if m.newuidmap, err = helper("newuidmap"); err != nil {
+		return Map{}, err
+	}
+	if m.newgidmap, err = helper("newgidmap"); err != nil {
+		return Map{}, err
 	}
 	return m, nil
 }
@@ -122,22 +123,18 @@ func helper(name string) (string, error) {
 	return "", fmt.Errorf("%s is not installed: it maps the subordinate ids into the user namespace (Debian and Ubuntu: apt-get install uidmap; Fedora: dnf install shadow-utils)", name)
 }
 
-// Start starts cmd in a new user namespace with mapping m: id 0 is the
-// user, ids 1 to m.Max() its subordinate ids. cmd must run this binary
-// (or another program linking this package), which waits in stage one
-// until the mapping is written and then runs again, as root of the
-// namespace. Start returns once that is under way; the caller waits for
-// cmd as usual. The process is killed if the thread that started it
-// exits (PR_SET_PDEATHSIG): callers lock theirs (runtime.LockOSThread). cmd.SysProcAttr may ask for more (a process group, a
-// terminal), but no other namespaces or credentials.
+// Start starts cmd in a new user namespace with mapping m, which Lookup
+// or LookupUser returned: id 0 is the user, ids 1 to m.Max() its
+// subordinate ids. cmd must run this binary (or another program linking
+// this package), which waits in stage one until the mapping is written
+// and then runs again, as root of the namespace. Start returns once that
+// is under way; the caller waits for cmd as usual. The process is killed
+// if the thread that started it exits (PR_SET_PDEATHSIG): callers lock
+// theirs (runtime.LockOSThread). cmd.SysProcAttr may ask for more (a
+// process group, a terminal), but no other namespaces or credentials.
 func Start(cmd *exec.Cmd, m Map) error {
-	uidmap, err := helper("newuidmap")
-	if err != nil {
-		return err
-	}
-	gidmap, err := helper("newgidmap")
-	if err != nil {
-		return err
+	if m.newuidmap == "" || m.newgidmap == "" {
+		return errors.New("userns.Start: the mapping does not come from Lookup")
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -165,7 +162,7 @@ func Start(cmd *exec.Cmd, m Map) error {
 		tool string
 		own  int
 		sub  Range
-	}{{uidmap, m.UID, m.SubUID}, {gidmap, m.GID, m.SubGID}} {
+	}{{m.newuidmap, m.UID, m.SubUID}, {m.newgidmap, m.GID, m.SubGID}} {
 		out, err := exec.Command(x.tool, pid, "0", strconv.Itoa(x.own), "1", "1", strconv.Itoa(x.sub.Start), strconv.Itoa(n)).CombinedOutput()
 		if err != nil {
 			cmd.Process.Kill()

@@ -27,7 +27,9 @@ func (s *ProviderSettings) Fingerprint(string) map[string]any {
 }
 
 // SandboxSettings are a local sandbox's own arguments: it has none. Its
-// JSON encoding, {}, takes part in the sandbox's configuration digest.
+// JSON encoding, {}, takes part in the sandbox's configuration digest;
+// userNS, derived from the provider's isolation, the manifest's accounts
+// and agentctl's user, is not encoded.
 type SandboxSettings struct {
 	userNS bool
 }
