@@ -89,6 +89,8 @@ func (m *meta) userNamespace(cfg *config.Config) (ran bool, err error) {
 	case werr != nil:
 		return true, fmt.Errorf("agentctl in its user namespace: %w", werr)
 	case ws.Signaled():
+		// It could not say so itself.
+		m.view().Error(fmt.Errorf("agentctl, run again in a user namespace of its own, was killed by signal %d (%v) before it finished; what it checkpointed is in the state, and the next apply resumes from there", int(ws.Signal()), ws.Signal()))
 		return true, exitCode(128 + int(ws.Signal()))
 	default:
 		return true, exitCode(ws.ExitStatus())

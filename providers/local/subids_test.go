@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,4 +267,59 @@ func processesOf(t *testing.T, uid int) []string {
 		}
 	}
 	return ps
+}
+
+// TestInnerKilledAsOrdinaryUser: when the agentctl that runs in the user
+// namespace is killed (it cannot say so), the outer one says it, with
+// the signal's exit status, and the next apply finishes the run.
+func TestInnerKilledAsOrdinaryUser(t *testing.T) {
+	c, u := subIDsCLI(t)
+	writeSubIDsConfig(t, c, u, subIDsUsers, `run_as = "alice"`)
+	hcl, _ := os.ReadFile(filepath.Join(c.Dir, c.File))
+	hcl = bytes.Replace(hcl, []byte(`cmd = "id && mkdir`), []byte(`cmd = "while [ ! -e go ]; do sleep 0.05; done; id && mkdir`), 1)
+	if err := os.WriteFile(filepath.Join(c.Dir, c.File), hcl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Run("destroy", "-auto-approve", c.File) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := c.Command(ctx, "apply", "-auto-approve", c.File)
+	var out testfiles.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the tool call to start", func() bool { return strings.Contains(out.String(), "→ exec_command") })
+	// The inner agentctl is the outer one's only child (listed under the
+	// thread that started it).
+	lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, l := range lists {
+		b, _ := os.ReadFile(l)
+		children = append(children, strings.Fields(string(b))...)
+	}
+	if len(children) != 1 {
+		t.Fatalf("agentctl has children %q, want one", children)
+	}
+	inner, _ := strconv.Atoi(children[0])
+	if err := syscall.Kill(inner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+9 {
+		t.Fatalf("apply after its inner agentctl was killed: %v, want exit status 137\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "was killed by signal 9 (killed) before it finished") {
+		t.Errorf("the outer agentctl did not say the inner one was killed:\n%s", out.String())
+	}
+	if err := os.WriteFile(filepath.Join(workspace(t, c), "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.OK("apply", "-auto-approve", c.File); !strings.Contains(out, "Run complete") {
+		t.Errorf("the next apply did not finish the run:\n%s", out)
+	}
 }
