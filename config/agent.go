@@ -2,12 +2,13 @@ package config
 
 import (
 	"encoding/json"
-	"github.com/agentctl/agentctl/addrs"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
+	"github.com/agentctl/agentctl/addrs"
+	"github.com/agentctl/agentctl/internal/jsonschema"
 	"github.com/agentctl/agentctl/providers/registry"
 )
 
@@ -121,6 +122,8 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 			_ = json.Unmarshal(js, &m)
 			if t, _ := m["type"].(string); t != "object" {
 				l.errorf(r, "Invalid output_schema", "output_schema must describe an object: set type = \"object\" with properties.")
+			} else if _, err := jsonschema.Compile(js); err != nil {
+				l.errorf(r, "Invalid output_schema", "output_schema of agent %q is not a valid JSON Schema: %v.", name, err)
 			}
 			ag.OutputSchema = js
 		}

@@ -2,12 +2,14 @@ package config
 
 import (
 	"encoding/json"
-	"github.com/agentctl/agentctl/addrs"
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/agentctl/agentctl/addrs"
+	"github.com/agentctl/agentctl/internal/jsonschema"
 )
 
 var capabilityTypes = []string{"shell", "filesystem", "compaction", "command", "skills", "memory"}
@@ -129,5 +131,9 @@ func (l *loader) commandParameters(a *hcl.Attribute) json.RawMessage {
 	js, _ := json.Marshal(map[string]any{
 		"type": "object", "properties": props, "required": required, "additionalProperties": false,
 	})
+	if _, err := jsonschema.Compile(js); err != nil {
+		l.errorf(a.Expr.Range(), "Invalid parameters", "The parameters are not a valid JSON Schema: %v. Give each parameter a JSON Schema, like { type = \"string\", description = \"...\" }.", err)
+		return nil
+	}
 	return js
 }

@@ -548,3 +548,43 @@ func TestSandboxArgumentRules(t *testing.T) {
 		})
 	}
 }
+
+// A schema that breaks JSON Schema's rules is reported where it is
+// written, when the configuration is loaded, not when a tool is called
+// or a run ends.
+func TestInvalidSchemasReportedAtLoad(t *testing.T) {
+	for name, tc := range map[string]struct{ hcl, summary, detail string }{
+		"command parameters": {`
+capability "command" "q" {
+  description = "Query"
+  parameters  = { limit = { type = "integer", minimum = "one" } }
+  command     = ["python3", "q.py"]
+}
+`, "Invalid parameters", `minimum: type: one has type "string", want "number"`},
+		"output_schema": {`
+provider "scripted" {
+  script "w" {
+    reply { text = "{}" }
+  }
+}
+agent "a" {
+  provider      = provider.scripted
+  output_schema = {
+    type       = "object"
+    properties = { summary = { type = "strnig" } }
+  }
+}
+`, "Invalid output_schema", `strnig does not equal any of`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, diags := load(t, map[string]string{"main.hcl": tc.hcl}, Options{})
+			if !diags.HasErrors() {
+				t.Fatal("loaded without an error")
+			}
+			d := diags[0]
+			if d.Summary != tc.summary || !strings.Contains(d.Detail, tc.detail) || d.Subject == nil || d.Subject.Start.Line < 3 {
+				t.Errorf("diagnostic %q: %q at %v, want %q saying %q at the attribute", d.Summary, d.Detail, d.Subject, tc.summary, tc.detail)
+			}
+		})
+	}
+}

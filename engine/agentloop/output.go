@@ -3,32 +3,24 @@ package agentloop
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/agentctl/agentctl/internal/jsonschema"
 )
 
 // validateOutput parses text as JSON and validates it against schema,
 // returning the compact JSON.
 func validateOutput(schema json.RawMessage, text string) (json.RawMessage, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return nil, fmt.Errorf("output_schema is not valid JSON: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("output_schema.json", doc); err != nil {
-		return nil, fmt.Errorf("output_schema: %w", err)
-	}
-	sch, err := c.Compile("output_schema.json")
+	sch, err := jsonschema.Compile(schema)
 	if err != nil {
 		return nil, fmt.Errorf("output_schema: %w", err)
 	}
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		return nil, fmt.Errorf("the model's answer is not JSON: %w", err)
-	}
-	if err := sch.Validate(v); err != nil {
+	if err := sch.Validate([]byte(text)); err != nil {
+		if errors.Is(err, jsonschema.ErrNotJSON) {
+			return nil, fmt.Errorf("the model's answer is %w", err)
+		}
 		return nil, err
 	}
 	var buf bytes.Buffer

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -11,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/agentctl/agentctl/internal/jsonschema"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -57,19 +57,14 @@ func NewCommandTool(ws *sandbox.Workspace, name, description string, parameters 
 	if len(bytes.TrimSpace(parameters)) == 0 {
 		parameters = json.RawMessage(`{"type": "object", "properties": {}, "additionalProperties": false}`)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(parameters))
-	if err != nil {
+	var doc any
+	if err := json.Unmarshal(parameters, &doc); err != nil {
 		return nil, fmt.Errorf("command tool %s: parameters are not valid JSON: %w", name, err)
 	}
 	if m, ok := doc.(map[string]any); !ok || m["type"] != "object" {
 		return nil, fmt.Errorf("command tool %s: parameters must be a JSON Schema with \"type\": \"object\"", name)
 	}
-	c := jsonschema.NewCompiler()
-	url := "tool:///" + name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("command tool %s: parameters: %w", name, err)
-	}
-	sch, err := c.Compile(url)
+	sch, err := jsonschema.Compile(parameters)
 	if err != nil {
 		return nil, fmt.Errorf("command tool %s: parameters are not a valid JSON Schema: %w", name, err)
 	}
@@ -130,11 +125,10 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 	if strings.TrimSpace(arguments) == "" {
 		arguments = "{}"
 	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(arguments))
-	if err != nil {
-		return Output{}, fmt.Errorf("%s: invalid arguments: not valid JSON: %v", t.name, err)
-	}
-	if err := t.schema.Validate(inst); err != nil {
+	if err := t.schema.Validate([]byte(arguments)); err != nil {
+		if errors.Is(err, jsonschema.ErrNotJSON) {
+			return Output{}, fmt.Errorf("%s: invalid arguments: %v", t.name, err)
+		}
 		return Output{}, fmt.Errorf("%s: arguments do not match the tool's parameters: %v", t.name, err)
 	}
 	start := time.Now()

@@ -394,7 +394,8 @@ func TestViewImageRefusesSensitiveBytes(t *testing.T) {
 }
 
 // The first schemas compiled, from several goroutines at once and for
-// several drafts, are checked against their metaschema.
+// several drafts, are checked against their metaschema; a draft other
+// than 2020-12 and draft-07 is refused.
 func TestCommandToolSchemasCheckedConcurrently(t *testing.T) {
 	ws, _ := newHostWorkspace(t)
 	for _, tc := range []struct {
@@ -405,7 +406,9 @@ func TestCommandToolSchemasCheckedConcurrently(t *testing.T) {
 		{json.RawMessage(`{"type": "object", "properties": {"a": {"type": "nope"}}}`), false},
 		{json.RawMessage(`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"minLength": -1}}}`), false},
 		{json.RawMessage(`{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "required": []}`), false},
-		{json.RawMessage(`{"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object", "properties": {"a": {"type": "integer"}}}`), true},
+		{json.RawMessage(`{"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object", "properties": {"a": {"type": "integer"}}}`), false},
+		{json.RawMessage(`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"a": {"type": "integer"}}}`), true},
+		{json.RawMessage(`{"$schema": "http://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"a": {"type": "integer"}}}`), true},
 	} {
 		errs := make(chan error, 8)
 		for range cap(errs) {

@@ -5,8 +5,11 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -79,6 +82,49 @@ func TestNoEagerPackageState(t *testing.T) {
 					return true
 				})
 			}
+		}
+	}
+}
+
+// initAllocLimit is the most one package's initialization may allocate
+// in agentctl. Every agentctl process pays for every package's init, the
+// sandbox's init included; a library that builds large tables or
+// compiles schemas at init (santhosh-tekuri/jsonschema compiled five
+// drafts' metaschemas, 1.7 MB, 5 ms and a GC cycle, before
+// internal/jsonschema replaced it) shows up here first. The largest
+// today are distribution/reference's regular expressions (about 0.4 MB).
+const initAllocLimit = 512 << 10
+
+// TestPackageInitAllocations builds agentctl and runs `agentctl version`
+// with GODEBUG=inittrace=1, which reports the bytes each package's
+// initialization allocated (a count, not a time: the same on every
+// machine), and fails for any package over initAllocLimit.
+func TestPackageInitAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds agentctl")
+	}
+	bin := filepath.Join(t.TempDir(), "agentctl")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentctl/agentctl/cmd/agentctl")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agentctl version: %v\n%s", err, stderr.String())
+	}
+	// init github.com/x/y @0.31 ms, 0.058 ms clock, 4096 bytes, 12 allocs
+	re := regexp.MustCompile(`(?m)^init (\S+) @\S+ ms, \S+ ms clock, (\d+) bytes, \d+ allocs$`)
+	found := re.FindAllStringSubmatch(stderr.String(), -1)
+	if len(found) < 50 {
+		t.Fatalf("inittrace printed %d package lines, want one per initialized package:\n%s", len(found), stderr.String())
+	}
+	for _, m := range found {
+		n, _ := strconv.Atoi(m[2])
+		if n > initAllocLimit {
+			t.Errorf("package %s allocates %d bytes at initialization (limit %d): every agentctl process pays for it; build such values on first use, or use a library that does", m[1], n, initAllocLimit)
 		}
 	}
 }
