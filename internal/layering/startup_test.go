@@ -1,6 +1,8 @@
 package layering
 
 import (
+	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -108,23 +110,73 @@ func TestPackageInitAllocations(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "version")
-	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	found, _ := initTrace(t, bin, nil)
+	if len(found) < 50 {
+		t.Fatalf("inittrace printed %d package lines, want one per initialized package", len(found))
+	}
+	for _, p := range found {
+		if p.bytes > initAllocLimit {
+			t.Errorf("package %s allocates %d bytes at initialization (limit %d): every agentctl process pays for it; build such values on first use, or use a library that does", p.path, p.bytes, initAllocLimit)
+		}
+	}
+
+	// The sandbox's init (providers/local/internal/nsinit) starts while
+	// its package is initialized; with an invalid descriptor in its
+	// variable it stops right there (exit 125), so the trace lists what
+	// was initialized before it. Importing a package such as net,
+	// path/filepath or runtime/debug there makes it wait for most
+	// third-party packages (about 2 MB of their initialization, against
+	// about 0.1 MB today).
+	const initBeforeLimit = 384 << 10
+	found, code := initTrace(t, bin, []string{"_AGENTCTL_SANDBOX_INIT=x"})
+	if code != 125 {
+		t.Fatalf("agentctl as the sandbox init with an invalid descriptor: exit %d, want 125", code)
+	}
+	total := 0
+	var heavy []string
+	for _, p := range found {
+		total += p.bytes
+		if p.bytes > 32<<10 {
+			heavy = append(heavy, fmt.Sprintf("%s (%d bytes)", p.path, p.bytes))
+		}
+	}
+	if total > initBeforeLimit {
+		t.Errorf("%d packages allocating %d bytes are initialized before the sandbox's init starts (limit %d), among them %s: keep internal/nsinit's imports to what the earliest packages need", len(found), total, initBeforeLimit, strings.Join(heavy, ", "))
+	}
+}
+
+type initTraced struct {
+	path  string
+	bytes int
+}
+
+// initTrace runs bin with GODEBUG=inittrace=1 and env added and returns
+// the packages whose initialization it reported, in order, and the exit
+// code.
+func initTrace(t *testing.T, bin string, env []string) ([]initTraced, int) {
+	t.Helper()
+	args := []string{"version"}
+	if env != nil {
+		args = nil
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "GODEBUG=inittrace=1"), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	if env == nil && err != nil {
 		t.Fatalf("agentctl version: %v\n%s", err, stderr.String())
 	}
 	// init github.com/x/y @0.31 ms, 0.058 ms clock, 4096 bytes, 12 allocs
 	re := regexp.MustCompile(`(?m)^init (\S+) @\S+ ms, \S+ ms clock, (\d+) bytes, \d+ allocs$`)
-	found := re.FindAllStringSubmatch(stderr.String(), -1)
-	if len(found) < 50 {
-		t.Fatalf("inittrace printed %d package lines, want one per initialized package:\n%s", len(found), stderr.String())
-	}
-	for _, m := range found {
+	var out []initTraced
+	for _, m := range re.FindAllStringSubmatch(stderr.String(), -1) {
 		n, _ := strconv.Atoi(m[2])
-		if n > initAllocLimit {
-			t.Errorf("package %s allocates %d bytes at initialization (limit %d): every agentctl process pays for it; build such values on first use, or use a library that does", m[1], n, initAllocLimit)
-		}
+		out = append(out, initTraced{m[1], n})
 	}
+	return out, cmd.ProcessState.ExitCode()
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/creack/pty"
 	"io"
 	"net"
 	"os"
@@ -22,8 +21,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentctl/agentctl/sandbox"
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/providers/local/internal/nsinit"
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // initProc is a running sandbox init.
@@ -154,7 +156,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	// not be allowed to traverse the directories it lives in.
 	cmd := exec.Command("/proc/self/fd/3")
 	cmd.Args = []string{"agentctl-sandbox-init"}
-	cmd.Env = []string{initEnv + "=4", "GOMAXPROCS=1"}
+	cmd.Env = []string{nsinit.Env + "=4", "GOMAXPROCS=1"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{exe, childSock}
 	uidMap, gidMap := idMappings(uid, gid, s.spec.Accounts)
@@ -222,10 +224,11 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	// Cancellation while the root is built kills the init.
 	defer context.AfterFunc(ctx, func() { cmd.Process.Kill() })()
 
-	cfg := initConfig{
+	cfg := nsinit.Config{
 		Root: s.spec.Root, HostNet: hostNet, MountFDs: hostRoot, ReadOnly: s.p.opts.ReadOnlyPaths,
-		PIDs: s.spec.Resources.PIDs, Accounts: s.spec.Accounts,
+		PIDs: s.spec.Resources.PIDs,
 	}
+	cfg.Passwd, cfg.Group = accountFiles(s.spec.Root, s.spec.Accounts)
 	if cfg.PIDs <= 0 {
 		cfg.PIDs = DefaultPIDs
 	}
@@ -239,7 +242,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	}
 	b := make([]byte, 1)
 	n, _ := ip.ctl.Read(b)
-	if sendErr == nil && n == 1 && b[0] == readyByte {
+	if sendErr == nil && n == 1 && b[0] == nsinit.ReadyByte {
 		return ip, nil
 	}
 	rest, _ := io.ReadAll(io.LimitReader(ip.ctl, 64<<10))
@@ -248,7 +251,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	var st initStatus
+	var st nsinit.Status
 	if len(msg) > 0 && json.Unmarshal(msg, &st) == nil && st.Error != "" {
 		return nil, s.setupError(errors.New(st.Error))
 	}
@@ -287,7 +290,7 @@ func idMappings(uid, gid int, a sandbox.Accounts) (uidMap, gidMap []syscall.SysP
 
 // sendConfig sends the init its configuration, with the idmapped
 // workspace and /tmp mounts when agentctl runs as root.
-func (s *Sandbox) sendConfig(ip *initProc, cfg initConfig, root bool) error {
+func (s *Sandbox) sendConfig(ip *initProc, cfg nsinit.Config, root bool) error {
 	var rights []int
 	if root {
 		for _, dir := range []string{s.ws, s.tmp} {
@@ -341,11 +344,11 @@ func (s *Sandbox) startNamespaced(ctx context.Context, run *execRun) (sandbox.Pr
 
 // execInInit runs one command through the init, starting (or, if it
 // died, restarting) the init first.
-func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr io.Writer) (execStatus, bool, error) {
+func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr io.Writer) (nsinit.ExecStatus, bool, error) {
 	for attempt := 0; ; attempt++ {
 		ip, err := s.init(ctx)
 		if err != nil {
-			return execStatus{Code: -1}, false, err
+			return nsinit.ExecStatus{Code: -1}, false, err
 		}
 		st, timedOut, err := s.execOnce(ctx, ip, run, stdout, stderr)
 		if errors.Is(err, errInitGone) {
@@ -360,8 +363,17 @@ func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr i
 	}
 }
 
-func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdout, stderr io.Writer) (execStatus, bool, error) {
-	failed := execStatus{Code: -1}
+func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdout, stderr io.Writer) (nsinit.ExecStatus, bool, error) {
+	failed := nsinit.ExecStatus{Code: -1}
+	// The manifest user's ids (checked against the manifest before).
+	var cred *nsinit.Credentials
+	if run.user != "" {
+		uid, gid, groups, err := s.spec.Accounts.Lookup(run.user)
+		if err != nil {
+			return failed, false, err
+		}
+		cred = &nsinit.Credentials{UID: uid, GID: gid, Groups: groups}
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return failed, false, fmt.Errorf("creating the command's socket: %w", err)
@@ -384,7 +396,7 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	if err != nil {
 		return failed, false, err
 	}
-	body, err := json.Marshal(execRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty, User: run.user})
+	body, err := json.Marshal(nsinit.ExecRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty, Cred: cred})
 	if err != nil {
 		closeFiles(sent...)
 		closeFiles(feed.w)
@@ -426,7 +438,7 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 
 	answer := make(chan []byte, 1)
 	go func() {
-		b, _ := io.ReadAll(io.LimitReader(conn, maxMessage))
+		b, _ := io.ReadAll(io.LimitReader(conn, nsinit.MaxMessage))
 		answer <- b
 	}()
 	tctx, cancel, timedOut := withTimeout(ctx, run.timeout)
@@ -436,7 +448,7 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 	case msg = <-answer:
 	case <-tctx.Done():
 		// Kill the command's namespace and wait until it is gone.
-		conn.Write([]byte{killByte})
+		conn.Write([]byte{nsinit.KillByte})
 		select {
 		case msg = <-answer:
 		case <-time.After(killWait):
@@ -464,11 +476,11 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 		closeFiles(feed.w)
 	}
 
-	started := len(msg) > 0 && msg[0] == startedByte
+	started := len(msg) > 0 && msg[0] == nsinit.StartedByte
 	if started {
 		msg = msg[1:]
 	}
-	var st execStatus
+	var st nsinit.ExecStatus
 	if len(msg) == 0 || json.Unmarshal(msg, &st) != nil {
 		switch {
 		case ctx.Err() != nil:

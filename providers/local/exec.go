@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/local/internal/nsinit"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -74,7 +72,7 @@ func (s *Sandbox) StartProcess(ctx context.Context, req sandbox.ProcessRequest) 
 	}
 	if s.p.opts.Isolation == IsolationNone {
 		dir := filepath.Join(s.ws, filepath.FromSlash(run.dir))
-		prog, err := lookPath(run.argv[0], run.env["PATH"], dir)
+		prog, err := nsinit.LookPath(run.argv[0], run.env["PATH"], dir)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", run.argv[0], err)
 		}
@@ -166,14 +164,14 @@ func envList(env map[string]string) []string {
 // shell's message and exit code (127 missing, 126 not executable).
 func cannotRun(name string, err error) sandbox.ExecResult {
 	msg := []byte(fmt.Sprintf("%s: %v\n", name, err))
-	return sandbox.ExecResult{ExitCode: notFoundCode(err), Stderr: msg, OriginalStderr: int64(len(msg))}
+	return sandbox.ExecResult{ExitCode: nsinit.NotFoundCode(err), Stderr: msg, OriginalStderr: int64(len(msg))}
 }
 
 // runNone runs the command directly on the host, in its own process
 // group, which is killed on timeout and when the command exits.
 func (s *Sandbox) runNone(ctx context.Context, run *execRun) (sandbox.ExecResult, error) {
 	dir := filepath.Join(s.ws, filepath.FromSlash(run.dir))
-	prog, err := lookPath(run.argv[0], run.env["PATH"], dir)
+	prog, err := nsinit.LookPath(run.argv[0], run.env["PATH"], dir)
 	if err != nil {
 		return cannotRun(run.argv[0], err), nil
 	}
@@ -195,66 +193,4 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return c, cancel, func() bool {
 		return errors.Is(c.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	}
-}
-
-// lookPath resolves name against pathList (the command's PATH, not
-// agentctl's), relative names against dir.
-func lookPath(name, pathList, dir string) (string, error) {
-	if strings.Contains(name, "/") {
-		p := name
-		if !path.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := isExecutable(p); err != nil {
-			return "", err
-		}
-		return p, nil
-	}
-	var firstErr error
-	for _, d := range filepath.SplitList(pathList) {
-		if d == "" {
-			d = "."
-		}
-		if !filepath.IsAbs(d) {
-			d = filepath.Join(dir, d)
-		}
-		p := filepath.Join(d, name)
-		err := isExecutable(p)
-		if err == nil {
-			return p, nil
-		}
-		if firstErr == nil && !errors.Is(err, fs.ErrNotExist) {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return "", errors.New("command not found")
-}
-
-func isExecutable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s: %w", p, fs.ErrNotExist)
-		}
-		return err
-	}
-	if fi.IsDir() {
-		return fmt.Errorf("%s: is a directory: %w", p, fs.ErrPermission)
-	}
-	if fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s: %w", p, fs.ErrPermission)
-	}
-	return nil
-}
-
-// notFoundCode is the shell's exit code for a command that cannot run:
-// 127 when missing, 126 when not executable.
-func notFoundCode(err error) int {
-	if errors.Is(err, fs.ErrPermission) {
-		return 126
-	}
-	return 127
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/local/internal/nsinit"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -44,11 +45,9 @@ const DefaultHostID = 2100000000
 const DefaultPIDs = 1024
 
 // ShmSizeMB is the size of a namespaced sandbox's private /dev/shm tmpfs
-// (without a size, a tmpfs may grow to half of the host's memory).
-const ShmSizeMB = 64
-
-// shmInodes bounds the number of files in /dev/shm.
-const shmInodes = 16384
+// (without a size, a tmpfs may grow to half of the host's memory); the
+// number of its files is bounded too (nsinit.ShmInodes).
+const ShmSizeMB = nsinit.ShmSizeMB
 
 // Options configure the provider (the HCL `provider "local"` block).
 type Options struct {

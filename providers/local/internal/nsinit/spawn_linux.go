@@ -1,6 +1,6 @@
 //go:build linux
 
-package local
+package nsinit
 
 // Starting one command from the sandbox's long-lived init without
 // executing a helper binary. The init forks (a raw clone) a child that is
@@ -54,12 +54,6 @@ var stepNames = map[uint32]string{
 	stepIDs:  "switching to the run_as user",
 }
 
-// credentials are the ids a command of a manifest user runs with.
-type credentials struct {
-	uid, gid int
-	groups   []int
-}
-
 // spawnArgs is everything the child needs, prepared before the clone.
 // Pointers are kept as uintptr (the byte slices stay alive through keep),
 // so the child never writes a pointer and needs no write barrier.
@@ -99,17 +93,17 @@ var spawnMu sync.Mutex
 // memory of this process until then.
 //
 // ids, when set, are the manifest user's the command runs as.
-func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, tty bool, nproc int64, capLast int, ids *credentials) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
+func spawnCommand(prog string, argv, env []string, dir string, stdio [3]int, tty bool, nproc int64, capLast int, ids *Credentials) (pid int, release func(), failed uint32, errno syscall.Errno, err error) {
 	a := &spawnArgs{capLast: uintptr(capLast), blockAll: ^uint64(0)}
 	if tty {
 		a.tty = 1
 	}
 	if ids != nil {
-		gs := make([]uint32, len(ids.groups))
-		for i, g := range ids.groups {
+		gs := make([]uint32, len(ids.Groups))
+		for i, g := range ids.Groups {
 			gs[i] = uint32(g)
 		}
-		a.setIDs, a.uid, a.gid, a.ngroups = 1, uintptr(ids.uid), uintptr(ids.gid), uintptr(len(gs))
+		a.setIDs, a.uid, a.gid, a.ngroups = 1, uintptr(ids.UID), uintptr(ids.GID), uintptr(len(gs))
 		if len(gs) > 0 {
 			a.keep = append(a.keep, gs)
 			a.groups = uintptr(unsafe.Pointer(&gs[0]))
@@ -219,7 +213,7 @@ func spawn(a *spawnArgs) (uintptr, syscall.Errno) {
 func fail(a *spawnArgs, fd uintptr, step uint32, e syscall.Errno) {
 	a.report[0], a.report[1] = step, uint32(e)
 	raw(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&a.report[0])), 8, 0, 0)
-	raw(unix.SYS_EXIT_GROUP, setupFailedCode, 0, 0, 0, 0)
+	raw(unix.SYS_EXIT_GROUP, SetupFailedCode, 0, 0, 0, 0)
 }
 
 // nsInit is PID 1 of the command's PID namespace.
@@ -269,7 +263,7 @@ func nsInit(a *spawnArgs) {
 			continue
 		}
 		if e != 0 {
-			raw(unix.SYS_EXIT_GROUP, setupFailedCode, 0, 0, 0, 0)
+			raw(unix.SYS_EXIT_GROUP, SetupFailedCode, 0, 0, 0, 0)
 		}
 		if pid != child {
 			continue
