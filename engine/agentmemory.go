@@ -231,7 +231,7 @@ func (a *applier) memoryRecord(st *state.State, key string) *state.Memory {
 	m := st.Memories[key]
 	if m == nil {
 		capAddr, sb, _ := strings.Cut(key, "@")
-		m = &state.Memory{Capability: capAddr, Sandbox: sb, Journal: path.Join("journals", "memory."+state.SafeName(key)+".jsonl")}
+		m = &state.Memory{Capability: capAddr, Sandbox: sb, Journal: path.Join("journals", "memory."+state.ScopedName(st.Lineage, key)+".jsonl")}
 		st.Memories[key] = m
 	}
 	return m

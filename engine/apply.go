@@ -461,6 +461,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
 	defer func() { endSpan(span, err) }()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]
+	lineage := a.st.Lineage
 	a.mu.Unlock()
 	if ss == nil {
 		return nil
@@ -476,9 +477,9 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
 			}
 		}
 	}
-	// Its snapshot, and any a crash left between recording a snapshot and
-	// removing the one before it.
-	if err := a.e.State.RemoveSnapshots(ctx, state.SafeName(addr), "", ss.Snapshot); err != nil {
+	// Its snapshot, and any of this state's that a crash left between
+	// recording a snapshot and removing the one before it.
+	if err := a.e.State.RemoveSnapshots(ctx, state.ScopedName(lineage, addr), "", ss.Snapshot); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
@@ -602,6 +603,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	in, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
+	lineage := a.st.Lineage
 	a.mu.Unlock()
 	if err != nil {
 		return err
@@ -620,10 +622,16 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 			resume = true
 		}
 	}
-	journalRel := state.JournalName(addr)
+	// A new attempt's journal is named for this state's lineage; a resumed
+	// one is the journal its record names.
+	journalRel := state.ScopedJournalName(lineage, addr)
 	if resume {
 		if history, err = e.readJournal(prev); err != nil {
 			return err
+		}
+		journalRel = prev.Journal
+		if journalRel == "" {
+			journalRel = state.JournalName(addr)
 		}
 	}
 
@@ -690,9 +698,16 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 
 	if !resume {
 		// The previous attempt's journal (its transcript) goes only now,
-		// when its record is about to be replaced.
-		if err := e.State.RemoveJournal(journalRel); err != nil {
-			return fmt.Errorf("%s: clearing old journal: %w", addr, err)
+		// when its record is about to be replaced, with a file of this name
+		// that a crash left before its record was written.
+		stale := []string{journalRel}
+		if prev != nil && prev.Journal != "" && prev.Journal != journalRel {
+			stale = append(stale, prev.Journal)
+		}
+		for _, j := range stale {
+			if err := e.State.RemoveJournal(j); err != nil {
+				return fmt.Errorf("%s: clearing old journal: %w", addr, err)
+			}
 		}
 	}
 	journal, err := e.State.OpenJournal(journalRel)
@@ -886,7 +901,10 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if restoring != nil {
 		return fmt.Errorf("%s: not snapshotted: its restore from %s did not finish, so its workspace is incomplete; the last good snapshot is kept (apply again to restore it)", addr, last)
 	}
-	name := archive.SnapshotFileName(state.SafeName(addr))
+	a.mu.Lock()
+	base := state.ScopedName(a.st.Lineage, addr)
+	a.mu.Unlock()
+	name := archive.SnapshotFileName(base)
 	rel := filepath.Join("snapshots", name)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
 		return err
@@ -910,7 +928,10 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	}, state.SandboxRef(addr)); err != nil {
 		return err
 	}
-	if err := a.e.State.RemoveSnapshots(ctx, state.SafeName(addr), name, ""); err != nil {
+	// The snapshot before (whatever its name's form) and any of this
+	// state's that a crash left between recording a snapshot and removing
+	// the one before it; never another state's.
+	if err := a.e.State.RemoveSnapshots(ctx, base, name, last); err != nil {
 		a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "warning: " + err.Error()})
 	}
 	return a.commitImage(ctx, addr, sb)

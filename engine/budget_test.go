@@ -2,10 +2,13 @@ package engine
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/state"
 )
 
 const budgetConfig = `
@@ -100,5 +103,63 @@ func TestBudgetFailsAndResumesWhenRaised(t *testing.T) {
 	_, p = plan(t, e, PlanOptions{})
 	if c := p.Change("run.r"); c.Action != ActionNoop {
 		t.Fatalf("plan after a budget change of a completed run: %s %q", c.Action, c.Reasons)
+	}
+}
+
+// A run recorded before journal names carried the state's lineage is
+// resumed from the journal its record names, and goes on in it; a run
+// started now gets a journal named for the lineage.
+func TestResumeJournalNamedBeforeLineage(t *testing.T) {
+	e, dir := newTestEngine(t, budgetConfig)
+	if err := applyErr(t, e, PlanOptions{}); !errors.Is(err, agentloop.ErrBudget) {
+		t.Fatalf("apply: %v", err)
+	}
+	st := readState(t, e)
+	r := st.Runs["run.r"]
+	if want := state.ScopedJournalName(st.Lineage, "run.r"); r.Journal != want {
+		t.Fatalf("journal %q, want %q", r.Journal, want)
+	}
+	old := state.JournalName("run.r")
+	if err := os.Rename(e.State.Abs(r.Journal), e.State.Abs(old)); err != nil {
+		t.Fatal(err)
+	}
+	r.Journal = old
+	if err := e.State.Write(st); err != nil {
+		t.Fatal(err)
+	}
+
+	e = reloaded(t, e, dir, strings.Replace(budgetConfig, "max_tool_calls = 1", "max_tool_calls = 5", 1))
+	if err := applyErr(t, e, PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st = readState(t, e)
+	r = st.Runs["run.r"]
+	if r.Status != RunCompleted || r.Journal != old || r.ToolCalls != 3 {
+		t.Fatalf("resumed run = %+v", r)
+	}
+	notes := 0
+	for _, s := range journalSteps(t, e, st, "run.r") {
+		if s.Kind == agentloop.StepTool && s.Agent == "b" {
+			notes++
+		}
+	}
+	if notes != 2 {
+		t.Errorf("agent b answered %d calls over both attempts, want 2 (none repeated)", notes)
+	}
+	if _, err := os.Stat(e.State.Abs(state.ScopedJournalName(st.Lineage, "run.r"))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a second journal was started for the resumed run: %v", err)
+	}
+
+	// Run again from the start: the old journal goes with the record it
+	// belonged to, the new one is named for the lineage.
+	if err := applyErr(t, e, PlanOptions{Replace: []string{"run.r"}}); err != nil {
+		t.Fatal(err)
+	}
+	r = readState(t, e).Runs["run.r"]
+	if r.Journal != state.ScopedJournalName(st.Lineage, "run.r") {
+		t.Errorf("re-run journal %q", r.Journal)
+	}
+	if _, err := os.Stat(e.State.Abs(old)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the replaced record's journal %s is still there: %v", old, err)
 	}
 }

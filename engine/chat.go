@@ -296,7 +296,10 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		}
 		input = c.Input
 	} else {
-		cur = state.JournalName(fmt.Sprintf("%s.turn%d", s.addr, c.Turns+1))
+		s.a.mu.Lock()
+		lineage := s.a.st.Lineage
+		s.a.mu.Unlock()
+		cur = state.ScopedJournalName(lineage, fmt.Sprintf("%s.turn%d", s.addr, c.Turns+1))
 		// A file left by a turn that never reached the state is stale.
 		if err := e.State.RemoveJournal(cur); err != nil {
 			return nil, fmt.Errorf("%s: clearing old journal: %w", s.addr, err)

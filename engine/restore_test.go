@@ -454,3 +454,68 @@ func TestRestoreMissingSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot is named for its state's lineage. The next snapshot removes
+// the one the state pointed to, even one named before names carried the
+// lineage, and never the snapshot files of another state sharing the
+// directory.
+func TestSnapshotNamesScopedToLineage(t *testing.T) {
+	e, _ := newTestEngine(t, restoreConfig("echo one > f.txt", "keep"))
+	if err := applyErr(t, e, PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := readState(t, e)
+	ss := st.Sandboxes["sandbox.s"]
+	base := state.ScopedName(st.Lineage, "sandbox.s")
+	if !strings.HasPrefix(filepath.Base(ss.Snapshot), base+"@") {
+		t.Fatalf("snapshot %s, want one named %s@...", ss.Snapshot, base)
+	}
+	// As an earlier version named it, and another state's files: one in
+	// the earlier form, one named for another lineage.
+	old := filepath.Join("snapshots", state.SafeName("sandbox.s")+"@old.tar")
+	if err := os.Rename(e.State.Abs(ss.Snapshot), e.State.Abs(old)); err != nil {
+		t.Fatal(err)
+	}
+	ss.Snapshot = old
+	if err := e.State.Write(st); err != nil {
+		t.Fatal(err)
+	}
+	others := []string{
+		filepath.Join("snapshots", state.SafeName("sandbox.s")+"@other.tar"),
+		filepath.Join("snapshots", state.ScopedName("0123456789ab-cdef", "sandbox.s")+"@other.tar"),
+	}
+	for _, o := range others {
+		if err := os.WriteFile(e.State.Abs(o), []byte("another state's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := applyErr(t, e, PlanOptions{Replace: []string{"run.r"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := readState(t, e).Sandboxes["sandbox.s"].Snapshot
+	if now == old || !strings.HasPrefix(filepath.Base(now), base+"@") {
+		t.Fatalf("snapshot after the re-run: %s", now)
+	}
+	if _, err := os.Stat(e.State.Abs(old)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the snapshot the state pointed to before, %s, is still there: %v", old, err)
+	}
+	for _, o := range others {
+		if _, err := os.Stat(e.State.Abs(o)); err != nil {
+			t.Errorf("another state's snapshot %s: %v", o, err)
+		}
+	}
+
+	// destroy removes this state's snapshot only.
+	if err := applyErr(t, e, PlanOptions{Destroy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(e.State.Abs(now)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("destroy left %s: %v", now, err)
+	}
+	for _, o := range others {
+		if _, err := os.Stat(e.State.Abs(o)); err != nil {
+			t.Errorf("destroy removed another state's snapshot %s: %v", o, err)
+		}
+	}
+}

@@ -72,9 +72,38 @@ var (
 // directory (forward slashes, as stored in Run.Journal). The file name is
 // the address with unsafe characters replaced, plus a hash of the exact
 // address, so distinct addresses never share a journal, even on
-// case-insensitive file systems.
+// case-insensitive file systems. It is the name records made before
+// journals were scoped to their state's lineage (ScopedJournalName) may
+// lack in Run.Journal.
 func JournalName(runAddress string) string {
 	return path.Join(journalsDir, SafeName(runAddress)+".jsonl")
+}
+
+// ScopedJournalName is the path, relative to the state directory, of a
+// new journal for address (a run, a chat turn) in the state of lineage.
+func ScopedJournalName(lineage, address string) string {
+	return path.Join(journalsDir, ScopedName(lineage, address)+".jsonl")
+}
+
+// ScopedName is SafeName(address) followed by '.' and the first 12 hex
+// digits of lineage: the name of a file in the state directory that
+// belongs to one state. State files given with -state share their state
+// directory (its journals and snapshots), and a file named by its address
+// alone would be another state's too: its run would replace the journal,
+// and its snapshot clean-up remove the snapshots, this state still
+// points to. An empty lineage gives SafeName(address).
+func ScopedName(lineage, address string) string {
+	return SafeName(address) + LineageTag(lineage)
+}
+
+// LineageTag is what ScopedName appends for lineage: '.' and its first
+// 12 hex digits ("" for an empty lineage).
+func LineageTag(lineage string) string {
+	id := strings.ReplaceAll(lineage, "-", "")
+	if id == "" {
+		return ""
+	}
+	return "." + id[:min(12, len(id))]
 }
 
 // SafeName turns an address into a file name: the address with characters

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
@@ -155,7 +158,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	if destroyed && applyErr == nil && len(st.Sandboxes) == 0 && len(st.Runs) == 0 && len(st.Chats) == 0 {
 		// Only a destroy that left nothing (not one limited by -target)
 		// removes the leftovers of every object.
-		applyErr = cleanStateDir(b.dir)
+		applyErr = cleanStateDir(b.dir, st.Lineage)
 	}
 	if applyErr != nil {
 		view.Failed(applyErr)
@@ -203,12 +206,32 @@ func (m *meta) removeSnapshotTemps(dir *state.Dir) {
 	}
 }
 
-// cleanStateDir removes the journals and snapshots left after a destroy,
-// however deep the trees in them.
-func cleanStateDir(dir *state.Dir) error {
+// cleanStateDir removes, after a destroy that left nothing, what a crash
+// may have left of the state of lineage in the state directory: the
+// journals and snapshots named for its lineage (state.ScopedName), however
+// deep; then the journals, snapshots and sandboxes directories if nothing
+// else is in them. Other state files given with -state share the
+// directory: their files, their sandboxes' directories, and files named
+// before names carried the lineage, stay.
+func cleanStateDir(dir *state.Dir, lineage string) error {
+	tag := state.LineageTag(lineage)
 	var errs []error
+	for _, sub := range []string{"journals", "snapshots"} {
+		ents, err := os.ReadDir(dir.Abs(sub))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		for _, e := range ents {
+			if tag == "" || !strings.Contains(e.Name(), tag+".") && !strings.Contains(e.Name(), tag+"@") {
+				continue
+			}
+			if err := hostfs.RemoveAll(filepath.Join(dir.Abs(sub), e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for _, sub := range []string{"journals", "snapshots", "sandboxes"} {
-		if err := hostfs.RemoveAll(dir.Abs(sub)); err != nil {
+		if err := os.Remove(dir.Abs(sub)); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
 			errs = append(errs, err)
 		}
 	}
