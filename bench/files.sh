@@ -12,7 +12,7 @@
 # With AGENTCTL_B (another build, e.g. before a change), its apply of a
 # new tree (apply_create_b) is timed in the same rounds, in turn with the
 # other two.
-#   needs: bash, hyperfine, jq, GNU cp and tar, and about 1.1 GB of
+#   needs: bash, hyperfine, jq, GNU cp and tar, and about 1.7 GB of
 #   free space per round in WORKDIR (nothing is deleted until the end;
 #   remove WORKDIR afterwards)
 set -euo pipefail
@@ -22,7 +22,7 @@ rounds=${3:-10}
 agentctl_b=${4:+$(realpath "$4")}
 mkdir -p "$work"
 work=$(realpath "$work")
-need_kb=$(( (rounds * 1100 + 400) * 1024 ))
+need_kb=$(( (rounds * 1700 + 400) * 1024 ))
 free_kb=$(df -Pk "$work" | awk 'NR == 2 {print $4}')
 if [ "$free_kb" -lt "$need_kb" ]; then
   echo "$work has $((free_kb / 1024)) MB free; $rounds rounds need about $((need_kb / 1024)) MB: free some space or run fewer rounds" >&2
