@@ -681,7 +681,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	// The run's MCP servers start now and stop when it ends; the digest
 	// covers the tools they list now.
-	mcps, err := e.startMCP(ctx, ri, workspaces, resume)
+	mcps, err := e.startMCP(ctx, lineage, ri, workspaces, resume)
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}

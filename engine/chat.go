@@ -343,7 +343,10 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 	if len(runMCPServers(e.Config, s.ri)) > 0 {
 		// The turn's MCP servers start now and stop when it ends; the
 		// session's agents get their tools for this turn only.
-		mcps, err := e.startMCP(ctx, s.ri, s.ws, resume)
+		s.a.mu.Lock()
+		lineage := s.a.st.Lineage
+		s.a.mu.Unlock()
+		mcps, err := e.startMCP(ctx, lineage, s.ri, s.ws, resume)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.addr, err)
 		}

@@ -346,8 +346,8 @@ type mcpSessions struct {
 
 // startMCP starts the run's MCP servers: on the host, in their sandbox
 // (running by now) or over HTTP. Each server's stderr goes to its log
-// under the state directory.
-func (e *Engine) startMCP(ctx context.Context, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace, resume bool) (*mcpSessions, error) {
+// under the state directory, named for the state's lineage.
+func (e *Engine) startMCP(ctx context.Context, lineage string, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace, resume bool) (*mcpSessions, error) {
 	ms := &mcpSessions{sessions: map[string]*mcphost.Session{}}
 	for _, name := range runMCPServers(e.Config, ri) {
 		s := e.Config.MCPServers[name]
@@ -362,7 +362,7 @@ func (e *Engine) startMCP(ctx context.Context, ri *config.RunInstance, workspace
 				return nil, fmt.Errorf("%s runs in %s, which is not running", s.Addr(), s.Sandbox)
 			}
 		}
-		log, err := e.openMCPLog(ri.Addr, name, resume)
+		log, err := e.openMCPLog(lineage, ri.Addr, name, resume)
 		if err != nil {
 			ms.close()
 			return nil, err
@@ -438,13 +438,14 @@ type mcpLog struct {
 	cut    bool
 }
 
-// MCPLogPath is where the stderr of a run's MCP server is kept.
-func (e *Engine) MCPLogPath(run, server string) string {
-	return e.State.Abs(filepath.Join("logs", state.SafeName(run)+".mcp_server."+server+".log"))
+// MCPLogPath is where the stderr of a run's MCP server is kept, in the
+// state of lineage (state files given with -state share the directory).
+func (e *Engine) MCPLogPath(lineage, run, server string) string {
+	return e.State.Abs(filepath.Join("logs", state.ScopedName(lineage, run)+".mcp_server."+server+".log"))
 }
 
-func (e *Engine) openMCPLog(run, server string, resume bool) (*mcpLog, error) {
-	path := e.MCPLogPath(run, server)
+func (e *Engine) openMCPLog(lineage, run, server string, resume bool) (*mcpLog, error) {
+	path := e.MCPLogPath(lineage, run, server)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func TestMCPServerToolsInARun(t *testing.T) {
 	if r.Attributes["mcp_server.kb.tools.read_graph"].Digest == "" {
 		t.Errorf("no schema digest recorded for read_graph: %+v", r.Attributes)
 	}
-	if _, err := os.Stat(e.MCPLogPath("run.record", "kb")); err != nil {
+	if _, err := os.Stat(e.MCPLogPath(readState(t, e).Lineage, "run.record", "kb")); err != nil {
 		t.Errorf("no log for the server's stderr: %v", err)
 	}
 	// Unchanged: nothing to do.
