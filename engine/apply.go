@@ -57,6 +57,11 @@ type applier struct {
 	memErrs []error
 }
 
+// lineage is the state's lineage, which is set before an applier exists
+// and which no update changes (so it is read without mu). Files named
+// for it (state.ScopedName) are this state's alone.
+func (a *applier) lineage() string { return a.st.Lineage }
+
 // Apply carries out p against st, writing st after every node. It returns
 // the first error; the results of nodes that succeeded are kept.
 func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) (err error) {
@@ -294,7 +299,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
-	spec := a.e.sandboxSpec(sbc, a.st.Lineage)
+	spec := a.e.sandboxSpec(sbc, a.lineage())
 	var prev *state.Sandbox
 	var pending *state.RestorePending
 	if restore {
@@ -461,7 +466,6 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
 	defer func() { endSpan(span, err) }()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]
-	lineage := a.st.Lineage
 	a.mu.Unlock()
 	if ss == nil {
 		return nil
@@ -479,7 +483,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
 	}
 	// Its snapshot, and any of this state's that a crash left between
 	// recording a snapshot and removing the one before it.
-	if err := a.e.State.RemoveSnapshots(ctx, state.ScopedName(lineage, addr), "", ss.Snapshot); err != nil {
+	if err := a.e.State.RemoveSnapshots(ctx, state.ScopedName(a.lineage(), addr), "", ss.Snapshot); err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
@@ -603,7 +607,6 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	in, err := e.runInputs(a.st, ri, sbDigest, nil)
 	prev := a.st.Runs[addr]
-	lineage := a.st.Lineage
 	a.mu.Unlock()
 	if err != nil {
 		return err
@@ -624,15 +627,12 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	// A new attempt's journal is named for this state's lineage; a resumed
 	// one is the journal its record names.
-	journalRel := state.ScopedJournalName(lineage, addr)
+	journalRel := state.ScopedJournalName(a.lineage(), addr)
 	if resume {
 		if history, err = e.readJournal(prev); err != nil {
 			return err
 		}
-		journalRel = prev.Journal
-		if journalRel == "" {
-			journalRel = state.JournalName(addr)
-		}
+		journalRel = prev.JournalFile()
 	}
 
 	workspaces := map[string]*sandbox.Workspace{}
@@ -681,7 +681,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	// The run's MCP servers start now and stop when it ends; the digest
 	// covers the tools they list now.
-	mcps, err := e.startMCP(ctx, lineage, ri, workspaces, resume)
+	mcps, err := e.startMCP(ctx, a.lineage(), ri, workspaces, resume)
 	if err != nil {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
@@ -901,9 +901,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if restoring != nil {
 		return fmt.Errorf("%s: not snapshotted: its restore from %s did not finish, so its workspace is incomplete; the last good snapshot is kept (apply again to restore it)", addr, last)
 	}
-	a.mu.Lock()
-	base := state.ScopedName(a.st.Lineage, addr)
-	a.mu.Unlock()
+	base := state.ScopedName(a.lineage(), addr)
 	name := archive.SnapshotFileName(base)
 	rel := filepath.Join("snapshots", name)
 	if err := os.MkdirAll(a.e.State.Abs("snapshots"), 0o700); err != nil {
@@ -972,7 +970,7 @@ func (a *applier) commitImage(ctx context.Context, addr string, sb sandbox.Sandb
 	if c, ok := sbc.Settings.(registry.SnapshotCommitter); !ok || !c.CommitSnapshot() {
 		return nil
 	}
-	ref := sandbox.SnapshotImageRef(a.st.Lineage, addr)
+	ref := sandbox.SnapshotImageRef(a.lineage(), addr)
 	if _, err := c.Commit(ctx, ref); err != nil {
 		return fmt.Errorf("%s: whole-sandbox snapshot: %w", addr, err)
 	}

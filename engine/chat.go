@@ -296,10 +296,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		}
 		input = c.Input
 	} else {
-		s.a.mu.Lock()
-		lineage := s.a.st.Lineage
-		s.a.mu.Unlock()
-		cur = state.ScopedJournalName(lineage, fmt.Sprintf("%s.turn%d", s.addr, c.Turns+1))
+		cur = state.ScopedJournalName(s.a.lineage(), fmt.Sprintf("%s.turn%d", s.addr, c.Turns+1))
 		// A file left by a turn that never reached the state is stale.
 		if err := e.State.RemoveJournal(cur); err != nil {
 			return nil, fmt.Errorf("%s: clearing old journal: %w", s.addr, err)
@@ -343,10 +340,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 	if len(runMCPServers(e.Config, s.ri)) > 0 {
 		// The turn's MCP servers start now and stop when it ends; the
 		// session's agents get their tools for this turn only.
-		s.a.mu.Lock()
-		lineage := s.a.st.Lineage
-		s.a.mu.Unlock()
-		mcps, err := e.startMCP(ctx, lineage, s.ri, s.ws, resume)
+		mcps, err := e.startMCP(ctx, s.a.lineage(), s.ri, s.ws, resume)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.addr, err)
 		}

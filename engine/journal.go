@@ -90,10 +90,7 @@ func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
 	if r == nil || (r.Journal == "" && r.Steps == 0) {
 		return nil, nil
 	}
-	rel := r.Journal
-	if rel == "" {
-		rel = state.JournalName(r.Address)
-	}
+	rel := r.JournalFile()
 	path := e.State.Locate(rel)
 	lost := &JournalLostError{Run: r.Address, Status: r.Status, Path: path, Steps: r.Steps, Turns: r.Turns}
 	var steps []agentloop.Step
@@ -175,17 +172,14 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 // between leaves only an unreferenced journal, which the run's next
 // execution replaces.
 func (a *applier) forgetRun(addr string) error {
-	var journal string
+	journal := state.JournalName(addr)
 	if err := a.update(func(st *state.State) {
 		if r := st.Runs[addr]; r != nil {
-			journal = r.Journal
+			journal = r.JournalFile()
 		}
 		delete(st.Runs, addr)
 	}, state.RunRef(addr)); err != nil {
 		return err
-	}
-	if journal == "" {
-		journal = state.JournalName(addr)
 	}
 	if err := a.e.State.RemoveJournal(journal); err != nil {
 		return fmt.Errorf("%s: removed from the state, but its journal was not: %w", addr, err)

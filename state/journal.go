@@ -79,6 +79,16 @@ func JournalName(runAddress string) string {
 	return path.Join(journalsDir, SafeName(runAddress)+".jsonl")
 }
 
+// JournalFile is the path of r's journal relative to the state
+// directory: the one its record names, or JournalName(r.Address) for a
+// record written before Run.Journal was kept.
+func (r *Run) JournalFile() string {
+	if r.Journal != "" {
+		return r.Journal
+	}
+	return JournalName(r.Address)
+}
+
 // ScopedJournalName is the path, relative to the state directory, of a
 // new journal for address (a run, a chat turn) in the state of lineage.
 func ScopedJournalName(lineage, address string) string {

@@ -244,8 +244,9 @@ type Run struct {
 	MemoryUsage model.Usage `json:"memory_usage,omitzero"`
 	Provenance  Provenance  `json:"provenance"`
 	// Journal is the run's journal path, relative to the state directory
-	// (see Dir.JournalPath): the checkpoints of a run in progress, and the
-	// transcript of a finished one. It is removed with the run's record.
+	// (ScopedJournalName; JournalFile when it may be empty): the
+	// checkpoints of a run in progress, and the transcript of a finished
+	// one. It is removed with the run's record.
 	Journal string `json:"journal,omitempty"`
 	// Steps is the number of steps checkpointed in the journal when this
 	// record was written. The journal holds at least as many (a run in

@@ -106,11 +106,7 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 	var journals []string
 	for _, addr := range args.Addresses {
 		if r := st.Runs[addr]; r != nil {
-			j := r.Journal
-			if j == "" {
-				j = state.JournalName(addr)
-			}
-			journals = append(journals, j)
+			journals = append(journals, r.JournalFile())
 		}
 		if c := st.Chats[addr]; c != nil {
 			for _, j := range []string{c.Journal, c.Current} {
