@@ -103,12 +103,20 @@ func ScopedJournalName(lineage, address string) string {
 // and its snapshot clean-up remove the snapshots, this state still
 // points to. An empty lineage gives SafeName(address).
 func ScopedName(lineage, address string) string {
-	return SafeName(address) + LineageTag(lineage)
+	return SafeName(address) + lineageTag(lineage)
 }
 
-// LineageTag is what ScopedName appends for lineage: '.' and its first
+// ScopedTo reports whether the file name (a journal's, a snapshot's, an
+// MCP server log's) was made by ScopedName for lineage: whether it is
+// that state's. It is false for an empty lineage.
+func ScopedTo(name, lineage string) bool {
+	tag := lineageTag(lineage)
+	return tag != "" && (strings.Contains(name, tag+".") || strings.Contains(name, tag+"@"))
+}
+
+// lineageTag is what ScopedName appends for lineage: '.' and its first
 // 12 hex digits ("" for an empty lineage).
-func LineageTag(lineage string) string {
+func lineageTag(lineage string) string {
 	id := strings.ReplaceAll(lineage, "-", "")
 	if id == "" {
 		return ""

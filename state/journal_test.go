@@ -305,3 +305,28 @@ func FuzzReadJournal(f *testing.F) {
 		}
 	})
 }
+
+// The files one state names (journals, snapshots, logs) are told from
+// another state's sharing the directory, and from the names used before
+// they carried the lineage.
+func TestScopedTo(t *testing.T) {
+	a, b := "34cccab0-f9f8-4964-88ac-34ab2283d703", "4e0d1e52-c892-4b1e-9a57-0c3d2e1f4a5b"
+	for _, name := range []string{
+		ScopedName(a, "run.x") + ".jsonl",
+		"memory." + ScopedName(a, "capability.memory.m@sandbox.s") + ".jsonl",
+		ScopedName(a, "sandbox.s") + "@dn5gvrwe5ofrww.tar",
+		ScopedName(a, "run.x") + ".mcp_server.kb.log",
+	} {
+		if !ScopedTo(name, a) {
+			t.Errorf("%s is not seen as lineage a's", name)
+		}
+		if ScopedTo(name, b) || ScopedTo(name, "") {
+			t.Errorf("%s is seen as another lineage's", name)
+		}
+	}
+	for _, name := range []string{SafeName("run.x") + ".jsonl", SafeName("sandbox.s") + "@dn5gvrwe5ofrww.tar", ScopedName(b, "run.x") + ".jsonl"} {
+		if ScopedTo(name, a) {
+			t.Errorf("%s is seen as lineage a's", name)
+		}
+	}
+}

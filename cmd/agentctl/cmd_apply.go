@@ -214,7 +214,6 @@ func (m *meta) removeSnapshotTemps(dir *state.Dir) {
 // directory: their files, their sandboxes' directories, and files named
 // before names carried the lineage, stay.
 func cleanStateDir(dir *state.Dir, lineage string) error {
-	tag := state.LineageTag(lineage)
 	var errs []error
 	for _, sub := range []string{"journals", "snapshots"} {
 		ents, err := os.ReadDir(dir.Abs(sub))
@@ -222,7 +221,7 @@ func cleanStateDir(dir *state.Dir, lineage string) error {
 			errs = append(errs, err)
 		}
 		for _, e := range ents {
-			if tag == "" || !strings.Contains(e.Name(), tag+".") && !strings.Contains(e.Name(), tag+"@") {
+			if !state.ScopedTo(e.Name(), lineage) {
 				continue
 			}
 			if err := hostfs.RemoveAll(filepath.Join(dir.Abs(sub), e.Name())); err != nil {
