@@ -177,24 +177,7 @@ func TestManifestUsersAsOrdinaryUser(t *testing.T) {
 // finishes and is checkpointed, the run is interrupted), and no process
 // of the user is left.
 func TestInterruptAsOrdinaryUser(t *testing.T) {
-	c, u := subIDsCLI(t)
-	writeSubIDsConfig(t, c, u, subIDsUsers, `run_as = "alice"`)
-	hcl, _ := os.ReadFile(filepath.Join(c.Dir, c.File))
-	hcl = bytes.Replace(hcl, []byte(`cmd = "id && mkdir`), []byte(`cmd = "while [ ! -e go ]; do sleep 0.05; done; echo released; id && mkdir`), 1)
-	if err := os.WriteFile(filepath.Join(c.Dir, c.File), hcl, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Run("destroy", "-auto-approve", c.File) })
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := c.Command(ctx, "apply", "-auto-approve", c.File)
-	var out testfiles.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the tool call to start", func() bool { return strings.Contains(out.String(), "→ exec_command") })
+	c, u, cmd, out := startHeldApply(t)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -224,6 +207,33 @@ func TestInterruptAsOrdinaryUser(t *testing.T) {
 	if !strings.Contains(out2, "run.r: Run complete") {
 		t.Errorf("the next apply did not finish the run:\n%s", out2)
 	}
+}
+
+// startHeldApply writes the configuration with alice's tool call held
+// until a file "go" appears in the workspace (it then prints "released"),
+// starts apply as the ordinary user, and returns once the tool call has
+// started, with apply's combined output.
+func startHeldApply(t *testing.T) (*clitest.CLI, usernstest.User, *exec.Cmd, *testfiles.SyncBuffer) {
+	t.Helper()
+	c, u := subIDsCLI(t)
+	writeSubIDsConfig(t, c, u, subIDsUsers, `run_as = "alice"`)
+	hcl, _ := os.ReadFile(filepath.Join(c.Dir, c.File))
+	hcl = bytes.Replace(hcl, []byte(`cmd = "id && mkdir`), []byte(`cmd = "while [ ! -e go ]; do sleep 0.05; done; echo released; id && mkdir`), 1)
+	if err := os.WriteFile(filepath.Join(c.Dir, c.File), hcl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Run("destroy", "-auto-approve", c.File) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := c.Command(ctx, "apply", "-auto-approve", c.File)
+	out := new(testfiles.SyncBuffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the tool call to start", func() bool { return strings.Contains(out.String(), "→ exec_command") })
+	return c, u, cmd, out
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -273,24 +283,7 @@ func processesOf(t *testing.T, uid int) []string {
 // namespace is killed (it cannot say so), the outer one says it, with
 // the signal's exit status, and the next apply finishes the run.
 func TestInnerKilledAsOrdinaryUser(t *testing.T) {
-	c, u := subIDsCLI(t)
-	writeSubIDsConfig(t, c, u, subIDsUsers, `run_as = "alice"`)
-	hcl, _ := os.ReadFile(filepath.Join(c.Dir, c.File))
-	hcl = bytes.Replace(hcl, []byte(`cmd = "id && mkdir`), []byte(`cmd = "while [ ! -e go ]; do sleep 0.05; done; id && mkdir`), 1)
-	if err := os.WriteFile(filepath.Join(c.Dir, c.File), hcl, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Run("destroy", "-auto-approve", c.File) })
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := c.Command(ctx, "apply", "-auto-approve", c.File)
-	var out testfiles.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the tool call to start", func() bool { return strings.Contains(out.String(), "→ exec_command") })
+	c, _, cmd, out := startHeldApply(t)
 	// The inner agentctl is the outer one's only child (listed under the
 	// thread that started it).
 	lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
