@@ -136,7 +136,7 @@ func Compile(doc []byte) (*Schema, error) {
 		return nil, fmt.Errorf("loading the metaschemas: %w", err)
 	}
 	if err := metas[draft].Validate(v); err != nil {
-		return nil, fmt.Errorf("it does not follow JSON Schema (%s): %w", draft, Simplify(err))
+		return nil, fmt.Errorf("it does not follow JSON Schema (%s): %w", draft, simplify(err))
 	}
 	var s gjs.Schema
 	if err := json.Unmarshal(doc, &s); err != nil {
@@ -158,7 +158,7 @@ func (s *Schema) Validate(text []byte) error {
 		return fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	if err := s.resolved.Validate(v); err != nil {
-		return Simplify(err)
+		return simplify(err)
 	}
 	return nil
 }
@@ -166,8 +166,7 @@ func (s *Schema) Validate(text []byte) error {
 // ErrNotJSON is Validate's error for a text that is not JSON.
 var ErrNotJSON = errors.New("not valid JSON")
 
-// decode parses one JSON value, and refuses anything
-// after it.
+// decode parses one JSON value and refuses anything after it.
 func decode(b []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	var v any
@@ -183,11 +182,11 @@ func decode(b []byte) (any, error) {
 	return v, nil
 }
 
-// Simplify shortens the library's chains of schema locations
+// simplify shortens the library's chains of schema locations
 // ("validating root: validating /properties/a: type: ...") to the last
 // location and the reason, one per alternative that failed, which is
 // what a reader acts on.
-func Simplify(err error) error {
+func simplify(err error) error {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
 		line = strings.TrimSpace(line)
