@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -89,30 +88,6 @@ func URLEnv(urls map[string]string) map[string]string {
 		env["AGENTCTL_URL_"+port] = u
 	}
 	return env
-}
-
-// ParametersFromProperties builds a command tool's object schema from a
-// map of property schemas (the form a capability block declares): every
-// property is required and no others are allowed.
-func ParametersFromProperties(properties json.RawMessage) (json.RawMessage, error) {
-	var props map[string]json.RawMessage
-	if err := json.Unmarshal(properties, &props); err != nil {
-		return nil, fmt.Errorf("parameters must map each argument name to its JSON Schema: %w", err)
-	}
-	required := make([]string, 0, len(props))
-	for k := range props {
-		required = append(required, k)
-	}
-	slices.Sort(required)
-	if props == nil {
-		props = map[string]json.RawMessage{}
-	}
-	return json.Marshal(map[string]any{
-		"type":                 "object",
-		"properties":           props,
-		"required":             required,
-		"additionalProperties": false,
-	})
 }
 
 // Definition implements Tool.

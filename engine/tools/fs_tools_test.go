@@ -112,10 +112,9 @@ func TestViewImageFailures(t *testing.T) {
 func TestCommandTool(t *testing.T) {
 	ws, dir := newHostWorkspace(t)
 	writeFiles(t, dir, map[string]string{"tools/echo.sh": "cat; echo; echo \"args: $#\" >&2; exit ${EXIT:-0}\n"})
-	params, err := ParametersFromProperties(json.RawMessage(`{"sql": {"type": "string", "description": "the query"}, "limit": {"type": "integer", "minimum": 1}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The schema config builds from a command capability's parameters:
+	// every property required, no others.
+	params := json.RawMessage(`{"type": "object", "properties": {"sql": {"type": "string", "description": "the query"}, "limit": {"type": "integer", "minimum": 1}}, "required": ["limit", "sql"], "additionalProperties": false}`)
 	tool, err := NewCommandTool(ws, "query_db", "Run a read-only SQL query", params, []string{"/bin/sh", "tools/echo.sh"}, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
