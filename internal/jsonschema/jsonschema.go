@@ -61,8 +61,17 @@ func draftOf(v any) (string, error) {
 	return "", fmt.Errorf("\"$schema\": %q is not a supported draft: write the schema for draft 2020-12 (leave \"$schema\" out, or set it to %q) or draft-07 (%q)", s, draft202012, draft07)
 }
 
-// metaschemas are the two drafts' metaschemas, resolved on first use.
-var metaschemas = sync.OnceValues(func() (map[string]*gjs.Resolved, error) {
+// metaschemas are the two drafts' metaschemas, each resolved when a
+// schema of its draft is first compiled (most configurations have only
+// draft 2020-12 schemas, and resolving a metaschema takes milliseconds).
+var metaschemas = map[string]func() (*gjs.Resolved, error){
+	draft202012: sync.OnceValues(func() (*gjs.Resolved, error) { return resolveMetaschema("draft2020-12/schema") }),
+	draft07:     sync.OnceValues(func() (*gjs.Resolved, error) { return resolveMetaschema("draft-07/schema") }),
+}
+
+// resolveMetaschema resolves the embedded metaschema name, the
+// vocabularies it refers to loaded from the embedded files too.
+func resolveMetaschema(name string) (*gjs.Resolved, error) {
 	load := func(name string) (*gjs.Schema, error) {
 		b, err := metaschemaFiles.ReadFile("metaschemas/" + name + ".json")
 		if err != nil {
@@ -82,20 +91,16 @@ var metaschemas = sync.OnceValues(func() (map[string]*gjs.Resolved, error) {
 		}
 		return nil, fmt.Errorf("%s: a metaschema may refer only to its own draft's vocabularies", u)
 	}
-	out := map[string]*gjs.Resolved{}
-	for uri, name := range map[string]string{draft202012: "draft2020-12/schema", draft07: "draft-07/schema"} {
-		s, err := load(name)
-		if err != nil {
-			return nil, err
-		}
-		r, err := s.Resolve(&gjs.ResolveOptions{Loader: loader})
-		if err != nil {
-			return nil, fmt.Errorf("metaschema %s: %w", name, err)
-		}
-		out[uri] = r
+	s, err := load(name)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
-})
+	r, err := s.Resolve(&gjs.ResolveOptions{Loader: loader})
+	if err != nil {
+		return nil, fmt.Errorf("metaschema %s: %w", name, err)
+	}
+	return r, nil
+}
 
 // Schema is a compiled schema: checked against its draft's metaschema,
 // its references resolved. It is safe for concurrent use.
@@ -131,11 +136,11 @@ func Compile(doc []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	metas, err := metaschemas()
+	meta, err := metaschemas[draft]()
 	if err != nil {
-		return nil, fmt.Errorf("loading the metaschemas: %w", err)
+		return nil, fmt.Errorf("loading the metaschema: %w", err)
 	}
-	if err := metas[draft].Validate(v); err != nil {
+	if err := meta.Validate(v); err != nil {
 		return nil, fmt.Errorf("it does not follow JSON Schema (%s): %w", draft, simplify(err))
 	}
 	var s gjs.Schema
