@@ -9,12 +9,13 @@
 #
 #   usage: bench/files.sh AGENTCTL WORKDIR [ROUNDS [AGENTCTL_B]]
 #
-# With AGENTCTL_B (another build, e.g. before a change), its apply of a
-# new tree (apply_create_b) is timed in the same rounds, in turn with the
-# other two.
+# With AGENTCTL_B (another build, e.g. before a change), B's apply of a
+# new tree, snapshot and restore (apply_create_b, apply_snapshot_b,
+# apply_restore_b, on a state of their own) are timed in the same rounds,
+# in turn with A's and the baselines.
 #   needs: bash, hyperfine, jq, GNU cp and tar, and about 1.7 GB of
-#   free space per round in WORKDIR (nothing is deleted until the end;
-#   remove WORKDIR afterwards)
+#   free space per round in WORKDIR, 2.3 GB with AGENTCTL_B (nothing is
+#   deleted until the end; remove WORKDIR afterwards)
 set -euo pipefail
 agentctl=$(realpath "${1:?agentctl binary}")
 work=${2:?work directory (on the file system to measure)}
@@ -22,7 +23,9 @@ rounds=${3:-10}
 agentctl_b=${4:+$(realpath "$4")}
 mkdir -p "$work"
 work=$(realpath "$work")
-need_kb=$(( (rounds * 1700 + 400) * 1024 ))
+per_round=1700
+[ -n "$agentctl_b" ] && per_round=2300
+need_kb=$(( (rounds * per_round + 400) * 1024 ))
 free_kb=$(df -Pk "$work" | awk 'NR == 2 {print $4}')
 if [ "$free_kb" -lt "$need_kb" ]; then
   echo "$work has $((free_kb / 1024)) MB free; $rounds rounds need about $((need_kb / 1024)) MB: free some space or run fewer rounds" >&2
@@ -118,20 +121,36 @@ for r in $(seq "$rounds"); do
   # and against tar -c with the durability a snapshot has: the archive's
   # data on the disk (fdatasync) before it counts.
   u() { time1 tar_c_sync "sh -c 'tar -cf $run/tar/u.tar -C $ws . && sync -d $run/tar/u.tar'"; }
-  case $((r % 3)) in
-    0) s; t; u ;;
-    1) t; u; s ;;
-    2) u; s; t ;;
-  esac
   # The sandbox is lost (its directory moved away, not deleted): apply
   # restores it from the snapshot, against tar -x of the same tree.
-  mv "$(dirname "$ws")" "$run/lost"
-  x() { time1 apply_restore "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state/state.json"; }
+  x() { mv "$(dirname "$ws")" "$run/lost"; time1 apply_restore "$agentctl" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state/state.json"; }
   y() { time1 tar_x tar -xf "$run/tar/t.tar" -C "$run/tar/out"; }
-  if [ $((r % 2)) = 1 ]; then x; y; else y; x; fi
+  if [ -n "$agentctl_b" ]; then
+    ws_b=$(workspace "$run/state_b")
+    sb() { time1 apply_snapshot_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state_b/state.json"; }
+    xb() { mv "$(dirname "$ws_b")" "$run/lost_b"; time1 apply_restore_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state_b/state.json"; }
+    case $((r % 4)) in
+      0) s; sb; t; u ;;
+      1) sb; t; u; s ;;
+      2) t; u; s; sb ;;
+      3) u; s; sb; t ;;
+    esac
+    case $((r % 3)) in
+      0) x; xb; y ;;
+      1) xb; y; x ;;
+      2) y; x; xb ;;
+    esac
+  else
+    case $((r % 3)) in
+      0) s; t; u ;;
+      1) t; u; s ;;
+      2) u; s; t ;;
+    esac
+    if [ $((r % 2)) = 1 ]; then x; y; else y; x; fi
+  fi
 done
 
 printf '%-16s %8s %8s %8s  (seconds, %d rounds)\n' command median min max "$rounds"
-for f in apply_create ${agentctl_b:+apply_create_b} cp_a apply_snapshot tar_c tar_c_sync apply_restore tar_x; do
+for f in apply_create ${agentctl_b:+apply_create_b} cp_a apply_snapshot ${agentctl_b:+apply_snapshot_b} tar_c tar_c_sync apply_restore ${agentctl_b:+apply_restore_b} tar_x; do
   sort -g "$times/$f" | awk -v n="$f" '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf "%-16s %8.3f %8.3f %8.3f\n", n, m, v[1], v[NR]}'
 done

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
+
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
@@ -61,6 +63,10 @@ type applier struct {
 // and which no update changes (so it is read without mu). Files named
 // for it (state.ScopedName) are this state's alone.
 func (a *applier) lineage() string { return a.st.Lineage }
+
+// digests is the algorithm of the state's content digests, which is
+// fixed when the state is created (read without mu, as lineage).
+func (a *applier) digests() digest.Algorithm { return a.st.Digests() }
 
 // Apply carries out p against st, writing st after every node. It returns
 // the first error; the results of nodes that succeeded are kept.
@@ -422,6 +428,7 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 	cfg := a.e.Config
 	m := sandboxManifest(cfg, cfg.SandboxInstances[addr])
 	m.DigestCache = a.e.digestCache()
+	m.Digests = a.digests()
 	a.mu.Lock()
 	prev := a.st.Sandboxes[addr].EntryDigests
 	if p := a.st.Sandboxes[addr].RestorePending; p != nil {
@@ -911,7 +918,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
 		exclude = sbc.SnapshotExclude
 	}
-	info, err := archive.SnapshotWith(ctx, sb, "", a.e.State.Abs(rel), archive.SnapshotOptions{Exclude: exclude, Key: state.EncryptionOf(a.e.State).WriteKey()})
+	info, err := archive.SnapshotWith(ctx, sb, "", a.e.State.Abs(rel), archive.SnapshotOptions{Exclude: exclude, Key: state.EncryptionOf(a.e.State).WriteKey(), Digest: a.digests()})
 	if err != nil {
 		return fmt.Errorf("%s: snapshot: %w", addr, err)
 	}
@@ -921,7 +928,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	}
 	if err := a.update(func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
-		st.Sandboxes[addr].SnapshotDigest = info.SHA256
+		st.Sandboxes[addr].SnapshotDigest = info.Digest
 		a.snapshotted[addr] = true
 	}, state.SandboxRef(addr)); err != nil {
 		return err

@@ -169,6 +169,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	md := mcache[key]
 	if md == nil {
 		m.DigestCache = e.digestCache()
+		m.Digests = st.Digests()
 		var entries map[string]string
 		var deferred []string
 		var err error

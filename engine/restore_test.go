@@ -238,7 +238,7 @@ func TestRestoreFailureStaysPending(t *testing.T) {
 					t.Errorf("apply error does not mention %q: %v", want, err)
 				}
 			}
-			if damage == "flipped byte" && !strings.Contains(err.Error(), "sha256") {
+			if damage == "flipped byte" && !strings.Contains(err.Error(), "recorded when it was written") {
 				t.Errorf("apply error does not say the file does not match its digest: %v", err)
 			}
 			ss := readState(t, e).Sandboxes["sandbox.s"]

@@ -22,7 +22,7 @@ func EncodeStateVersion(s *State, version string) ([]byte, error) {
 	if s.Lineage == "" {
 		return nil, errors.New("writing state: the state has no lineage (create states with state.New or Store.Read)")
 	}
-	s.FormatVersion = FormatVersion
+	s.FormatVersion = s.formatVersion()
 	if version != "" {
 		s.AgentctlVersion = version
 	}

@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
+
 	"github.com/google/uuid"
 
 	"github.com/agentctl/agentctl/internal/seal"
@@ -38,9 +40,14 @@ import (
 	"github.com/agentctl/agentctl/sandbox/archive"
 )
 
-// FormatVersion is the version of the state file format this package
-// writes. A state file with a larger format_version is refused.
-const FormatVersion = 1
+// FormatVersion is the newest version of the state file format this
+// package reads and writes. A state file with a larger format_version is
+// refused. Format 2 is format 1 with BLAKE3 content digests
+// (State.DigestAlgorithm): a state that keeps SHA-256 digests is still
+// written as format 1, which earlier versions read; one with BLAKE3
+// digests as format 2, which they refuse instead of misreading every
+// digest as a change.
+const FormatVersion = 2
 
 // StateFileName is the name of the state file inside a state directory.
 const StateFileName = "state.json"
@@ -72,10 +79,15 @@ type State struct {
 	// Serial is incremented by every Dir.Write. 0 means never written.
 	Serial uint64 `json:"serial"`
 	// Lineage is a UUID fixed when the state is created.
-	Lineage   string              `json:"lineage"`
-	Sandboxes map[string]*Sandbox `json:"sandboxes"` // by address
-	Runs      map[string]*Run     `json:"runs"`      // by address
-	Outputs   map[string]*Output  `json:"outputs"`   // by name
+	Lineage string `json:"lineage"`
+	// DigestAlgorithm is the algorithm of the content digests this state
+	// records (local_dir and local_file entries, snapshots), fixed when
+	// the state is created: digest.BLAKE3 since format 2; absent in
+	// states created before, whose digests stay SHA-256 (Digests).
+	DigestAlgorithm digest.Algorithm    `json:"digest_algorithm,omitempty"`
+	Sandboxes       map[string]*Sandbox `json:"sandboxes"` // by address
+	Runs            map[string]*Run     `json:"runs"`      // by address
+	Outputs         map[string]*Output  `json:"outputs"`   // by name
 	// Chats are the conversations of agentctl chat, by address
 	// (chat.NAME). Absent in states written before chat existed.
 	Chats map[string]*Chat `json:"chats,omitempty"`
@@ -84,6 +96,24 @@ type State struct {
 	// phase and what the memory calls cost. Absent in states written
 	// before memory existed.
 	Memories map[string]*Memory `json:"memories,omitempty"`
+}
+
+// Digests is the algorithm of the state's content digests:
+// DigestAlgorithm, or SHA-256 for a state created before it existed.
+func (s *State) Digests() digest.Algorithm {
+	if s.DigestAlgorithm == "" {
+		return digest.SHA256
+	}
+	return s.DigestAlgorithm
+}
+
+// formatVersion is the format s is written in: 1 while its digests are
+// SHA-256 (readable by every version), FormatVersion otherwise.
+func (s *State) formatVersion() int {
+	if s.Digests() == digest.SHA256 {
+		return 1
+	}
+	return FormatVersion
 }
 
 // MemoryKey is the key of the memory of capability capAddr in sandbox
@@ -405,11 +435,12 @@ type Output struct {
 // New returns an empty state with a fresh lineage and serial 0.
 func New() *State {
 	return &State{
-		FormatVersion: FormatVersion,
-		Lineage:       uuid.NewString(),
-		Sandboxes:     map[string]*Sandbox{},
-		Runs:          map[string]*Run{},
-		Outputs:       map[string]*Output{},
+		FormatVersion:   FormatVersion,
+		Lineage:         uuid.NewString(),
+		DigestAlgorithm: digest.BLAKE3,
+		Sandboxes:       map[string]*Sandbox{},
+		Runs:            map[string]*Run{},
+		Outputs:         map[string]*Output{},
 	}
 }
 
@@ -776,6 +807,14 @@ func decodeState(name string, data []byte) (*State, error) {
 func checkState(name string, s *State) error {
 	if s.Lineage == "" {
 		return fmt.Errorf("%s: state has no lineage; the file is damaged", name)
+	}
+	switch s.DigestAlgorithm {
+	case "", digest.SHA256, digest.BLAKE3:
+	default:
+		return fmt.Errorf("%s: digest_algorithm %q is not one this agentctl knows (%s, %s); upgrade agentctl, or the file is damaged", name, s.DigestAlgorithm, digest.BLAKE3, digest.SHA256)
+	}
+	if s.Digests() != digest.SHA256 && s.FormatVersion < 2 {
+		return fmt.Errorf("%s: digest_algorithm %q needs format_version 2, the file has %d; the file is damaged or was edited by hand", name, s.DigestAlgorithm, s.FormatVersion)
 	}
 	if s.Sandboxes == nil {
 		s.Sandboxes = map[string]*Sandbox{}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentctl/agentctl/model"
@@ -94,7 +96,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 	// The file is the documented JSON with snake_case keys.
 	data, _ := os.ReadFile(d.StateFile())
-	for _, key := range []string{`"format_version": 1`, `"serial": 2`, `"lineage"`, `"manifest_digest"`, `"digest_inputs"`, `"git_commit"`, `"input_tokens": 100`, `"sensitive": true`} {
+	for _, key := range []string{`"format_version": 2`, `"digest_algorithm": "blake3"`, `"serial": 2`, `"lineage"`, `"manifest_digest"`, `"digest_inputs"`, `"git_commit"`, `"input_tokens": 100`, `"sensitive": true`} {
 		if !strings.Contains(string(data), key) {
 			t.Errorf("state.json lacks %s:\n%s", key, data)
 		}
@@ -170,6 +172,43 @@ func TestReadNewerFormatRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "state was written by a newer agentctl (format 7); upgrade agentctl") {
 		t.Fatalf("message: %v", err)
+	}
+}
+
+// TestDigestAlgorithmFormats: a new state records BLAKE3 content digests
+// and is written as format 2, which earlier versions refuse; a state
+// created before (format 1, no digest_algorithm) keeps SHA-256 and is
+// written as format 1 again; an algorithm this version does not know,
+// or BLAKE3 in a format 1 file, is refused with what to do.
+func TestDigestAlgorithmFormats(t *testing.T) {
+	if s := New(); s.Digests() != digest.BLAKE3 || s.formatVersion() != 2 {
+		t.Fatalf("new state: digests %q, format %d", s.Digests(), s.formatVersion())
+	}
+	d := openTestDir(t)
+	os.MkdirAll(d.Path(), 0o755)
+	os.WriteFile(d.StateFile(), []byte(`{"format_version": 1, "serial": 3, "lineage": "x"}`), 0o600)
+	s, err := d.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Digests() != digest.SHA256 {
+		t.Fatalf("a format 1 state's digests are %q, want sha256", s.Digests())
+	}
+	if err := d.Write(s); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(d.StateFile())
+	if !strings.Contains(string(data), `"format_version": 1,`) || strings.Contains(string(data), "digest_algorithm") {
+		t.Errorf("a SHA-256 state was not written as format 1:\n%s", data)
+	}
+	for _, c := range []struct{ content, want string }{
+		{`{"format_version": 2, "serial": 3, "lineage": "x", "digest_algorithm": "blake9"}`, `digest_algorithm "blake9" is not one this agentctl knows (blake3, sha256); upgrade agentctl`},
+		{`{"format_version": 1, "serial": 3, "lineage": "x", "digest_algorithm": "blake3"}`, `digest_algorithm "blake3" needs format_version 2, the file has 1`},
+	} {
+		os.WriteFile(d.StateFile(), []byte(c.content), 0o600)
+		if _, err := d.Read(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.content, err, c.want)
+		}
 	}
 }
 

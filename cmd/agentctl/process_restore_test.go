@@ -103,17 +103,12 @@ func (h *harness) tree(ws string) map[string]string {
 	return out
 }
 
-// snapshotSum is the SHA-256 of sandbox.box's snapshot file and the
+// snapshotSum is the digest of sandbox.box's snapshot file and the
 // digest the state records for it.
 func (h *harness) snapshotSum() (file, recorded string) {
 	h.t.Helper()
 	ss := h.readState().Sandboxes["sandbox.box"]
-	b, err := os.ReadFile(filepath.Join(h.stateDir(), ss.Snapshot))
-	if err != nil {
-		h.t.Fatalf("reading the snapshot: %v", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), ss.SnapshotDigest
+	return h.snapshotFileDigest(ss.Snapshot, ss.SnapshotDigest), ss.SnapshotDigest
 }
 
 // restoringWorkspace is the workspace of sandbox.box while the state
@@ -138,7 +133,7 @@ func TestCrashDuringRestore(t *testing.T) {
 	}
 	goodSum, recorded := h.snapshotSum()
 	if goodSum != recorded {
-		t.Fatalf("snapshot file sha256 %s, state records %s", goodSum, recorded)
+		t.Fatalf("snapshot file digest %s, state records %s", goodSum, recorded)
 	}
 
 	// Each kill point is a condition on what a restore has visibly done.

@@ -6,7 +6,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/digest"
 
 	"github.com/agentctl/agentctl/internal/testfiles"
 
@@ -142,7 +143,7 @@ func TestSnapshotLimit(t *testing.T) {
 				t.Errorf("%s: the error does not mention %q: %v", name, want, err)
 			}
 		}
-		if got := fileSHA(t, dst); got != first.SHA256 {
+		if got := fileDigest(t, digest.BLAKE3, dst); got != first.Digest {
 			t.Errorf("%s: the previous snapshot was changed", name)
 		}
 		if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
@@ -187,16 +188,19 @@ func TestSnapshotOfProviderArchive(t *testing.T) {
 	}
 }
 
-func fileSHA(t *testing.T, p string) string {
+// fileDigest is the digest of file p with alg, as alg.Format writes it.
+func fileDigest(t *testing.T, alg digest.Algorithm, p string) string {
 	t.Helper()
-	h := sha256.New()
+	h := alg.New()
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	io.Copy(h, f)
-	return fmt.Sprintf("%x", h.Sum(nil))
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return alg.Format(h.Sum(nil))
 }
 
 // mkdirChain creates depth nested directories named "d" under root with

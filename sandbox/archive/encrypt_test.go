@@ -48,7 +48,7 @@ func TestEncryptedSnapshot(t *testing.T) {
 		t.Errorf("SensitiveMembersWith = %q, %v", hits, err)
 	}
 	h2 := newHostDir(t)
-	if err := RestoreSnapshotWith(ctx, h2, dst, info.SHA256, key); err != nil {
+	if err := RestoreSnapshotWith(ctx, h2, dst, info.Digest, key); err != nil {
 		t.Fatal(err)
 	}
 	if got := readWS(t, h2, "notes.txt"); got != canary+"\n" {
@@ -57,17 +57,17 @@ func TestEncryptedSnapshot(t *testing.T) {
 	if got := readWS(t, h2, "big.txt"); got != big {
 		t.Errorf("big.txt differs (%d bytes)", len(got))
 	}
-	if err := RestoreSnapshotWith(ctx, newHostDir(t), dst, info.SHA256, nil); !errors.Is(err, seal.ErrNoKey) {
+	if err := RestoreSnapshotWith(ctx, newHostDir(t), dst, info.Digest, nil); !errors.Is(err, seal.ErrNoKey) {
 		t.Errorf("without the key: %v", err)
 	}
-	if err := RestoreSnapshotWith(ctx, newHostDir(t), dst, info.SHA256, newKey(t)); !errors.Is(err, seal.ErrWrongKey) {
+	if err := RestoreSnapshotWith(ctx, newHostDir(t), dst, info.Digest, newKey(t)); !errors.Is(err, seal.ErrWrongKey) {
 		t.Errorf("with another key: %v", err)
 	}
 	// Cut short, even at a chunk boundary: refused as corrupt.
 	for _, cut := range []int{len(data) - 1, len(data) - (len(data)-100)%(seal.ChunkSize+16)} {
 		short := filepath.Join(t.TempDir(), "short.tar")
 		os.WriteFile(short, data[:cut], 0o600)
-		if err := RestoreSnapshotWith(ctx, newHostDir(t), short, info.SHA256, key); !errors.Is(err, ErrSnapshotCorrupt) {
+		if err := RestoreSnapshotWith(ctx, newHostDir(t), short, info.Digest, key); !errors.Is(err, ErrSnapshotCorrupt) {
 			t.Errorf("cut at %d of %d: %v", cut, len(data), err)
 		}
 	}
@@ -78,10 +78,10 @@ func TestEncryptedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pinfo.SHA256 != info.SHA256 {
-		t.Errorf("the digest is the tar's: %s, encrypted %s", pinfo.SHA256, info.SHA256)
+	if pinfo.Digest != info.Digest {
+		t.Errorf("the digest is the tar's: %s, encrypted %s", pinfo.Digest, info.Digest)
 	}
-	if err := RestoreSnapshotWith(ctx, newHostDir(t), plain, pinfo.SHA256, key); err != nil {
+	if err := RestoreSnapshotWith(ctx, newHostDir(t), plain, pinfo.Digest, key); err != nil {
 		t.Errorf("unencrypted snapshot with a key: %v", err)
 	}
 }

@@ -2,13 +2,14 @@ package archive
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/agentctl/agentctl/internal/digest"
 
 	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/seal"
@@ -42,23 +43,31 @@ func CheckSnapshotFile(src string) error {
 
 // RestoreSnapshot extracts the snapshot file src into the workspace root
 // of sb through CopyIn, so the provider's safe extraction applies, and
-// checks as it reads that the file's SHA-256 is wantSHA256 (hex; "" skips
-// the check). It returns nil only when every member was extracted and the
-// digest matched. On an error the workspace holds an unknown part of the
-// snapshot (CopyIn stops at the first refused member): the caller must
-// not treat it as restored. Errors wrap ErrSnapshotMissing or
-// ErrSnapshotCorrupt when those are the cause; they do not repeat src
-// unless the file is missing.
-func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 string) error {
-	return RestoreSnapshotWith(ctx, sb, src, wantSHA256, nil)
+// checks as it reads that the file's digest is want (SnapshotInfo.Digest:
+// "blake3:<hex>" or a bare hex SHA-256; "" skips the check). It returns
+// nil only when every member was extracted and the digest matched. On an
+// error the workspace holds an unknown part of the snapshot (CopyIn
+// stops at the first refused member): the caller must not treat it as
+// restored. Errors wrap ErrSnapshotMissing or ErrSnapshotCorrupt when
+// those are the cause; they do not repeat src unless the file is
+// missing.
+func RestoreSnapshot(ctx context.Context, sb sandbox.Sandbox, src, want string) error {
+	return RestoreSnapshotWith(ctx, sb, src, want, nil)
 }
 
 // RestoreSnapshotWith is RestoreSnapshot for a snapshot that may be
 // encrypted (SnapshotOptions.Key): it is decrypted with key as it is
-// read, and wantSHA256 is the digest of the tar. An encrypted snapshot
+// read, and want is the digest of the tar. An encrypted snapshot
 // without key, or with another key, is refused (seal.ErrNoKey,
 // seal.ErrWrongKey); an unencrypted one is read as it is whatever key.
-func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, wantSHA256 string, key *seal.Key) error {
+func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want string, key *seal.Key) error {
+	alg, wantHex := digest.BLAKE3, ""
+	if want != "" {
+		var err error
+		if alg, wantHex, err = digest.Parse(want); err != nil {
+			return fmt.Errorf("the snapshot's recorded %w", err)
+		}
+	}
 	if err := CheckSnapshotFile(src); err != nil {
 		return err
 	}
@@ -79,15 +88,15 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, wantSHA25
 	}
 	// Hashed on another goroutine, overlapping the extraction; the bytes
 	// hashed are the bytes extracted (one read of the file).
-	h := hashpipe.New(sha256.New())
+	h := hashpipe.New(alg.New())
 	defer h.Close()
 	r := io.TeeReader(f, h)
 	if err := sb.CopyIn(ctx, "", r); err != nil {
-		if wantSHA256 != "" && ctx.Err() == nil {
+		if want != "" && ctx.Err() == nil {
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
-			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum()) != wantSHA256 {
-				return fmt.Errorf("%w (the file does not match the sha256 %s recorded when it was written: %w)", err, wantSHA256, ErrSnapshotCorrupt)
+			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
+				return fmt.Errorf("%w (the file does not match the digest %s recorded when it was written: %w)", err, string(alg)+":"+wantHex, ErrSnapshotCorrupt)
 			}
 		}
 		return err
@@ -100,11 +109,11 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, wantSHA25
 		}
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
-	if wantSHA256 == "" {
+	if want == "" {
 		return nil
 	}
-	if got := hex.EncodeToString(h.Sum()); got != wantSHA256 {
-		return fmt.Errorf("the file's sha256 is %s, not the %s recorded when it was written: %w", got, wantSHA256, ErrSnapshotCorrupt)
+	if got := h.Sum(); hex.EncodeToString(got) != wantHex {
+		return fmt.Errorf("the file's digest is %s, not the %s:%s recorded when it was written: %w", alg.Format(got), alg, wantHex, ErrSnapshotCorrupt)
 	}
 	return nil
 }

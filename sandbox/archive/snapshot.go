@@ -6,7 +6,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
+
 	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"
@@ -32,9 +33,10 @@ type SnapshotInfo struct {
 	Path string `json:"path"`
 	// Size is its size in bytes (of the tar when it is encrypted).
 	Size int64 `json:"size"`
-	// SHA256 is the hex digest of the file (of the tar when it is
-	// encrypted).
-	SHA256 string `json:"sha256"`
+	// Digest is the digest of the file (of the tar when it is
+	// encrypted), with SnapshotOptions.Digest: "blake3:<hex>", or the
+	// bare hex SHA-256 as states with SHA-256 digests record it.
+	Digest string `json:"digest"`
 	// Members is the number of tar members.
 	Members int `json:"members"`
 }
@@ -58,9 +60,12 @@ type SnapshotOptions struct {
 	MaxBytes int64
 	// Key, when not nil, encrypts the file (a sealed stream of chunks,
 	// internal/seal): the tar is never on disk in plaintext. Size and
-	// SHA256 are then those of the tar, which a restore checks after
+	// Digest are then those of the tar, which a restore checks after
 	// decrypting.
 	Key *seal.Key
+	// Digest is the algorithm of SnapshotInfo.Digest (the state's,
+	// state.State.DigestAlgorithm); empty is digest.BLAKE3.
+	Digest digest.Algorithm
 }
 
 // Snapshot is SnapshotWith with the given exclude patterns and the
@@ -106,7 +111,7 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
 	defer tmp.discard()
-	h := hashpipe.New(sha256.New())
+	h := hashpipe.New(opts.Digest.New())
 	defer h.Close()
 	var out = tmp.writer()
 	var sw *seal.StreamWriter
@@ -147,7 +152,18 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	if err := syncDir(filepath.Dir(dst)); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
-	return SnapshotInfo{Path: dst, Size: cw.n, SHA256: hex.EncodeToString(h.Sum()), Members: n}, nil
+	return SnapshotInfo{Path: dst, Size: cw.n, Digest: formatSnapshotDigest(opts.Digest, h.Sum()), Members: n}, nil
+}
+
+// formatSnapshotDigest is a snapshot's digest as a state records it:
+// "blake3:<hex>", or for SHA-256 the bare hex, as agentctl recorded it
+// before digests named their algorithm (so a state that keeps SHA-256
+// digests stays readable by those versions).
+func formatSnapshotDigest(alg digest.Algorithm, sum []byte) string {
+	if alg.Name() == digest.SHA256 {
+		return hex.EncodeToString(sum)
+	}
+	return alg.Format(sum)
 }
 
 // HostWorkspace is implemented by sandboxes whose workspace is a host

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/testfiles"
@@ -25,7 +26,7 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(dst)
-	if err != nil || st.Size() != info.Size || len(info.SHA256) != 64 || info.Members == 0 {
+	if err != nil || st.Size() != info.Size || !strings.HasPrefix(info.Digest, "blake3:") || len(info.Digest) != 71 || info.Members == 0 {
 		t.Fatalf("snapshot info %+v, stat %v", info, err)
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
@@ -52,7 +53,7 @@ func TestSnapshotRestore(t *testing.T) {
 	// A second snapshot replaces the first atomically.
 	testfiles.WriteTree(t, h.Path(), map[string]string{"new.txt": "n"})
 	info2, err := Snapshot(ctx, h, "", nil, dst)
-	if err != nil || info2.SHA256 == info.SHA256 {
+	if err != nil || info2.Digest == info.Digest {
 		t.Errorf("second snapshot: %+v %v", info2, err)
 	}
 	if err := Restore(ctx, h2, filepath.Join(state, "missing.tar")); err == nil {

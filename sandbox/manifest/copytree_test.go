@@ -132,14 +132,14 @@ func TestLocalDirHashedOnce(t *testing.T) {
 			if hit.Digest != real {
 				t.Fatalf("the plan's digest was not remembered: %+v", m.DigestCache.entries)
 			}
-			hit.Digest = "sha256:from-the-plan"
+			hit.Digest = "blake3:from-the-plan"
 			m.DigestCache.entries[key] = hit
 			h := newHostDir(t)
 			res, err := Materialize(ctx, sb.wrap(h), m, nil, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Digests["repo"] != "sha256:from-the-plan" {
+			if res.Digests["repo"] != "blake3:from-the-plan" {
 				t.Errorf("apply hashed the tree again: digest %s", res.Digests["repo"])
 			}
 			if readWS(t, h, "repo/sub/b.txt") != "bravo" {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
+
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -91,8 +93,16 @@ func (c *DigestCache) Save() error {
 	return nil
 }
 
+// cacheKey is e's key in the cache: its source, path and excludes, and
+// the algorithm of its digest (none for SHA-256, as the cache had it
+// before BLAKE3), so that states of both algorithms beside one
+// configuration each keep theirs.
 func cacheKey(e Entry) string {
-	return strings.Join([]string{e.Source, e.Path, strings.Join(e.Exclude, "\x00")}, "\x00\x00")
+	k := strings.Join([]string{e.Source, e.Path, strings.Join(e.Exclude, "\x00")}, "\x00\x00")
+	if a := e.alg.Name(); a != digest.SHA256 {
+		k += "\x00\x00" + string(a)
+	}
+	return k
 }
 
 // localDirDigest is a local_dir's digest, from the cache when its tree's
@@ -107,7 +117,7 @@ func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (s
 		c.mu.Lock()
 		hit, ok := c.entries[cacheKey(e)]
 		c.mu.Unlock()
-		if ok && hit.Signature == sig {
+		if ok && hit.Signature == sig && hit.of(e) {
 			return hit.Digest, nil
 		}
 	}
@@ -168,7 +178,13 @@ func (c *DigestCache) lookup(e Entry, sig string) (string, bool) {
 	c.mu.Lock()
 	hit, ok := c.entries[cacheKey(e)]
 	c.mu.Unlock()
-	return hit.Digest, ok && hit.Signature == sig
+	return hit.Digest, ok && hit.Signature == sig && hit.of(e)
+}
+
+// of reports whether the digest was computed with e's algorithm (a
+// cache kept beside states of both algorithms holds either).
+func (c cachedDigest) of(e Entry) bool {
+	return digest.Of(c.Digest) == e.alg.Name()
 }
 
 // unchanged reports whether e's tree still has signature sig.

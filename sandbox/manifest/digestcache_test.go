@@ -6,8 +6,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentctl/agentctl/internal/digest"
 )
 
 func writeTree(t *testing.T, root string, files map[string]string) {
@@ -64,15 +67,22 @@ func TestDigestCache(t *testing.T) {
 	if !ok {
 		t.Fatalf("the cache file lacks the entry: %v", c.entries)
 	}
-	hit.Digest = "sha256:remembered"
+	hit.Digest = "blake3:remembered"
 	c.entries[key] = hit
 	m.DigestCache = c
-	if got, _ := EntryDigests(ctx, m); got["repo"] != "sha256:remembered" {
+	if got, _ := EntryDigests(ctx, m); got["repo"] != "blake3:remembered" {
 		t.Fatalf("an unchanged tree was read again: %v", got)
+	}
+	// A state with SHA-256 digests does not take a BLAKE3 digest from
+	// the cache (one cache serves the states beside a configuration).
+	legacy := m
+	legacy.Digests = digest.SHA256
+	if got, _ := EntryDigests(ctx, legacy); !strings.HasPrefix(got["repo"], "sha256:") {
+		t.Fatalf("a SHA-256 manifest got %v", got)
 	}
 	// An excluded file changes nothing.
 	writeTree(t, src, map[string]string{"skip/c.txt": "CHARLIE"})
-	if got, _ := EntryDigests(ctx, m); got["repo"] != "sha256:remembered" {
+	if got, _ := EntryDigests(ctx, m); got["repo"] != "blake3:remembered" {
 		t.Fatalf("a change under an excluded directory invalidated the digest: %v", got)
 	}
 
@@ -86,11 +96,11 @@ func TestDigestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err = EntryDigests(ctx, m)
-	if err != nil || got["repo"] == "sha256:remembered" || got["repo"] == real["repo"] {
+	if err != nil || got["repo"] == "blake3:remembered" || got["repo"] == real["repo"] {
 		t.Fatalf("a changed file went unnoticed: %v, %v", got, err)
 	}
 	// Changed just now: not remembered, so the old entry stays as it was.
-	if c.entries[key].Digest != "sha256:remembered" {
+	if c.entries[key].Digest != "blake3:remembered" {
 		t.Fatalf("a tree changed within the racy window was remembered: %+v", c.entries[key])
 	}
 }

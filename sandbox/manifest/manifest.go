@@ -1,5 +1,7 @@
 package manifest
 
+import "github.com/agentctl/agentctl/internal/digest"
+
 // EntryKind names a manifest entry type of the configuration language.
 type EntryKind string
 
@@ -25,6 +27,11 @@ type Manifest struct {
 	// DigestCache, when set, remembers local_dir digests across commands
 	// (EntryDigests, Materialize): an unchanged tree is not read again.
 	DigestCache *DigestCache
+	// Digests is the algorithm of the content digests of local_dir and
+	// local_file entries: the one the state records its digests with
+	// (state.State.DigestAlgorithm), so that a state written with
+	// SHA-256 plans no change. Empty is digest.BLAKE3.
+	Digests digest.Algorithm
 }
 
 // Entry is one manifest entry. Path is workspace-relative.
@@ -47,4 +54,6 @@ type Entry struct {
 	// Label, when set, names a git_repo in messages instead of
 	// "manifest entry git_repo PATH" (a skills capability's source).
 	Label string
+	// alg is the manifest's Digests, set where entries are digested.
+	alg digest.Algorithm
 }

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentctl/agentctl/internal/hashpipe"
@@ -99,7 +101,7 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 				}
 			}
 			e := m.Entries[i]
-			e.Path = paths[i]
+			e.Path, e.alg = paths[i], m.Digests
 			old, had := prev[e.Path]
 			var d string
 			var err error
@@ -198,28 +200,36 @@ func Validate(m Manifest) error {
 }
 
 // digester builds a canonical, length-prefixed encoding of fields and
-// hashes it (SHA-256): h receives the encoding, directly or, for a tree's
-// content, through a hashpipe.Writer that hashes on a goroutine of its
-// own while the tree is read.
+// hashes it: h receives the encoding, directly or, for a tree's content,
+// through a hashpipe.Writer that hashes on a goroutine of its own while
+// the tree is read. Declarations (file, dir, git_repo, the manifest) are
+// hashed with SHA-256; what is read from the host (local_file,
+// local_dir) with the manifest's content digest algorithm
+// (Manifest.Digests).
 type digester struct {
 	h    io.Writer
-	sha  hash.Hash
+	hash hash.Hash
 	pipe *hashpipe.Writer
+	alg  digest.Algorithm
 }
 
 func newDigester(kind EntryKind, p string) *digester {
-	sha := sha256.New()
-	d := &digester{h: sha, sha: sha}
+	return newDigesterWith(digest.SHA256, kind, p)
+}
+
+func newDigesterWith(alg digest.Algorithm, kind EntryKind, p string) *digester {
+	h := alg.New()
+	d := &digester{h: h, hash: h, alg: alg}
 	d.entry(kind, p)
 	return d
 }
 
-// newTreeDigester is newDigester for a tree's content, hashed
+// newTreeDigester is the digester of e's content (a tree), hashed
 // concurrently with the reading; close it when done.
-func newTreeDigester(kind EntryKind, p string) *digester {
-	pipe := hashpipe.New(sha256.New())
-	d := &digester{h: pipe, pipe: pipe}
-	d.entry(kind, p)
+func newTreeDigester(e Entry) *digester {
+	pipe := hashpipe.New(e.alg.New())
+	d := &digester{h: pipe, pipe: pipe, alg: e.alg}
+	d.entry(e.Kind, e.Path)
 	return d
 }
 
@@ -239,9 +249,9 @@ func (d *digester) str(s string) {
 // sum is the digest; a tree digester cannot be used afterwards.
 func (d *digester) sum() string {
 	if d.pipe != nil {
-		return "sha256:" + hex.EncodeToString(d.pipe.Sum())
+		return d.alg.Format(d.pipe.Sum())
 	}
-	return "sha256:" + hex.EncodeToString(d.sha.Sum(nil))
+	return d.alg.Format(d.hash.Sum(nil))
 }
 
 // close releases a tree digester's goroutine (after sum, or instead of
@@ -278,7 +288,7 @@ func entryDigest(ctx context.Context, e Entry, cache *DigestCache) (string, erro
 		return localFileDigest(e)
 	case EntryLocalDir:
 		return cache.localDirDigest(func() (string, error) {
-			dg := newTreeDigester(e.Kind, e.Path)
+			dg := newTreeDigester(e)
 			defer dg.close()
 			if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
 				return "", err
@@ -392,7 +402,7 @@ func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *Dige
 // (hostfs.FileDigest): a file that changed in between is
 // hostfs.ErrChangedWhileCopied.
 func copyLocalDirHashed(ctx context.Context, sb sandbox.Sandbox, e Entry, kernel bool) (string, error) {
-	dg := newTreeDigester(e.Kind, e.Path)
+	dg := newTreeDigester(e)
 	defer dg.close()
 	if !kernel {
 		// Hidden from the copy: it hashes what it reads and writes.
@@ -519,9 +529,9 @@ func localFileDigest(e Entry) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	d := newDigester(e.Kind, e.Path)
+	d := newDigesterWith(e.alg, e.Kind, e.Path)
 	d.str(strconv.FormatUint(uint64(hostfs.SanitizeMode(int64(st.Mode().Perm()))), 8))
-	h := sha256.New()
+	h := e.alg.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("manifest entry %s %q: read %s: %w", e.Kind, e.Path, e.Source, err)
 	}
@@ -598,7 +608,7 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 // contributes its declaration only.
 func Digest(m Manifest, entryDigests map[string]string) string {
 	sha := sha256.New()
-	d := &digester{h: sha, sha: sha}
+	d := &digester{h: sha, hash: sha, alg: digest.SHA256}
 	d.str("agentctl-manifest-v1")
 	d.str(m.Root)
 	d.str(strconv.Itoa(len(m.Entries)))
@@ -644,6 +654,7 @@ func PlanDigests(ctx context.Context, m Manifest) (digests map[string]string, de
 	for _, e := range m.Entries {
 		p, _ := sandbox.CheckEntryPath(e.Path)
 		e.Path = p // as Materialize names it (the cache's key)
+		e.alg = m.Digests
 		if e.Kind == EntryLocalDir {
 			if _, err := checkSource(e, true); err != nil {
 				return nil, nil, err
@@ -677,6 +688,7 @@ func EntryDigests(ctx context.Context, m Manifest) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(m.Entries))
 	for _, e := range m.Entries {
+		e.alg = m.Digests
 		d, err := entryDigest(ctx, e, m.DigestCache)
 		if err != nil {
 			return nil, err

@@ -164,7 +164,11 @@ func showSandbox(w io.Writer, s *state.Sandbox) {
 		fmt.Fprintf(w, "url %-12s = %s\n", termtext.Line(p), termtext.Line(s.URLs[p]))
 	}
 	if s.Snapshot != "" {
-		fmt.Fprintf(w, "snapshot        = %s (sha256 %s)\n", termtext.Line(s.Snapshot), termtext.Line(s.SnapshotDigest))
+		d := s.SnapshotDigest
+		if !strings.Contains(d, ":") {
+			d = "sha256:" + d // recorded bare before digests named their algorithm
+		}
+		fmt.Fprintf(w, "snapshot        = %s (%s)\n", termtext.Line(s.Snapshot), termtext.Line(d))
 	}
 	if p := s.RestorePending; p != nil {
 		why := "agentctl stopped during it"
