@@ -93,6 +93,17 @@ cold1() {
   time1 "$@"
 }
 
+# rotate K CMD...: runs the commands in turn, starting with the K-th
+# (mod their number), so that each round puts them in another order.
+rotate() {
+  local k=$1
+  shift
+  local cmds=("$@") i
+  for ((i = 0; i < ${#cmds[@]}; i++)); do
+    "${cmds[(k + i) % ${#cmds[@]}]}"
+  done
+}
+
 # workspace STATEDIR: the workspace directory of sandbox.box.
 workspace() { jq -r '.sandboxes["sandbox.box"].session.data.dir' "$1/state.json"; }
 
@@ -107,12 +118,18 @@ for r in $(seq "$rounds"); do
   c() { cold1 cp_a cp -a "$cfg/repo" "$run/cp/repo"; }
   if [ -n "$agentctl_b" ]; then
     b() { cold1 apply_create_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -var 'runs=[]' -state="$run/state_b/state.json"; }
-    case $((r % 3)) in
-      0) a; b; c ;;
-      1) b; c; a ;;
-      2) c; a; b ;;
-    esac
-  elif [ $((r % 2)) = 1 ]; then a; c; else c; a; fi
+    rotate "$r" a b c
+    # Each build's digest of the tree in the cache, as after its own
+    # apply (the other build's cold apply removed the cache; two builds
+    # with different digest algorithms keep an entry each), untimed.
+    for st in state state_b; do
+      bin=$agentctl
+      [ "$st" = state_b ] && bin=$agentctl_b
+      "$bin" -chdir="$cfg" plan -no-color -var 'runs=[]' -state="$run/$st/state.json" > /dev/null
+    done
+  else
+    rotate "$r" a c
+  fi
   ws=$(workspace "$run/state")
   # A run (one scripted turn) and the snapshot that follows it, against
   # tar -c of the same workspace.
@@ -129,24 +146,11 @@ for r in $(seq "$rounds"); do
     ws_b=$(workspace "$run/state_b")
     sb() { time1 apply_snapshot_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state_b/state.json"; }
     xb() { mv "$(dirname "$ws_b")" "$run/lost_b"; time1 apply_restore_b "$agentctl_b" -chdir="$cfg" apply -auto-approve -no-color -state="$run/state_b/state.json"; }
-    case $((r % 4)) in
-      0) s; sb; t; u ;;
-      1) sb; t; u; s ;;
-      2) t; u; s; sb ;;
-      3) u; s; sb; t ;;
-    esac
-    case $((r % 3)) in
-      0) x; xb; y ;;
-      1) xb; y; x ;;
-      2) y; x; xb ;;
-    esac
+    rotate "$r" s sb t u
+    rotate "$r" x xb y
   else
-    case $((r % 3)) in
-      0) s; t; u ;;
-      1) t; u; s ;;
-      2) u; s; t ;;
-    esac
-    if [ $((r % 2)) = 1 ]; then x; y; else y; x; fi
+    rotate "$r" s t u
+    rotate "$r" x y
   fi
 done
 

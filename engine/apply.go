@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentctl/agentctl/internal/digest"
-
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/graph"
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/vcs"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"

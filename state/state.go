@@ -29,10 +29,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/google/uuid"
 
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/seal"
 
 	"github.com/agentctl/agentctl/model"

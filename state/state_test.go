@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 )

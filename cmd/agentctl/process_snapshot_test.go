@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/internal/digest"
 )
 
 // Kill points during the snapshot an apply takes after a run completes:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 	"github.com/agentctl/agentctl/sandbox/manifest"
@@ -86,7 +87,7 @@ func BenchmarkTree(b *testing.B) {
 	// daytona).
 	type tarPath struct{ sandbox.Sandbox }
 	entry := manifest.Entry{Kind: manifest.EntryLocalDir, Path: "repo", Source: src}
-	materialize := func(b *testing.B, cache *manifest.DigestCache, viaTar bool) func(dst string) {
+	materialize := func(b *testing.B, cache *manifest.DigestCache, viaTar bool, alg digest.Algorithm) func(dst string) {
 		return func(dst string) {
 			h, err := hostfs.NewHostDir(dst)
 			if err != nil {
@@ -97,7 +98,7 @@ func BenchmarkTree(b *testing.B) {
 			if viaTar {
 				sb = tarPath{h}
 			}
-			m := manifest.Manifest{Entries: []manifest.Entry{entry}, DigestCache: cache}
+			m := manifest.Manifest{Entries: []manifest.Entry{entry}, DigestCache: cache, Digests: alg}
 			if _, err := manifest.Materialize(ctx, sb, m, nil, 4); err != nil {
 				b.Fatal(err)
 			}
@@ -109,22 +110,27 @@ func BenchmarkTree(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srcSB.Close()
-	snapshotRestore := func(dst string) {
-		file := filepath.Join(dst, "s.tar")
-		if _, err := Snapshot(ctx, srcSB, "", nil, file); err != nil {
-			b.Fatal(err)
-		}
-		out := filepath.Join(dst, "out")
-		if err := os.Mkdir(out, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		h, err := hostfs.NewHostDir(out)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer h.Close()
-		if err := Restore(ctx, h, file); err != nil {
-			b.Fatal(err)
+	// A snapshot and its restore as apply makes them: each hashes the
+	// file (alg) on its own goroutine, the restore checks the digest.
+	snapshotRestore := func(alg digest.Algorithm) func(dst string) {
+		return func(dst string) {
+			file := filepath.Join(dst, "s.tar")
+			info, err := SnapshotWith(ctx, srcSB, "", file, SnapshotOptions{Digest: alg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := filepath.Join(dst, "out")
+			if err := os.Mkdir(out, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			h, err := hostfs.NewHostDir(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close()
+			if err := RestoreSnapshot(ctx, h, file, info.Digest); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	tarCX := func(sync bool) func(dst string) {
@@ -176,9 +182,10 @@ func BenchmarkTree(b *testing.B) {
 		if _, err := manifest.EntryDigests(ctx, manifest.Manifest{Entries: []manifest.Entry{entry}, DigestCache: cache}); err != nil {
 			b.Fatal(err)
 		}
-		compare(b, side{"cp_a", cpA}, side{"materialize", materialize(b, nil, false)}, side{"materialize_cached", materialize(b, cache, false)}, side{"materialize_tar", materialize(b, nil, true)})
+		compare(b, side{"cp_a", cpA}, side{"materialize", materialize(b, nil, false, digest.BLAKE3)}, side{"materialize_sha256", materialize(b, nil, false, digest.SHA256)},
+			side{"materialize_cached", materialize(b, cache, false, digest.BLAKE3)}, side{"materialize_tar", materialize(b, nil, true, digest.BLAKE3)})
 	})
 	b.Run("snapshots", func(b *testing.B) {
-		compare(b, side{"tar_c_tar_x", tarCX(false)}, side{"snapshot_restore", snapshotRestore}, side{"tar_c_sync_tar_x", tarCX(true)})
+		compare(b, side{"tar_c_tar_x", tarCX(false)}, side{"snapshot_restore", snapshotRestore(digest.BLAKE3)}, side{"snapshot_restore_sha256", snapshotRestore(digest.SHA256)}, side{"tar_c_sync_tar_x", tarCX(true)})
 	})
 }

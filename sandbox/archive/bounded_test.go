@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/agentctl/agentctl/internal/testfiles"
 
 	"golang.org/x/sys/unix"

@@ -10,7 +10,6 @@ import (
 	"os"
 
 	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"

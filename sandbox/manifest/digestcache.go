@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/internal/digest"
-
 	"github.com/agentctl/agentctl/sandbox"
 )
 

@@ -24,10 +24,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentctl/agentctl/internal/digest"
-
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
