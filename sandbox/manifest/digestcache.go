@@ -11,10 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/sandbox"
@@ -233,35 +235,12 @@ func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 		binary.BigEndian.PutUint64(buf[:], uint64(v))
 		h.Write(buf[:])
 	}
-	err = filepath.WalkDir(e.Source, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(e.Source, p)
-		rel = filepath.ToSlash(rel)
-		if rel != "." && m.Match(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return errSpecial
-		}
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
-			return err
-		}
-		if readable && !d.IsDir() {
-			if err := syscall.Access(p, 4); err != nil { // R_OK
-				return err
-			}
-		}
+	record := func(rel string, st *unix.Stat_t) {
 		h.Write([]byte(rel))
 		h.Write([]byte{0})
 		num(int64(st.Mode))
 		num(st.Size)
-		mtime, ctime := statTimes(&st)
+		mtime, ctime := st.Mtim.Nano(), st.Ctim.Nano()
 		num(mtime)
 		num(ctime)
 		num(int64(st.Ino))
@@ -269,9 +248,60 @@ func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 		if mtime >= recent || ctime >= recent {
 			cacheable = false
 		}
-		return nil
-	})
+	}
+	// The order and the bytes are those of a filepath.WalkDir of the
+	// source (each directory's entries sorted by name, parents first),
+	// as the signature was first taken: a cache written then stays
+	// valid. Each entry is stat'ed relative to its directory's
+	// descriptor, so the kernel resolves one name, not the whole path.
+	var st unix.Stat_t
+	if err := unix.Fstatat(unix.AT_FDCWD, e.Source, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", false
+	}
+	fd, err := unix.Open(e.Source, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return "", false
+	}
+	record(".", &st)
+	var walk func(dirfd int, prefix string) error
+	walk = func(dirfd int, prefix string) error {
+		dir := os.NewFile(uintptr(dirfd), prefix)
+		defer dir.Close()
+		ents, err := dir.ReadDir(-1)
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, d := range ents {
+			name, rel := d.Name(), prefix+d.Name()
+			if m.Match(rel, d.IsDir()) {
+				continue
+			}
+			if !d.IsDir() && !d.Type().IsRegular() {
+				return errSpecial
+			}
+			if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return err
+			}
+			if readable && !d.IsDir() {
+				if err := unix.Faccessat(dirfd, name, unix.R_OK, 0); err != nil {
+					return err
+				}
+			}
+			record(rel, &st)
+			if d.IsDir() {
+				sub, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				if err := walk(sub, rel+"/"); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(fd, ""); err != nil {
 		return "", false
 	}
 	return hex.EncodeToString(h.Sum(nil)), cacheable
