@@ -47,9 +47,11 @@ type applier struct {
 	// (lockSandbox): runs sharing a sandbox must not restore it twice,
 	// and the snapshot digest recorded must be the file's on disk.
 	snapMu map[string]*sync.Mutex
-	// gitCommit is the commit of the configuration's git checkout, looked
-	// up once before the walk for every run's provenance.
-	gitCommit string
+	// commit is the commit of the configuration's git checkout, for
+	// every run's provenance (gitCommit): looked up once (a git process),
+	// concurrently with the walk, and waited for by the first run that
+	// records it.
+	commit func() string
 	// asking counts the questions to a reviewer under way (asker); no
 	// progress lines are printed meanwhile.
 	asking atomic.Int32
@@ -62,6 +64,15 @@ type applier struct {
 // and which no update changes (so it is read without mu). Files named
 // for it (state.ScopedName) are this state's alone.
 func (a *applier) lineage() string { return a.st.Lineage }
+
+// gitCommit is the configuration's git commit ("" outside a checkout, or
+// for an applier that looked none up).
+func (a *applier) gitCommit() string {
+	if a.commit == nil {
+		return ""
+	}
+	return a.commit()
+}
 
 // digests is the algorithm of the state's content digests, which is
 // fixed when the state is created (read without mu, as lineage).
@@ -81,7 +92,10 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	}
 	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapshotted: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if p.HasChanges() {
-		a.gitCommit = vcs.GitCommit(ctx, e.Config.Dir)
+		commit := make(chan string, 1)
+		go func() { commit <- vcs.GitCommit(ctx, e.Config.Dir) }()
+		a.commit = sync.OnceValue(func() string { return <-commit })
+		defer a.commit() // the lookup ends with the apply
 	}
 	if st.AgentctlVersion == "" || st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
@@ -737,7 +751,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		r.ToolCalls, r.RunningTime, r.Budgets = spent.ToolCalls, spent.Duration, runBudgets(e.Config, ri)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
-			GitCommit:    a.gitCommit,
+			GitCommit:    a.gitCommit(),
 			Models:       sortedKeys(models),
 			StartedAt:    started,
 		}
