@@ -249,3 +249,41 @@ func TestLocalDirRefusesWorkspaceSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannedTreeNotWalkedAgain: the Materialize that follows a plan in
+// the same process takes an unchanged local_dir's digest from that plan
+// instead of walking the tree again, once: a tree changed after the plan
+// is the plan's view for that apply (unchanged, not copied), and the
+// next Materialize without a plan of its own walks it and copies it.
+func TestPlannedTreeNotWalkedAgain(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	testfiles.WriteTree(t, src, map[string]string{"a.txt": "alpha"})
+	old := time.Now().Add(-time.Hour)
+	for _, p := range []string{"a.txt", "."} {
+		os.Chtimes(filepath.Join(src, p), old, old)
+	}
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	m := Manifest{Entries: []Entry{{Kind: EntryLocalDir, Path: "repo", Source: src}}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+	h := newHostDir(t)
+	first, err := Materialize(ctx, h, m, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := EntryDigests(ctx, m) // the plan: the tree is unchanged
+	if err != nil || planned["repo"] != first.Digests["repo"] {
+		t.Fatalf("plan %v, %v; materialized %v", planned, err, first.Digests)
+	}
+	testfiles.WriteTree(t, src, map[string]string{"a.txt": "ALPHA!"}) // after the plan
+	res, err := Materialize(ctx, h, m, first.Digests, 1)
+	if err != nil || len(res.Applied) != 0 || res.Digests["repo"] != planned["repo"] {
+		t.Fatalf("the apply after the plan: applied %v, digests %v, %v; want the plan's view", res.Applied, res.Digests, err)
+	}
+	res, err = Materialize(ctx, h, m, first.Digests, 1)
+	if err != nil || len(res.Applied) != 1 || res.Digests["repo"] == planned["repo"] {
+		t.Fatalf("a second apply without a plan: applied %v, digests %v, %v; want the change copied", res.Applied, res.Digests, err)
+	}
+	if got := readWS(t, h, "repo/a.txt"); got != "ALPHA!" {
+		t.Errorf("repo/a.txt = %q", got)
+	}
+}

@@ -45,6 +45,12 @@ type DigestCache struct {
 	// the tree again for its "before" signature (remember compares it
 	// with the tree after the copy, so a change in between is seen).
 	planned map[string]string
+	// confirmed holds the digests a plan found (or computed) for trees
+	// whose signature held, once, for the Materialize of the same apply:
+	// it does not walk a tree the plan has just walked (a tree changed
+	// in between is the plan's view, as every plan decision is, and the
+	// next plan sees the change).
+	confirmed map[string]string
 }
 
 type cachedDigest struct {
@@ -119,14 +125,37 @@ func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (s
 		hit, ok := c.entries[cacheKey(e)]
 		c.mu.Unlock()
 		if ok && hit.Signature == sig && hit.of(e) {
+			c.confirm(e, hit.Digest)
 			return hit.Digest, nil
 		}
 	}
 	d, err := compute()
-	if err == nil && cacheable {
-		c.remember(e, d, sig)
+	if err == nil && cacheable && c.remember(e, d, sig) {
+		c.confirm(e, d)
 	}
 	return d, err
+}
+
+func (c *DigestCache) confirm(e Entry, d string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.confirmed == nil {
+		c.confirmed = map[string]string{}
+	}
+	c.confirmed[cacheKey(e)] = d
+}
+
+// confirmedDigest is the digest the latest localDirDigest found for e's
+// tree while its signature held, once; ok is false when there is none.
+func (c *DigestCache) confirmedDigest(e Entry) (d string, ok bool) {
+	if c == nil || e.Kind != EntryLocalDir {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok = c.confirmed[cacheKey(e)]
+	delete(c.confirmed, cacheKey(e))
+	return d, ok
 }
 
 // Signature is a local_dir tree's stat signature before it is read, for
@@ -196,18 +225,19 @@ func (c *DigestCache) unchanged(e Entry, sig string) bool {
 
 // remember records d as the digest of e's tree, read while its signature
 // was before: only when the tree still has that signature (nothing changed
-// while it was read).
-func (c *DigestCache) remember(e Entry, d, before string) {
+// while it was read). It reports whether it did.
+func (c *DigestCache) remember(e Entry, d, before string) bool {
 	if c == nil || before == "" {
-		return
+		return false
 	}
 	if after, cacheable := treeSignature(e); after != before || !cacheable {
-		return
+		return false
 	}
 	c.mu.Lock()
 	c.entries[cacheKey(e)] = cachedDigest{Signature: before, Digest: d}
 	c.dirty = true
 	c.mu.Unlock()
+	return true
 }
 
 // treeSignature walks a local_dir source as the archive does (sorted,

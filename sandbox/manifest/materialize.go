@@ -105,7 +105,14 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 			var d string
 			var err error
 			if had && !force {
-				d, err = entryDigest(gctx, e, m.DigestCache)
+				// The plan of this apply has just digested the tree: its
+				// digest is not taken again (once; a digest taken here
+				// confirms nothing for a later Materialize).
+				var ok bool
+				if d, ok = m.DigestCache.confirmedDigest(e); !ok {
+					d, err = entryDigest(gctx, e, m.DigestCache)
+					m.DigestCache.confirmedDigest(e)
+				}
 				if err != nil {
 					return err
 				}
