@@ -241,8 +241,24 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 	if err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
+	// The descriptor becomes an *os.File only where one is used (a sparse
+	// file's data segments, the tree copy); the archive reads the rest
+	// with plain system calls (rawFile).
+	src := rawFile{fd, name}
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		} else {
+			src.Close()
+		}
+	}()
+	osFile := func() *os.File {
+		if f == nil {
+			f = os.NewFile(uintptr(fd), name)
+		}
+		return f
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
@@ -256,7 +272,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
 		if segs != nil {
-			return a.sparseFile(f, name, mode, mtime, st.Size, segs)
+			return a.sparseFile(osFile(), name, mode, mtime, st.Size, segs)
 		}
 	}
 	if err := a.reserve(name, st.Size, 0); err != nil {
@@ -268,7 +284,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 			a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
 			digest = a.opts.Digest
 		}
-		return a.cp.file(f, &st, n, name, mode, mtime, digest, a.buf)
+		return a.cp.file(osFile(), &st, n, name, mode, mtime, digest, a.buf)
 	}
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err
@@ -278,7 +294,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 		a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
 		dst = io.MultiWriter(a.tw, a.opts.Digest)
 	}
-	k, err := io.CopyBuffer(onlyWriter{dst}, io.LimitReader(f, st.Size), a.buf)
+	k, err := io.CopyBuffer(onlyWriter{dst}, io.LimitReader(src, st.Size), a.buf)
 	if err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
 	}

@@ -380,10 +380,19 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 	if err != nil {
 		return err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
+	// Written with plain system calls (rawFile), except a sparse member,
+	// whose holes need an *os.File's WriteAt and Truncate.
+	var f io.WriteCloser = rawFile{fd, name}
+	closed := false
+	defer func() {
+		if !closed {
+			f.Close()
+		}
+	}()
 	if written != nil {
-		if err := writeHoles(ctx, f, r, hdr.Size, buf, written); err != nil {
+		of := os.NewFile(uintptr(fd), name)
+		f = of
+		if err := writeHoles(ctx, of, r, hdr.Size, buf, written); err != nil {
 			return err
 		}
 	} else {
@@ -404,6 +413,7 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			return err
 		}
 	}
+	closed = true
 	return f.Close()
 }
 
