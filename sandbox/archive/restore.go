@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -86,23 +87,27 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 		return err
 	}
 	// Hashed on another goroutine, overlapping the extraction; the bytes
-	// hashed are the bytes extracted (one read of the file).
+	// hashed are the bytes extracted (one read of the file). Read through
+	// a buffer: the archive's headers are 512-byte reads, one system call
+	// each without it.
 	h := hashpipe.New(alg.New())
 	defer h.Close()
-	r := io.TeeReader(f, h)
+	br := bufio.NewReaderSize(f, 256<<10)
+	r := io.TeeReader(br, h)
 	if err := sb.CopyIn(ctx, "", r); err != nil {
 		if want != "" && ctx.Err() == nil {
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
-			if _, rerr := io.Copy(h, f); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
+			if _, rerr := io.Copy(h, br); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
 				return fmt.Errorf("%w (the file does not match the digest %s recorded when it was written: %w)", err, string(alg)+":"+wantHex, ErrSnapshotCorrupt)
 			}
 		}
 		return err
 	}
 	// Every CopyIn has consumed the archive when it returns; the rest of
-	// the file (tar padding) still counts towards the digest.
-	if _, err := io.Copy(h, f); err != nil {
+	// the file (tar padding, and what the buffer holds of it) still
+	// counts towards the digest.
+	if _, err := io.Copy(h, br); err != nil {
 		if errors.Is(err, seal.ErrDamaged) {
 			return fmt.Errorf("reading the snapshot: %w: %w", err, ErrSnapshotCorrupt)
 		}

@@ -112,11 +112,14 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	defer tmp.discard()
 	h := hashpipe.New(opts.Digest.New())
 	defer h.Close()
-	var out = tmp.writer()
-	var sw *seal.StreamWriter
+	// Written through a buffer: the archive's headers and paddings are
+	// 512-byte writes, one system call each without it.
+	bw := bufio.NewWriterSize(tmp.writer(), 256<<10)
+	var out io.Writer = bw
+	tmp.flush = bw.Flush
 	if opts.Key != nil {
-		bw := bufio.NewWriterSize(out, 256<<10)
-		if sw, err = opts.Key.NewStreamWriter(bw); err != nil {
+		sw, err := opts.Key.NewStreamWriter(bw)
+		if err != nil {
 			return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 		}
 		out = sw

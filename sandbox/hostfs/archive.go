@@ -243,8 +243,8 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 	}
 	// The descriptor becomes an *os.File only where one is used (a sparse
 	// file's data segments, the tree copy); the archive reads the rest
-	// with plain system calls (rawFile).
-	src := rawFile{fd, name}
+	// with plain system calls (fdFile).
+	src := fdFile{fd, name}
 	var f *os.File
 	defer func() {
 		if f != nil {

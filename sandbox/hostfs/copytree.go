@@ -389,24 +389,3 @@ func kernelCopyUnsupported(err error) bool {
 	}
 	return false
 }
-
-// fdFile is a file descriptor read with pread: a FileDigest's file,
-// without os.File's poller registration and finalizer.
-type fdFile struct {
-	fd   int
-	name string
-}
-
-func (f fdFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := unix.Pread(f.fd, p, off)
-	if err == nil && n == 0 && len(p) > 0 {
-		return 0, io.EOF
-	}
-	if n < 0 {
-		n = 0
-	}
-	return n, err
-}
-
-func (f fdFile) Close() error { return unix.Close(f.fd) }
-func (f fdFile) Name() string { return f.name }

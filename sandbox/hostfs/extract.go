@@ -380,9 +380,9 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 	if err != nil {
 		return err
 	}
-	// Written with plain system calls (rawFile), except a sparse member,
+	// Written with plain system calls (fdFile), except a sparse member,
 	// whose holes need an *os.File's WriteAt and Truncate.
-	var f io.WriteCloser = rawFile{fd, name}
+	var f io.WriteCloser = fdFile{fd, name}
 	closed := false
 	defer func() {
 		if !closed {
