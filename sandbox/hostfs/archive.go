@@ -241,11 +241,11 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 	if err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
 	}
-	// The descriptor becomes an *os.File only where one is used (a sparse
-	// file's data segments, the tree copy); the archive reads the rest
-	// with plain system calls (fdFile).
+	// The descriptor becomes an *os.File only for a sparse file's data
+	// segments; the archive and the tree copy read it with plain system
+	// calls (fdFile).
 	src := fdFile{fd, name}
-	var f *os.File
+	var f *os.File // the descriptor's, once it has one
 	defer func() {
 		if f != nil {
 			f.Close()
@@ -253,12 +253,6 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 			src.Close()
 		}
 	}()
-	osFile := func() *os.File {
-		if f == nil {
-			f = os.NewFile(uintptr(fd), name)
-		}
-		return f
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
@@ -272,7 +266,8 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
 		if segs != nil {
-			return a.sparseFile(osFile(), name, mode, mtime, st.Size, segs)
+			f = os.NewFile(uintptr(fd), name)
+			return a.sparseFile(f, name, mode, mtime, st.Size, segs)
 		}
 	}
 	if err := a.reserve(name, st.Size, 0); err != nil {
@@ -284,7 +279,7 @@ func (a *archiver) file(dirfd int, n, name string, mode fs.FileMode, mtime time.
 			a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
 			digest = a.opts.Digest
 		}
-		return a.cp.file(osFile(), &st, n, name, mode, mtime, digest, a.buf)
+		return a.cp.file(src, &st, n, name, mode, mtime, digest, a.buf)
 	}
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err

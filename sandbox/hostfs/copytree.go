@@ -226,7 +226,7 @@ func (c *treeCopier) symlink(n, name, target string) error {
 // file copies size bytes of the open regular file src to file n of the
 // current directory, replacing what is there, and feeds digest (when
 // set) with the content as it is copied.
-func (c *treeCopier) file(src *os.File, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) error {
+func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) error {
 	size := st.Size
 	target := relJoin(c.levels[0].rel, name)
 	if err := c.count(name, size); err != nil {
@@ -241,8 +241,13 @@ func (c *treeCopier) file(src *os.File, st *unix.Stat_t, n, name string, mode fs
 	if err != nil {
 		return pathErr("write", target, err)
 	}
-	dst := os.NewFile(uintptr(fd), target)
-	defer dst.Close()
+	dst := fdFile{fd, target}
+	closed := false
+	defer func() {
+		if !closed {
+			dst.Close()
+		}
+	}()
 	if err := c.copyData(dst, src, st, digest, buf); err != nil {
 		return fmt.Errorf("copy %s: %w", target, err)
 	}
@@ -253,6 +258,7 @@ func (c *treeCopier) file(src *os.File, st *unix.Stat_t, n, name string, mode fs
 	if err := unix.UtimesNanoAt(pfd, n, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return pathErr("write", target, err)
 	}
+	closed = true
 	return pathErr("write", target, dst.Close())
 }
 
@@ -287,7 +293,7 @@ func settled(st *unix.Stat_t, age time.Duration) bool {
 
 // copyData copies the first st.Size bytes of src (whose status the walk
 // took) to the empty file dst, feeding digest with them.
-func (c *treeCopier) copyData(dst, src *os.File, st *unix.Stat_t, digest io.Writer, buf []byte) error {
+func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer, buf []byte) error {
 	size := st.Size
 	if size == 0 {
 		return nil
@@ -297,11 +303,11 @@ func (c *treeCopier) copyData(dst, src *os.File, st *unix.Stat_t, digest io.Writ
 		if err := c.copyData(dst, src, st, nil, buf); err != nil {
 			return err
 		}
-		dup, err := unix.FcntlInt(src.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		dup, err := unix.FcntlInt(uintptr(src.fd), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
-		f := fdFile{fd: dup, name: src.Name()}
+		f := fdFile{fd: dup, name: src.name}
 		fd.WriteFile(f, size, func() error {
 			var now unix.Stat_t
 			if err := unix.Fstat(f.fd, &now); err != nil {
@@ -316,18 +322,18 @@ func (c *treeCopier) copyData(dst, src *os.File, st *unix.Stat_t, digest io.Writ
 	}
 	var off int64
 	if digest == nil && c.clone {
-		err := cloneFile(dst, src)
+		err := cloneFile(dst.fd, src.fd)
 		if err == nil {
 			// The clone is of the whole file: it may have changed size
 			// since it was measured.
 			var st unix.Stat_t
-			if err := unix.Fstat(int(dst.Fd()), &st); err != nil {
+			if err := unix.Fstat(dst.fd, &st); err != nil {
 				return err
 			}
 			if st.Size == size {
 				return nil
 			}
-			if err := unix.Ftruncate(int(dst.Fd()), 0); err != nil {
+			if err := unix.Ftruncate(dst.fd, 0); err != nil {
 				return err
 			}
 		} else if kernelCopyUnsupported(err) {
@@ -339,7 +345,7 @@ func (c *treeCopier) copyData(dst, src *os.File, st *unix.Stat_t, digest io.Writ
 	if digest == nil && c.copyRange {
 		for off < size {
 			roff, woff := off, off
-			k, err := copyFileRange(src, &roff, dst, &woff, int(min(size-off, 1<<30)))
+			k, err := copyFileRange(src.fd, &roff, dst.fd, &woff, int(min(size-off, 1<<30)))
 			if err == unix.EINTR {
 				continue
 			}

@@ -34,6 +34,21 @@ func (f fdFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+func (f fdFile) WriteAt(p []byte, off int64) (int, error) {
+	written := 0
+	for written < len(p) {
+		n, err := unix.Pwrite(f.fd, p[written:], off+int64(written))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return written, &fs.PathError{Op: "write", Path: f.name, Err: err}
+		}
+		written += n
+	}
+	return written, nil
+}
+
 func (f fdFile) Name() string { return f.name }
 
 func (f fdFile) Read(p []byte) (int, error) {
