@@ -35,18 +35,7 @@ func (f fdFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f fdFile) WriteAt(p []byte, off int64) (int, error) {
-	written := 0
-	for written < len(p) {
-		n, err := unix.Pwrite(f.fd, p[written:], off+int64(written))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return written, &fs.PathError{Op: "write", Path: f.name, Err: err}
-		}
-		written += n
-	}
-	return written, nil
+	return f.writeAll(p, func(b []byte, done int) (int, error) { return unix.Pwrite(f.fd, b, off+int64(done)) })
 }
 
 func (f fdFile) Name() string { return f.name }
@@ -71,9 +60,15 @@ func (f fdFile) Read(p []byte) (int, error) {
 }
 
 func (f fdFile) Write(p []byte) (int, error) {
+	return f.writeAll(p, func(b []byte, _ int) (int, error) { return unix.Write(f.fd, b) })
+}
+
+// writeAll writes all of p with write (given what is left and how much
+// is written), again after an interruption or a short write.
+func (f fdFile) writeAll(p []byte, write func(b []byte, done int) (int, error)) (int, error) {
 	written := 0
 	for written < len(p) {
-		n, err := unix.Write(f.fd, p[written:])
+		n, err := write(p[written:], written)
 		if err == unix.EINTR {
 			continue
 		}
