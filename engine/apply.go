@@ -75,7 +75,9 @@ func (a *applier) gitCommit() string {
 }
 
 // digests is the algorithm of the state's content digests, which is
-// fixed when the state is created (read without mu, as lineage).
+// fixed when the state is created and changes only once a destroy has
+// emptied it (adoptBLAKE3, after every node): read without mu, as
+// lineage.
 func (a *applier) digests() digest.Algorithm { return a.st.Digests() }
 
 // Apply carries out p against st, writing st after every node. It returns
@@ -183,8 +185,31 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	if err := a.finish(ctx); err != nil {
 		all = append(all, err)
 	}
+	if p.Destroy && len(all) == 0 {
+		if err := a.adoptBLAKE3(); err != nil {
+			all = append(all, err)
+		}
+	}
 	all = append(all, a.memErrs...)
 	return errors.Join(all...)
+}
+
+// adoptBLAKE3 moves a state that keeps SHA-256 content digests (one
+// created before BLAKE3) to BLAKE3 once a destroy has emptied it: with no
+// sandbox and no run left, no recorded digest can seem changed. The state
+// is written whole (its format becomes 2, as a new state's).
+func (a *applier) adoptBLAKE3() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.st.Digests() != digest.SHA256 || len(a.st.Sandboxes) > 0 || len(a.st.Runs) > 0 {
+		return nil
+	}
+	a.st.DigestAlgorithm = digest.BLAKE3
+	if err := a.e.State.Write(a.st); err != nil {
+		a.st.DigestAlgorithm = ""
+		return fmt.Errorf("writing the emptied state with BLAKE3 digests: %w", err)
+	}
+	return nil
 }
 
 // update changes the state with fn and records the change durably: fn
