@@ -175,15 +175,3 @@ func readDirEntries(dirfd int) ([]fs.DirEntry, error) {
 	defer f.Close()
 	return f.ReadDir(-1)
 }
-
-// readDirNames lists directory dirfd (unsorted) through a descriptor of
-// its own, so dirfd's offset is untouched.
-func readDirNames(dirfd int) ([]string, error) {
-	fd, err := openDirNoFollow(dirfd, ".")
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), ".")
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
