@@ -80,9 +80,10 @@ type State struct {
 	// Lineage is a UUID fixed when the state is created.
 	Lineage string `json:"lineage"`
 	// DigestAlgorithm is the algorithm of the content digests this state
-	// records (local_dir and local_file entries, snapshots), fixed when
+	// records (local_dir and local_file entries, snapshots), set when
 	// the state is created: digest.BLAKE3 since format 2; absent in
-	// states created before, whose digests stay SHA-256 (Digests).
+	// states created before, whose digests stay SHA-256 (Digests) until
+	// a destroy empties them (the engine then sets BLAKE3).
 	DigestAlgorithm digest.Algorithm    `json:"digest_algorithm,omitempty"`
 	Sandboxes       map[string]*Sandbox `json:"sandboxes"` // by address
 	Runs            map[string]*Run     `json:"runs"`      // by address
