@@ -53,16 +53,6 @@ func (a Algorithm) Name() Algorithm {
 	return BLAKE3
 }
 
-// Of is the algorithm a recorded content digest was computed with:
-// SHA256 for "sha256:…", BLAKE3 for anything else (a digest not yet
-// recorded is computed with BLAKE3).
-func Of(recorded string) Algorithm {
-	if strings.HasPrefix(recorded, string(SHA256)+":") {
-		return SHA256
-	}
-	return BLAKE3
-}
-
 // Parse splits a recorded snapshot digest into its algorithm and hex
 // sum. A bare 64-digit hex string is a SHA-256 (how snapshots were
 // recorded before digests named their algorithm).
@@ -83,4 +73,15 @@ func Parse(s string) (Algorithm, string, error) {
 		return "", "", fmt.Errorf("digest %q: the sum is not hex: %w", s, err)
 	}
 	return Algorithm(alg), sum, nil
+}
+
+// Named is a recorded digest with its algorithm named: "sha256:<hex>"
+// for a bare hex SHA-256 (as snapshots were recorded before digests named
+// their algorithm); one that does not parse is returned as it is.
+func Named(recorded string) string {
+	alg, sum, err := Parse(recorded)
+	if err != nil {
+		return recorded
+	}
+	return string(alg) + ":" + sum
 }

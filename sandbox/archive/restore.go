@@ -99,7 +99,7 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
 			if _, rerr := io.Copy(h, br); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
-				return fmt.Errorf("%w (the file does not match the digest %s recorded when it was written: %w)", err, string(alg)+":"+wantHex, ErrSnapshotCorrupt)
+				return fmt.Errorf("%w (the file does not match the digest %s recorded when it was written: %w)", err, digest.Named(want), ErrSnapshotCorrupt)
 			}
 		}
 		return err
@@ -117,7 +117,7 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 		return nil
 	}
 	if got := h.Sum(); hex.EncodeToString(got) != wantHex {
-		return fmt.Errorf("the file's digest is %s, not the %s:%s recorded when it was written: %w", alg.Format(got), alg, wantHex, ErrSnapshotCorrupt)
+		return fmt.Errorf("the file's digest is %s, not the %s recorded when it was written: %w", alg.Format(got), digest.Named(want), ErrSnapshotCorrupt)
 	}
 	return nil
 }

@@ -124,7 +124,7 @@ func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (s
 		c.mu.Lock()
 		hit, ok := c.entries[cacheKey(e)]
 		c.mu.Unlock()
-		if ok && hit.Signature == sig && hit.of(e) {
+		if ok && hit.Signature == sig {
 			c.confirm(e, hit.Digest)
 			return hit.Digest, nil
 		}
@@ -208,13 +208,7 @@ func (c *DigestCache) lookup(e Entry, sig string) (string, bool) {
 	c.mu.Lock()
 	hit, ok := c.entries[cacheKey(e)]
 	c.mu.Unlock()
-	return hit.Digest, ok && hit.Signature == sig && hit.of(e)
-}
-
-// of reports whether the digest was computed with e's algorithm (a
-// cache kept beside states of both algorithms holds either).
-func (c cachedDigest) of(e Entry) bool {
-	return digest.Of(c.Digest) == e.alg.Name()
+	return hit.Digest, ok && hit.Signature == sig
 }
 
 // unchanged reports whether e's tree still has signature sig.

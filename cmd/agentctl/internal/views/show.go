@@ -12,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/state"
@@ -164,11 +165,7 @@ func showSandbox(w io.Writer, s *state.Sandbox) {
 		fmt.Fprintf(w, "url %-12s = %s\n", termtext.Line(p), termtext.Line(s.URLs[p]))
 	}
 	if s.Snapshot != "" {
-		d := s.SnapshotDigest
-		if !strings.Contains(d, ":") {
-			d = "sha256:" + d // recorded bare before digests named their algorithm
-		}
-		fmt.Fprintf(w, "snapshot        = %s (%s)\n", termtext.Line(s.Snapshot), termtext.Line(d))
+		fmt.Fprintf(w, "snapshot        = %s (%s)\n", termtext.Line(s.Snapshot), termtext.Line(digest.Named(s.SnapshotDigest)))
 	}
 	if p := s.RestorePending; p != nil {
 		why := "agentctl stopped during it"
