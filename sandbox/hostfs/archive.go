@@ -280,14 +280,8 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 	// segments; the archive and the tree copy read it with plain system
 	// calls (fdFile).
 	src := fdFile{fd, name}
-	var f *os.File // the descriptor's, once it has one
-	defer func() {
-		if f != nil {
-			f.Close()
-		} else {
-			src.Close()
-		}
-	}()
+	var closer io.Closer = src // the descriptor's *os.File once it has one
+	defer func() { closer.Close() }()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
@@ -305,7 +299,8 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
 		if segs != nil {
-			f = os.NewFile(uintptr(fd), name)
+			f := os.NewFile(uintptr(fd), name)
+			closer = f
 			return a.sparseFile(f, name, mode, mtime, st.Size, segs)
 		}
 	}

@@ -226,7 +226,7 @@ func (c *treeCopier) symlink(n, name, target string) error {
 // file copies size bytes of the open regular file src to file n of the
 // current directory, replacing what is there, and feeds digest (when
 // set) with the content as it is copied.
-func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) error {
+func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) (err error) {
 	size := st.Size
 	target := relJoin(c.levels[0].rel, name)
 	if err := c.count(name, size); err != nil {
@@ -242,10 +242,9 @@ func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.F
 		return pathErr("write", target, err)
 	}
 	dst := fdFile{fd, target}
-	closed := false
 	defer func() {
-		if !closed {
-			dst.Close()
+		if cerr := dst.Close(); err == nil {
+			err = pathErr("write", target, cerr)
 		}
 	}()
 	if err := c.copyData(dst, src, st, digest, buf); err != nil {
@@ -258,8 +257,7 @@ func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.F
 	if err := unix.UtimesNanoAt(pfd, n, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return pathErr("write", target, err)
 	}
-	closed = true
-	return pathErr("write", target, dst.Close())
+	return nil
 }
 
 // FileDigest is a CopyTreeOptions.Digest that can read a file's content

@@ -375,18 +375,18 @@ func createAt(dirfd int, name string, mode uint32) (int, error) {
 // writeMember creates file name in dirfd from hdr and its content in r.
 // With written set (a sparse member), blocks of zeros become holes and
 // written is told the bytes actually written.
-func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte, written func(int64) error) error {
+func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte, written func(int64) error) (err error) {
 	fd, err := createAt(dirfd, name, mode)
 	if err != nil {
 		return err
 	}
 	// Written with plain system calls (fdFile), except a sparse member,
 	// whose holes need an *os.File's WriteAt and Truncate.
-	var f io.WriteCloser = fdFile{fd, name}
-	closed := false
+	ff := fdFile{fd, name}
+	var f io.Closer = ff
 	defer func() {
-		if !closed {
-			f.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
 	}()
 	if written != nil {
@@ -396,7 +396,7 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			return err
 		}
 	} else {
-		n, err := io.CopyBuffer(onlyWriter{f}, io.LimitReader(r, hdr.Size), buf)
+		n, err := io.CopyBuffer(onlyWriter{ff}, io.LimitReader(r, hdr.Size), buf)
 		if err != nil {
 			return err
 		}
@@ -413,8 +413,7 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			return err
 		}
 	}
-	closed = true
-	return f.Close()
+	return nil
 }
 
 // onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.
