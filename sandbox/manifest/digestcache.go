@@ -136,7 +136,12 @@ func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (s
 	return d, err
 }
 
+// confirm keeps d, the digest of e's tree while its signature held, for
+// the Materialize that follows the plan (only a plan's entries, byPlan).
 func (c *DigestCache) confirm(e Entry, d string) {
+	if !e.byPlan {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.confirmed == nil {

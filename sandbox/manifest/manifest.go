@@ -56,4 +56,8 @@ type Entry struct {
 	Label string
 	// alg is the manifest's Digests, set where entries are digested.
 	alg digest.Algorithm
+	// byPlan is set by EntryDigests, the plan's: a local_dir digest it
+	// finds while the tree's signature holds is kept, once, for the
+	// Materialize of the same apply (DigestCache.confirmedDigest).
+	byPlan bool
 }

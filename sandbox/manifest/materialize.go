@@ -106,12 +106,10 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, m Manifest, prev map[s
 			var err error
 			if had && !force {
 				// The plan of this apply has just digested the tree: its
-				// digest is not taken again (once; a digest taken here
-				// confirms nothing for a later Materialize).
+				// digest is not taken again (once).
 				var ok bool
 				if d, ok = m.DigestCache.confirmedDigest(e); !ok {
 					d, err = entryDigest(gctx, e, m.DigestCache)
-					m.DigestCache.confirmedDigest(e)
 				}
 				if err != nil {
 					return err
@@ -694,7 +692,7 @@ func EntryDigests(ctx context.Context, m Manifest) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(m.Entries))
 	for _, e := range m.Entries {
-		e.alg = m.Digests
+		e.alg, e.byPlan = m.Digests, true
 		d, err := entryDigest(ctx, e, m.DigestCache)
 		if err != nil {
 			return nil, err
