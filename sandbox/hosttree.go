@@ -36,4 +36,23 @@ type HostTree struct {
 	// a tar of it would give (hostfs.ArchiveOptions.Digest), so a content
 	// digest is the same whichever way the tree went in.
 	Digest io.Writer
+	// Observe, when set, is called for every entry copied, in the
+	// order of the Digest stream (the tree's directory first, as "."),
+	// with a status that vouches for its content: a tree found later
+	// with the same statuses (change times included, which any change
+	// moves forward) holds what was copied, and hashed when Digest is
+	// set. That is a stat signature of the tree as it was read, taken
+	// without walking it again (hostfs.ArchiveOptions.Observe says which
+	// status is taken when).
+	Observe func(rel string, st EntryStat)
+}
+
+// EntryStat is what a tree copy observed of one entry: its type and
+// permission bits, size, modification and change times (nanoseconds since
+// the epoch), inode and device.
+type EntryStat struct {
+	Mode         uint32
+	Size         int64
+	Mtime, Ctime int64
+	Ino, Dev     uint64
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/sandbox"
 )
 
 // ArchiveOptions tune Archive.
@@ -45,6 +47,12 @@ type ArchiveOptions struct {
 	// a sparse file, its logical size (0 otherwise); an error stops the
 	// archive.
 	Reserve func(name string, stored, sparseSize int64) error
+	// Observe, when set, is called for every entry archived, the
+	// archived directory first (as "."), in walk order, with its status
+	// (sandbox.HostTree.Observe): a file's before its content was read
+	// when it is hashed (Digest), else after; a directory's before its
+	// entries were listed.
+	Observe func(rel string, st sandbox.EntryStat)
 }
 
 // ErrSpecialFile is returned (wrapped) by a strict Archive for a symlink
@@ -87,7 +95,7 @@ func Archive(ctx context.Context, d *Dir, dir string, w io.Writer, opts ArchiveO
 	if opts.Digest != nil {
 		a.opts.Sparse = false
 	}
-	if err := a.walk(""); err != nil {
+	if err := a.run(); err != nil {
 		return err
 	}
 	return a.tw.Close()
@@ -136,6 +144,52 @@ func (a *archiver) reserve(name string, stored, sparseSize int64) error {
 func (a *archiver) tooLong(name string) error {
 	return fmt.Errorf("archive %s…: the path is %d bytes long, %d directories deep; archives keep paths up to %d bytes: move or remove the deeply nested directories: %w",
 		name[:64], len(name), strings.Count(name, "/"), MaxArchivePath, ErrPathTooLong)
+}
+
+// run walks the tree from the top of the chain.
+func (a *archiver) run() error {
+	if a.opts.Observe != nil {
+		a.opts.Observe(".", EntryStat(&a.chain.levels[0].st))
+	}
+	return a.walk("")
+}
+
+// observed reports file name's status to Observe: st, taken before its
+// content was read, when the content is hashed (what was copied was
+// hashed, or is checked against st before the digest is done: a file
+// found later with status st still has the content hashed); otherwise,
+// the copy not being hashed, a new fstat of fd, so that a file changed
+// while it was copied does not show the status it had before.
+func (a *archiver) observed(fd int, name string, st *unix.Stat_t) error {
+	if a.opts.Observe == nil {
+		return nil
+	}
+	if a.opts.Digest != nil {
+		a.opts.Observe(name, EntryStat(st))
+		return nil
+	}
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil {
+		return pathErr(a.op(), relJoin(a.top, name), err)
+	}
+	a.opts.Observe(name, EntryStat(&now))
+	return nil
+}
+
+// EntryStat is st as a sandbox.EntryStat.
+func EntryStat(st *unix.Stat_t) sandbox.EntryStat {
+	return sandbox.EntryStat{
+		Mode: uint32(st.Mode), Size: int64(st.Size),
+		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(),
+		Ino: uint64(st.Ino), Dev: uint64(st.Dev),
+	}
+}
+
+// sameContent reports whether a file whose status was a and is now b
+// still has the content it had: same inode, size, modification and
+// change times (any write or metadata change moves the change time).
+func sameContent(a, b *unix.Stat_t) bool {
+	return a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
 // walk archives the entries of the chain's current directory, whose path
@@ -212,6 +266,10 @@ func (a *archiver) walk(prefix string) error {
 			if err := a.chain.push(n); err != nil {
 				return pathErr(a.op(), relJoin(a.top, name), err)
 			}
+			if a.opts.Observe != nil {
+				// Its status before its entries are read.
+				a.opts.Observe(name, EntryStat(&a.chain.levels[len(a.chain.levels)-1].st))
+			}
 			err = a.walk(name)
 			a.chain.pop()
 			if a.cp != nil {
@@ -244,6 +302,9 @@ func (a *archiver) walk(prefix string) error {
 				return err
 			}
 			a.digest("l", name, target)
+			if a.opts.Observe != nil {
+				a.opts.Observe(name, EntryStat(&st))
+			}
 		default:
 			if a.opts.Strict {
 				return fmt.Errorf("%s is a %s: %w", relJoin(a.top, name), mode.Type(), ErrSpecialFile)
@@ -301,7 +362,10 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 		if segs != nil {
 			f := os.NewFile(uintptr(fd), name)
 			closer = f
-			return a.sparseFile(f, name, mode, mtime, st.Size, segs)
+			if err := a.sparseFile(f, name, mode, mtime, st.Size, segs); err != nil {
+				return err
+			}
+			return a.observed(fd, name, &st)
 		}
 	}
 	if err := a.reserve(name, st.Size, 0); err != nil {
@@ -313,7 +377,10 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 			a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
 			digest = a.opts.Digest
 		}
-		return a.cp.file(src, &st, n, name, mode, mtime, digest, a.buf)
+		if err := a.cp.file(src, &st, n, name, mode, mtime, digest, a.buf); err != nil {
+			return err
+		}
+		return a.observed(fd, name, &st)
 	}
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err
@@ -330,5 +397,5 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 	if k != st.Size {
 		return fmt.Errorf("archive %s: file shrank from %d to %d bytes while being read", relJoin(a.top, name), st.Size, k)
 	}
-	return nil
+	return a.observed(fd, name, &st)
 }

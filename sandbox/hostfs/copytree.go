@@ -19,12 +19,13 @@ import (
 
 // CopyTreeOptions tune CopyTree.
 type CopyTreeOptions struct {
-	// Exclude, Strict and Digest are ArchiveOptions': the walk is the
+	// Exclude, Strict, Digest and Observe are ArchiveOptions': the walk is the
 	// archive's, so the entries copied and the digest are the ones a tar
 	// of the same tree would give.
 	Exclude func(rel string, isDir bool) bool
 	Strict  bool
 	Digest  io.Writer
+	Observe func(rel string, st sandbox.EntryStat)
 	// Limits are Extract's (zero fields take its defaults).
 	Limits ExtractLimits
 
@@ -90,8 +91,8 @@ func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir str
 		}
 		top.Close()
 	}()
-	a := archiver{ctx: ctx, opts: ArchiveOptions{Exclude: opts.Exclude, Strict: opts.Strict, Digest: opts.Digest}, buf: make([]byte, 256<<10), top: r, chain: chain, cp: cp}
-	return a.walk("")
+	a := archiver{ctx: ctx, opts: ArchiveOptions{Exclude: opts.Exclude, Strict: opts.Strict, Digest: opts.Digest, Observe: opts.Observe}, buf: make([]byte, 256<<10), top: r, chain: chain, cp: cp}
+	return a.run()
 }
 
 // CopyTreeIn copies the host tree into directory dir of the workspace
@@ -102,7 +103,7 @@ func (d *Dir) CopyTreeIn(ctx context.Context, dir string, t sandbox.HostTree) er
 		return err
 	}
 	defer src.Close()
-	return CopyTree(ctx, src, t.Dir, d, dir, CopyTreeOptions{Exclude: t.Exclude, Strict: t.Strict, Digest: t.Digest})
+	return CopyTree(ctx, src, t.Dir, d, dir, CopyTreeOptions{Exclude: t.Exclude, Strict: t.Strict, Digest: t.Digest, Observe: t.Observe})
 }
 
 // treeCopier writes what an archiver's walk finds into a directory of a
@@ -311,7 +312,7 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 			if err := unix.Fstat(f.fd, &now); err != nil {
 				return err
 			}
-			if now.Size != st.Size || now.Ino != st.Ino || now.Mtim != st.Mtim || now.Ctim != st.Ctim {
+			if !sameContent(st, &now) {
 				return ErrChangedWhileCopied
 			}
 			return nil

@@ -37,6 +37,8 @@ type dirLevel struct {
 	fd       int    // -1 while closed
 	dev, ino uint64
 	owned    bool // the chain closes it
+	// st is the directory's status when the chain entered it.
+	st unix.Stat_t
 }
 
 // newDirChain starts a chain at the open directory top, which stays
@@ -46,7 +48,7 @@ func newDirChain(top int) (*dirChain, error) {
 	if err := unix.Fstat(top, &st); err != nil {
 		return nil, err
 	}
-	return &dirChain{levels: []dirLevel{{fd: top, dev: uint64(st.Dev), ino: uint64(st.Ino)}}, open: 1, lo: 1}, nil
+	return &dirChain{levels: []dirLevel{{fd: top, dev: uint64(st.Dev), ino: uint64(st.Ino), st: st}}, open: 1, lo: 1}, nil
 }
 
 // depth is the number of directories entered below the top.
@@ -67,7 +69,7 @@ func (c *dirChain) push(name string) error {
 		unix.Close(fd)
 		return err
 	}
-	c.levels = append(c.levels, dirLevel{name: name, fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino), owned: true})
+	c.levels = append(c.levels, dirLevel{name: name, fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino), owned: true, st: st})
 	c.open++
 	c.trim()
 	return nil

@@ -5,6 +5,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,6 +156,11 @@ func TestLocalDirHashedOnce(t *testing.T) {
 			if m.DigestCache.entries[key].Digest != real {
 				t.Errorf("the copy's digest was not remembered")
 			}
+			// Under the signature a walk of the tree gives: the next plan
+			// does not read it.
+			if got, want := m.DigestCache.entries[key].Signature, m.DigestCache.Signature(e); got != want || got == "" {
+				t.Errorf("remembered signature %q, a walk's %q", got, want)
+			}
 		})
 	}
 	// A file that changes between its copy in the kernel and the digest's
@@ -286,4 +292,140 @@ func TestPlannedTreeNotWalkedAgain(t *testing.T) {
 	if got := readWS(t, h, "repo/a.txt"); got != "ALPHA!" {
 		t.Errorf("repo/a.txt = %q", got)
 	}
+}
+
+// TestCopyRemembersWhatItRead: the digest a copy computes is remembered
+// under the signature of what the copy read, without a walk after it: the
+// same signature a plan's walk takes of the unchanged tree (excludes,
+// nested and empty directories, an empty file), on both paths; and a file
+// changed while or after the copy read it never leaves a remembered
+// digest that a later plan would take for the changed tree.
+func TestCopyRemembersWhatItRead(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	testfiles.WriteTree(t, src, map[string]string{
+		"a.txt":             "alpha",
+		"b.txt":             "bravo",
+		"empty.txt":         "",
+		"node_modules/x.js": "junk",
+		"sub/deeper/c.txt":  "charlie",
+		"sub/d.tmp":         "junk",
+	})
+	os.MkdirAll(filepath.Join(src, "sub/emptydir"), 0o755)
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	e := Entry{Kind: EntryLocalDir, Path: "repo", Source: src, Exclude: []string{"node_modules", "*.tmp"}}
+	key := cacheKey(e)
+	for _, sb := range []struct {
+		name string
+		wrap func(*hostfs.HostDir) sandbox.Sandbox
+	}{
+		{"direct", func(h *hostfs.HostDir) sandbox.Sandbox { return h }},
+		{"tar", func(h *hostfs.HostDir) sandbox.Sandbox { return tarOnly{h} }},
+	} {
+		t.Run(sb.name, func(t *testing.T) {
+			m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+			res, err := Materialize(ctx, sb.wrap(newHostDir(t)), m, nil, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hit, walked := m.DigestCache.entries[key], m.DigestCache.Signature(e)
+			if walked == "" || hit.Signature != walked || hit.Digest != res.Digests["repo"] {
+				t.Fatalf("remembered %+v; want the walk's signature %q and the digest %s", hit, walked, res.Digests["repo"])
+			}
+		})
+	}
+	for _, c := range []struct {
+		name string
+		// meddle changes a.txt: after the copy observed it, or between
+		// the copy's stat of it and its read (through the buffer).
+		after, during bool
+	}{
+		{name: "changed after it was read", after: true},
+		{name: "changed while it was read", during: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, err := EntryDigest(ctx, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+			change := func() {
+				if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("ALPHA"), 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+			md := &meddler{HostDir: newHostDir(t)}
+			if c.after {
+				md.afterObserved = func(rel string) {
+					if rel == "a.txt" {
+						change()
+					}
+				}
+			} else {
+				md.duringRead = func(p []byte) {
+					// a.txt's name goes to the digest after its status
+					// is taken, before its bytes are read.
+					if string(p) == "a.txt" {
+						change()
+					}
+				}
+			}
+			defer func() {
+				os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha"), 0o644)
+				time.Sleep(racyWindow + 100*time.Millisecond)
+			}()
+			res, err := Materialize(ctx, md, m, nil, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now, err := EntryDigest(ctx, e)
+			if err != nil || now == before {
+				t.Fatalf("digest after the change %s, %v", now, err)
+			}
+			// The digest is the one of the tree copied: a.txt as the
+			// copy read it (the direct copy reads a file changed between
+			// its copy and its hashing again, changed).
+			want := map[string]string{"alpha": before, "ALPHA": now}[readWS(t, md.HostDir, "repo/a.txt")]
+			if res.Digests["repo"] != want {
+				t.Fatalf("digest %s; want the copied tree's %s", res.Digests["repo"], want)
+			}
+			planned, err := EntryDigests(ctx, m)
+			if err != nil || planned["repo"] != now {
+				t.Errorf("the plan after the copy: %v, %v; want the changed tree's %s", planned, err, now)
+			}
+		})
+	}
+}
+
+// meddler changes the source tree during a direct copy: after the copy
+// observed an entry (afterObserved), or as the copy feeds the digest
+// (duringRead; the digest is wrapped so the copy reads every file
+// through its buffer).
+type meddler struct {
+	*hostfs.HostDir
+	afterObserved func(rel string)
+	duringRead    func(p []byte)
+}
+
+func (m *meddler) CopyTreeIn(ctx context.Context, dir string, t sandbox.HostTree) error {
+	if obs := t.Observe; obs != nil && m.afterObserved != nil {
+		t.Observe = func(rel string, st sandbox.EntryStat) {
+			obs(rel, st)
+			m.afterObserved(rel)
+		}
+	}
+	if t.Digest != nil && m.duringRead != nil {
+		t.Digest = readHook{t.Digest, m.duringRead}
+	}
+	return m.HostDir.CopyTreeIn(ctx, dir, t)
+}
+
+type readHook struct {
+	w    io.Writer
+	hook func([]byte)
+}
+
+func (r readHook) Write(p []byte) (int, error) {
+	r.hook(p)
+	return r.w.Write(p)
 }

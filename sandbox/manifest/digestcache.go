@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // racyWindow is how recent a file's change may be for its tree's digest
@@ -113,14 +115,14 @@ func cacheKey(e Entry) string {
 }
 
 // localDirDigest is a local_dir's digest, from the cache when its tree's
-// signature is the one remembered. A digest computed now is remembered
-// only when the tree's signature was the same before and after reading it.
-func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (string, error) {
+// signature is the one remembered. A digest computed now (compute gets
+// the signer that observes what it reads, nil without a cache) is
+// remembered under the signature of what it read.
+func (c *DigestCache) localDirDigest(compute func(seen *signer) (string, error), e Entry) (string, error) {
 	if c == nil {
-		return compute()
+		return compute(nil)
 	}
-	sig, cacheable := treeSignature(e)
-	if sig != "" {
+	if sig, _ := treeSignature(e); sig != "" {
 		c.mu.Lock()
 		hit, ok := c.entries[cacheKey(e)]
 		c.mu.Unlock()
@@ -129,8 +131,9 @@ func (c *DigestCache) localDirDigest(compute func() (string, error), e Entry) (s
 			return hit.Digest, nil
 		}
 	}
-	d, err := compute()
-	if err == nil && cacheable && c.remember(e, d, sig) {
+	seen := c.signer()
+	d, err := compute(seen)
+	if err == nil && c.remember(e, d, seen) {
 		c.confirm(e, d)
 	}
 	return d, err
@@ -216,27 +219,74 @@ func (c *DigestCache) lookup(e Entry, sig string) (string, bool) {
 	return hit.Digest, ok && hit.Signature == sig
 }
 
-// unchanged reports whether e's tree still has signature sig.
-func (c *DigestCache) unchanged(e Entry, sig string) bool {
-	after, _ := treeSignature(e)
-	return after != "" && after == sig
+// signer is a signer for a copy or a digest to observe the tree it
+// reads with (hostfs's Observe), nil without a cache.
+func (c *DigestCache) signer() *signer {
+	if c == nil {
+		return nil
+	}
+	return newSigner()
 }
 
-// remember records d as the digest of e's tree, read while its signature
-// was before: only when the tree still has that signature (nothing changed
-// while it was read). It reports whether it did.
-func (c *DigestCache) remember(e Entry, d, before string) bool {
-	if c == nil || before == "" {
-		return false
-	}
-	if after, cacheable := treeSignature(e); after != before || !cacheable {
+// remember records d as the digest of e's tree, computed from what seen
+// observed: under the signature of the tree as it was read, each file's
+// status taken after its bytes were read, each directory's before its
+// names were. A later walk that finds the same signature finds the same
+// content (any change moves a change time forward), so the tree is not
+// walked again to confirm it. Nothing is remembered when an entry changed
+// within the racy window before the copy or during it (its change time
+// is then recent). It reports whether it remembered d.
+func (c *DigestCache) remember(e Entry, d string, seen *signer) bool {
+	if c == nil || seen == nil || !seen.cacheable {
 		return false
 	}
 	c.mu.Lock()
-	c.entries[cacheKey(e)] = cachedDigest{Signature: before, Digest: d}
+	c.entries[cacheKey(e)] = cachedDigest{Signature: seen.sum(), Digest: d}
 	c.dirty = true
 	c.mu.Unlock()
 	return true
+}
+
+// signer hashes a tree's stat signature entry by entry, in walk order:
+// every entry's path, mode, size, modification and change times, inode
+// and device. cacheable is cleared by an entry changed within racyWindow
+// before the signer's creation or since.
+type signer struct {
+	h         hash.Hash
+	recent    int64
+	cacheable bool
+	buf       [8]byte
+}
+
+func newSigner() *signer {
+	return &signer{h: sha256.New(), recent: time.Now().Add(-racyWindow).UnixNano(), cacheable: true}
+}
+
+func (s *signer) num(v int64) {
+	binary.BigEndian.PutUint64(s.buf[:], uint64(v))
+	s.h.Write(s.buf[:])
+}
+
+// record adds one entry (rel "." for the tree's top).
+func (s *signer) record(rel string, st sandbox.EntryStat) {
+	s.h.Write([]byte(rel))
+	s.h.Write([]byte{0})
+	s.num(int64(st.Mode))
+	s.num(st.Size)
+	s.num(st.Mtime)
+	s.num(st.Ctime)
+	s.num(int64(st.Ino))
+	s.num(int64(st.Dev))
+	if st.Mtime >= s.recent || st.Ctime >= s.recent {
+		s.cacheable = false
+	}
+}
+
+func (s *signer) sum() string { return hex.EncodeToString(s.h.Sum(nil)) }
+
+// is reports whether the tree observed has signature sig.
+func (s *signer) is(sig string) bool {
+	return s != nil && sig != "" && s.cacheable && s.sum() == sig
 }
 
 // treeSignature walks a local_dir source as the archive does (sorted,
@@ -256,28 +306,8 @@ func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 	if err != nil {
 		return "", false
 	}
-	h := sha256.New()
-	cacheable = true
-	recent := time.Now().Add(-racyWindow).UnixNano()
-	var buf [8]byte
-	num := func(v int64) {
-		binary.BigEndian.PutUint64(buf[:], uint64(v))
-		h.Write(buf[:])
-	}
-	record := func(rel string, st *unix.Stat_t) {
-		h.Write([]byte(rel))
-		h.Write([]byte{0})
-		num(int64(st.Mode))
-		num(st.Size)
-		mtime, ctime := st.Mtim.Nano(), st.Ctim.Nano()
-		num(mtime)
-		num(ctime)
-		num(int64(st.Ino))
-		num(int64(st.Dev))
-		if mtime >= recent || ctime >= recent {
-			cacheable = false
-		}
-	}
+	s := newSigner()
+	record := func(rel string, st *unix.Stat_t) { s.record(rel, hostfs.EntryStat(st)) }
 	// The order and the bytes are those of a filepath.WalkDir of the
 	// source (each directory's entries sorted by name, parents first),
 	// as the signature was first taken: a cache written then stays
@@ -333,7 +363,7 @@ func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 	if err := walk(fd, ""); err != nil {
 		return "", false
 	}
-	return hex.EncodeToString(h.Sum(nil)), cacheable
+	return s.sum(), s.cacheable
 }
 
 var errSpecial = errors.New("not a regular file or directory")

@@ -291,10 +291,10 @@ func entryDigest(ctx context.Context, e Entry, cache *DigestCache) (string, erro
 	case EntryLocalFile:
 		return localFileDigest(e)
 	case EntryLocalDir:
-		return cache.localDirDigest(func() (string, error) {
+		return cache.localDirDigest(func(seen *signer) (string, error) {
 			dg := newTreeDigester(e)
 			defer dg.close()
-			if err := localDirTar(ctx, e, io.Discard, dg); err != nil {
+			if err := localDirTar(ctx, e, io.Discard, dg, seen); err != nil {
 				return "", err
 			}
 			return dg.sum(), nil
@@ -369,34 +369,36 @@ func applyEntry(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestC
 }
 
 // applyLocalDir copies a local_dir into the workspace and returns its
-// digest. The tree is hashed at most once: when the cache holds the
-// digest of the tree as it is now (a plan just computed it), the copy
-// does not hash it, and its signature is checked again afterwards (a
-// tree that changed while it was copied is copied again, hashed);
-// otherwise the copy hashes what it copies, and the digest is remembered
-// when nothing changed meanwhile, so the next plan does not read it.
+// digest. The tree is hashed at most once and walked once by the copy:
+// when the cache holds the digest of the tree as it is now (a plan just
+// computed it), the copy does not hash it and checks that what it copied
+// still has that signature (a tree that changed meanwhile is copied
+// again, hashed); otherwise the copy hashes what it copies, and the
+// digest is remembered under the signature of what it read (remember),
+// so the next plan does not read it.
 func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *DigestCache) (string, error) {
 	sig := cache.signatureBefore(e)
 	if d, ok := cache.lookup(e, sig); ok {
-		if err := copyLocalDir(ctx, sb, e, nil); err != nil {
+		seen := cache.signer()
+		if err := copyLocalDir(ctx, sb, e, nil, seen); err != nil {
 			return "", err
 		}
-		if cache.unchanged(e, sig) {
+		if seen.is(sig) {
 			return d, nil
 		}
-		sig = cache.Signature(e)
 	}
-	d, err := copyLocalDirHashed(ctx, sb, e, true)
+	seen := cache.signer()
+	d, err := copyLocalDirHashed(ctx, sb, e, true, seen)
 	if errors.Is(err, hostfs.ErrChangedWhileCopied) {
 		// A file changed between its copy and its hashing: copy the tree
 		// again, hashing exactly the bytes copied.
-		sig = cache.Signature(e)
-		d, err = copyLocalDirHashed(ctx, sb, e, false)
+		seen = cache.signer()
+		d, err = copyLocalDirHashed(ctx, sb, e, false, seen)
 	}
 	if err != nil {
 		return "", err
 	}
-	cache.remember(e, d, sig)
+	cache.remember(e, d, seen)
 	return d, nil
 }
 
@@ -405,14 +407,14 @@ func applyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, cache *Dige
 // the kernel and the digest's goroutine reads them again to hash them
 // (hostfs.FileDigest): a file that changed in between is
 // hostfs.ErrChangedWhileCopied.
-func copyLocalDirHashed(ctx context.Context, sb sandbox.Sandbox, e Entry, kernel bool) (string, error) {
+func copyLocalDirHashed(ctx context.Context, sb sandbox.Sandbox, e Entry, kernel bool, seen *signer) (string, error) {
 	dg := newTreeDigester(e)
 	defer dg.close()
 	if !kernel {
 		// Hidden from the copy: it hashes what it reads and writes.
 		dg.h = struct{ io.Writer }{dg.h}
 	}
-	if err := copyLocalDir(ctx, sb, e, dg); err != nil {
+	if err := copyLocalDir(ctx, sb, e, dg, seen); err != nil {
 		return "", err
 	}
 	d := dg.sum()
@@ -423,13 +425,14 @@ func copyLocalDirHashed(ctx context.Context, sb sandbox.Sandbox, e Entry, kernel
 }
 
 // copyLocalDir copies a local_dir source (excludes applied, symlinks and
-// special files refused) into the workspace, feeding dg when it is set:
-// directly where the sandbox takes host trees, as a tar stream otherwise.
-func copyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, dg *digester) error {
+// special files refused) into the workspace, feeding dg and seen when
+// they are set: directly where the sandbox takes host trees, as a tar
+// stream otherwise.
+func copyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, dg *digester, seen *signer) error {
 	tc, ok := sb.(sandbox.HostTreeCopier)
 	if !ok {
 		err := copyInStream(ctx, sb, e.Path, func(w io.Writer) error {
-			return localDirTar(ctx, e, w, dg)
+			return localDirTar(ctx, e, w, dg, seen)
 		})
 		if err != nil {
 			return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
@@ -446,6 +449,9 @@ func copyLocalDir(ctx context.Context, sb sandbox.Sandbox, e Entry, dg *digester
 	t := sandbox.HostTree{Root: e.Source, Exclude: m.Match, Strict: true}
 	if dg != nil {
 		t.Digest = dg.h
+	}
+	if seen != nil {
+		t.Observe = seen.record
 	}
 	if err := tc.CopyTreeIn(ctx, e.Path, t); err != nil {
 		if errors.Is(err, hostfs.ErrSpecialFile) {
@@ -577,8 +583,9 @@ func copyInFile(ctx context.Context, sb sandbox.Sandbox, p string, size, mode in
 }
 
 // localDirTar archives a local_dir source (excludes applied, symlinks and
-// special files refused) to w, feeding the digest when dg is set.
-func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error {
+// special files refused) to w, feeding the digest and the signer when
+// they are set.
+func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester, seen *signer) error {
 	if _, err := checkSource(e, true); err != nil {
 		return err
 	}
@@ -594,6 +601,9 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester) error 
 	opts := hostfs.ArchiveOptions{Exclude: m.Match, Strict: true}
 	if dg != nil {
 		opts.Digest = dg.h
+	}
+	if seen != nil {
+		opts.Observe = seen.record
 	}
 	err = hostfs.Archive(ctx, d, ".", w, opts)
 	if errors.Is(err, hostfs.ErrSpecialFile) {
