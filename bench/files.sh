@@ -77,14 +77,28 @@ run "noop" {
 HCL
 
 # time1 NAME COMMAND...: one timed run, appended to $times/NAME, after a
-# sync. cold1 is time1 with the digest cache removed first (a small
+# sync (and the warm-up below). cold1 is time1 with the digest cache removed first (a small
 # file), so that the apply of a new tree hashes it once, as the first
 # apply of a tree does; the snapshot and restore applies keep the cache,
 # as a user's next applies do (the first apply wrote it).
+#
+# The preparation also writes and deletes a file of warm_mb MB in
+# /dev/shm (BENCH_WARM_MB, 0 to skip): on a virtual machine whose memory
+# balloon hands free pages back to the host (free page reporting), a page
+# freed long ago costs a fault in the host when it is touched again, and
+# a command writing 200 MB into new files ran 3-5x slower once the pages
+# freed recently were used up (cp -a 0.13 s, then 0.62 s); memory freed
+# just before the command is reused without that. Every command gets
+# the same preparation.
+warm_mb=${BENCH_WARM_MB:-600}
+prepare="sync"
+if [ "$warm_mb" -gt 0 ]; then
+  prepare="sh -c 'sync; head -c ${warm_mb}M /dev/zero > /dev/shm/agentctl-bench-warm; rm -f /dev/shm/agentctl-bench-warm'"
+fi
 time1() {
   local name=$1
   shift
-  hyperfine -N -r 1 --style none --prepare "sync" \
+  hyperfine -N -r 1 --style none --prepare "$prepare" \
     --export-json "$work/h.json" "$*" > /dev/null
   jq -r '.results[0].times[0]' "$work/h.json" >> "$times/$name"
 }

@@ -151,6 +151,11 @@ type PlanOptions struct {
 	Refresh bool
 	Targets []string
 	Replace []string
+	// Apply says the plan is applied at once (agentctl apply without a
+	// saved plan): a new sandbox's local_dir trees that the digest cache
+	// holds nothing for are left to the copy to check, as it reads them,
+	// instead of being walked first (manifest.PlanDigests).
+	Apply bool
 }
 
 // manifestRoot is the workspace root of a sandbox instance: the

@@ -64,7 +64,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
 	mcache := map[string]*manifestDigests{}
 	for _, addr := range sortedKeys(cfg.SandboxInstances) {
-		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr))
+		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr), opts.Apply)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +156,7 @@ type manifestDigests struct {
 
 // planSandbox decides one sandbox's action and returns its digest as a
 // run's input ("" when known only after apply).
-func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace bool) (*Change, string, error) {
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace, applying bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
 	cdigest := sandboxConfigDigest(e.Config, sb)
@@ -174,7 +174,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		var deferred []string
 		var err error
 		if creating {
-			entries, deferred, err = manifest.PlanDigests(ctx, m)
+			entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
 		} else {
 			entries, err = manifest.EntryDigests(ctx, m)
 		}

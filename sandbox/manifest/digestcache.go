@@ -207,6 +207,18 @@ func (c *DigestCache) signatureBefore(e Entry) string {
 	return c.Signature(e)
 }
 
+// holds reports whether the cache has a digest for e's key, whatever its
+// signature.
+func (c *DigestCache) holds(e Entry) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[cacheKey(e)]
+	return ok
+}
+
 // lookup is the digest remembered for e's tree when its signature is sig
 // (from Signature, taken now).
 func (c *DigestCache) lookup(e Entry, sig string) (string, bool) {

@@ -122,7 +122,7 @@ func TestPlanDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.DigestCache = OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))
-	got, deferred, err := PlanDigests(ctx, m)
+	got, deferred, err := PlanDigests(ctx, m, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestPlanDigests(t *testing.T) {
 	if _, err := EntryDigests(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	got, deferred, err = PlanDigests(ctx, m)
+	got, deferred, err = PlanDigests(ctx, m, false)
 	if err != nil || len(deferred) != 0 || got["repo"] != want["repo"] {
 		t.Fatalf("remembered tree: %v, deferred %v, %v; want %s", got, deferred, err, want["repo"])
 	}
@@ -151,11 +151,11 @@ func TestPlanDigests(t *testing.T) {
 	if wantErr == nil {
 		t.Fatal("EntryDigests accepted a symlink in a local_dir")
 	}
-	if _, _, err := PlanDigests(ctx, m); err == nil || err.Error() != wantErr.Error() {
+	if _, _, err := PlanDigests(ctx, m, false); err == nil || err.Error() != wantErr.Error() {
 		t.Fatalf("PlanDigests with a symlink in the tree: %v; want %v", err, wantErr)
 	}
 	missing := Manifest{Entries: []Entry{{Kind: EntryLocalDir, Path: "gone", Source: filepath.Join(src, "nope")}}}
-	if _, _, err := PlanDigests(ctx, missing); err == nil {
+	if _, _, err := PlanDigests(ctx, missing, false); err == nil {
 		t.Fatal("PlanDigests accepted a missing source")
 	}
 }
@@ -170,7 +170,7 @@ func TestPlannedSignature(t *testing.T) {
 	time.Sleep(racyWindow + 100*time.Millisecond)
 	e := Entry{Kind: EntryLocalDir, Path: "./repo", Source: src}
 	m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
-	if _, deferred, err := PlanDigests(ctx, m); err != nil || len(deferred) != 1 {
+	if _, deferred, err := PlanDigests(ctx, m, false); err != nil || len(deferred) != 1 {
 		t.Fatalf("PlanDigests: deferred %v, %v", deferred, err)
 	}
 	e.Path = "repo"
@@ -183,5 +183,55 @@ func TestPlannedSignature(t *testing.T) {
 	}
 	if _, ok := m.DigestCache.planned[cacheKey(e)]; ok {
 		t.Fatal("the planned signature was not used up")
+	}
+}
+
+// TestPlanDigestsForApply: a plan applied at once leaves a tree the cache
+// holds nothing for to the copy, unwalked: a symlink in it is refused by
+// the copy, with the plan's reason, while a missing source or a bad
+// exclude pattern is still refused by the plan; a tree the cache holds is
+// walked and its digest taken, as before.
+func TestPlanDigestsForApply(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a.txt": "alpha", "sub/b.txt": "bravo"})
+	if err := os.Symlink("/etc/passwd", filepath.Join(src, "sub", "link")); err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Kind: EntryLocalDir, Path: "repo", Source: src}
+	m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+	if _, _, err := PlanDigests(ctx, m, false); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("plan: %v; want the symlink refused", err)
+	}
+	got, deferred, err := PlanDigests(ctx, m, true)
+	if err != nil || len(deferred) != 1 || got["repo"] != "" {
+		t.Fatalf("plan for apply: %v, deferred %v, %v; want repo left to the copy", got, deferred, err)
+	}
+	_, err = Materialize(ctx, newHostDir(t), m, nil, 1)
+	if err == nil || !strings.Contains(err.Error(), "sub/link is a symlink") || !strings.Contains(err.Error(), "only regular files and directories are copied") {
+		t.Fatalf("the copy of a tree with a symlink: %v; want it refused, saying why", err)
+	}
+
+	for name, bad := range map[string]Manifest{
+		"missing source": {Entries: []Entry{{Kind: EntryLocalDir, Path: "gone", Source: filepath.Join(src, "nope")}}},
+		"bad exclude":    {Entries: []Entry{{Kind: EntryLocalDir, Path: "repo", Source: src, Exclude: []string{"[a-"}}}},
+	} {
+		bad.DigestCache = m.DigestCache
+		if _, _, err := PlanDigests(ctx, bad, true); err == nil {
+			t.Errorf("%s: the plan for apply accepted it", name)
+		}
+	}
+
+	// A tree the cache holds a digest for is walked: its digest is known
+	// when the tree is unchanged.
+	os.Remove(filepath.Join(src, "sub", "link"))
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	want, err := EntryDigests(ctx, m) // remembers it
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, deferred, err = PlanDigests(ctx, m, true)
+	if err != nil || len(deferred) != 0 || got["repo"] != want["repo"] {
+		t.Fatalf("remembered tree, plan for apply: %v, deferred %v, %v; want %s", got, deferred, err, want["repo"])
 	}
 }

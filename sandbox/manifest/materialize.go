@@ -660,7 +660,12 @@ func Digest(m Manifest, entryDigests map[string]string) string {
 // but walked, as the copy walks it, to check now what the copy would
 // refuse; its path is in deferred and not in the digests. A tree the walk
 // finds fault with is hashed as EntryDigests does, which reports why.
-func PlanDigests(ctx context.Context, m Manifest) (digests map[string]string, deferred []string, err error) {
+//
+// With copyChecks (a plan that is applied at once), a local_dir the cache
+// holds no digest for under its source, path and excludes is not walked
+// either, only its source and excludes checked: the copy refuses what the
+// walk would have, as it reads the tree, and the tree is walked once.
+func PlanDigests(ctx context.Context, m Manifest, copyChecks bool) (digests map[string]string, deferred []string, err error) {
 	if err := Validate(m); err != nil {
 		return nil, nil, err
 	}
@@ -672,6 +677,13 @@ func PlanDigests(ctx context.Context, m Manifest) (digests map[string]string, de
 		if e.Kind == EntryLocalDir {
 			if _, err := checkSource(e, true); err != nil {
 				return nil, nil, err
+			}
+			if copyChecks && !m.DigestCache.holds(e) {
+				if _, err := sandbox.CompileExclude(e.Exclude); err != nil {
+					return nil, nil, fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
+				}
+				deferred = append(deferred, p)
+				continue
 			}
 			if sig, cacheable := walkSignature(e, true); sig != "" {
 				if d, ok := m.DigestCache.lookup(e, sig); ok && cacheable {
