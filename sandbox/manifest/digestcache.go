@@ -44,8 +44,8 @@ type DigestCache struct {
 	dirty   bool
 	// planned holds the signatures PlanDigests took of trees it left to
 	// the copy, so the copy that follows in this process does not walk
-	// the tree again for its "before" signature (remember compares it
-	// with the tree after the copy, so a change in between is seen).
+	// the tree again to look its digest up (the copy's own observation
+	// is what remember records).
 	planned map[string]string
 	// confirmed holds the digests a plan found (or computed) for trees
 	// whose signature held, once, for the Materialize of the same apply:
@@ -192,17 +192,22 @@ func (c *DigestCache) notePlanned(e Entry, sig string) {
 	c.planned[cacheKey(e)] = sig
 }
 
-// signatureBefore is the signature of e's tree before a copy reads it:
-// the one the plan took, once, else Signature's.
+// signatureBefore is the signature of e's tree before a copy reads it,
+// to look its digest up with: the one the plan took, once, else
+// Signature's; "" without a walk when the cache holds no digest for e.
 func (c *DigestCache) signatureBefore(e Entry) string {
-	if c != nil {
-		c.mu.Lock()
-		sig, ok := c.planned[cacheKey(e)]
-		delete(c.planned, cacheKey(e))
-		c.mu.Unlock()
-		if ok {
-			return sig
-		}
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	sig, ok := c.planned[cacheKey(e)]
+	delete(c.planned, cacheKey(e))
+	c.mu.Unlock()
+	if ok {
+		return sig
+	}
+	if !c.holds(e) {
+		return ""
 	}
 	return c.Signature(e)
 }
