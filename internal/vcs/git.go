@@ -18,6 +18,12 @@ import (
 // never fails: provenance is best effort. The git command it runs is
 // bounded by ctx and a few seconds.
 func GitCommit(ctx context.Context, dir string) string {
+	// git finds a repository through a .git in dir or a directory above
+	// it, or through GIT_DIR: with neither there is none, and no git
+	// process is started to say so.
+	if os.Getenv("GIT_DIR") == "" && findDotGit(dir) == "" {
+		return ""
+	}
 	if c := gitRevParse(ctx, dir); c != "" {
 		return c
 	}
@@ -48,29 +54,41 @@ func gitRevParse(ctx context.Context, dir string) string {
 // without git. It handles plain repositories and linked worktrees (.git
 // file), loose and packed refs.
 func readGitHead(dir string) string {
+	gitPath := findDotGit(dir)
+	if gitPath == "" {
+		return ""
+	}
+	gitDir := gitPath
+	if fi, err := os.Stat(gitPath); err != nil {
+		return ""
+	} else if !fi.IsDir() {
+		data, err := os.ReadFile(gitPath)
+		if err != nil {
+			return ""
+		}
+		ref, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+		if !ok {
+			return ""
+		}
+		gitDir = strings.TrimSpace(ref)
+		if !filepath.IsAbs(gitDir) {
+			gitDir = filepath.Join(filepath.Dir(gitPath), gitDir)
+		}
+	}
+	return resolveHead(gitDir)
+}
+
+// findDotGit returns the .git (a directory, or a file naming one) in dir
+// or the nearest directory above it, or "" when there is none.
+func findDotGit(dir string) string {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return ""
 	}
 	for d := abs; ; d = filepath.Dir(d) {
 		gitPath := filepath.Join(d, ".git")
-		if fi, err := os.Stat(gitPath); err == nil {
-			gitDir := gitPath
-			if !fi.IsDir() {
-				data, err := os.ReadFile(gitPath)
-				if err != nil {
-					return ""
-				}
-				ref, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
-				if !ok {
-					return ""
-				}
-				gitDir = strings.TrimSpace(ref)
-				if !filepath.IsAbs(gitDir) {
-					gitDir = filepath.Join(d, gitDir)
-				}
-			}
-			return resolveHead(gitDir)
+		if _, err := os.Stat(gitPath); err == nil {
+			return gitPath
 		}
 		if filepath.Dir(d) == d {
 			return ""

@@ -12,9 +12,30 @@ import (
 
 func TestGitCommit(t *testing.T) {
 	outside := t.TempDir()
+	if findDotGit(outside) != "" {
+		t.Skipf("the temporary directory %s is inside a git checkout", outside)
+	}
 	if got := GitCommit(t.Context(), outside); got != "" {
 		t.Fatalf("GitCommit outside a repository = %q", got)
 	}
+	// Outside any checkout no git process is started: a git on PATH
+	// that leaves a mark is never run.
+	fake, mark := t.TempDir(), filepath.Join(t.TempDir(), "ran")
+	os.WriteFile(filepath.Join(fake, "git"), []byte("#!/bin/sh\ntouch "+mark+"\nexit 1\n"), 0o755)
+	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if got := GitCommit(t.Context(), outside); got != "" {
+		t.Fatalf("GitCommit outside a repository = %q", got)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("GitCommit ran git outside any checkout")
+	}
+	t.Setenv("GIT_DIR", filepath.Join(outside, "elsewhere.git"))
+	GitCommit(t.Context(), outside)
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatal("GitCommit did not ask git with GIT_DIR set")
+	}
+	os.Unsetenv("GIT_DIR")
+	os.Remove(filepath.Join(fake, "git"))
 	if _, err := exec.LookPath("git"); err != nil {
 		testenv.Missing(t, "git is not installed")
 	}
