@@ -202,3 +202,117 @@ func (a *Writer) Close() {
 	}
 	<-a.done
 }
+
+// Tee returns a buffered writer in front of w whose bytes the pipe
+// hashes: each one is copied once, into the pipe's buffer, which is
+// written to w when it is full (or on Flush) and then handed to the
+// hashing goroutine as it is, where Write would copy it a second time.
+// While a Tee is in use, everything written to the pipe must go through
+// it; Flush it before Sum.
+func (a *Writer) Tee(w io.Writer) *Tee {
+	return &Tee{a: a, w: w}
+}
+
+// Tee is a Writer's buffered writer (see Writer.Tee).
+type Tee struct {
+	a   *Writer
+	w   io.Writer
+	err error
+}
+
+// Write buffers p; it fails with w's error once a write to w failed.
+func (t *Tee) Write(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		b := t.a.batch()
+		start := len(b.buf)
+		k := copy(b.buf[start:cap(b.buf)], p)
+		b.buf = b.buf[:start+k]
+		p = p[k:]
+		if last := len(b.items) - 1; last >= 0 && b.items[last].end == start {
+			b.items[last].end += k
+		} else {
+			b.items = append(b.items, item{start: start, end: start + k})
+		}
+		if len(b.buf) == cap(b.buf) {
+			if err := t.Flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+// Flush writes what is buffered to w and hands it to the hashing.
+func (t *Tee) Flush() error {
+	if t.err != nil {
+		return t.err
+	}
+	b := t.a.cur
+	if b == nil {
+		return nil
+	}
+	if _, err := t.w.Write(b.buf); err != nil {
+		t.err = err
+		return err
+	}
+	t.a.flush()
+	return nil
+}
+
+// TeeReader returns a reader of r whose bytes the pipe hashes: r is read
+// into the pipe's buffers, which Read serves and then hands to the
+// hashing goroutine as they are (one copy, where io.TeeReader and a
+// buffered reader would make two). Every byte read from r is hashed, in
+// order, once served; read to the end (io.EOF) before Sum. While it is
+// in use, nothing else may be written to the pipe.
+func (a *Writer) TeeReader(r io.Reader) *TeeReader {
+	return &TeeReader{a: a, r: r}
+}
+
+// TeeReader is a Writer's reader (see Writer.TeeReader).
+type TeeReader struct {
+	a *Writer
+	r io.Reader
+	// off is how much of the pipe's current buffer Read served.
+	off int
+	err error
+}
+
+// Read serves the bytes of r, reading a buffer's worth at a time.
+func (t *TeeReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	b := t.a.cur
+	if b == nil || t.off == len(b.buf) {
+		if t.err != nil {
+			return 0, t.err
+		}
+		// The buffer served is hashed; the next one is filled.
+		t.a.flush()
+		b = t.a.batch()
+		n, err := io.ReadFull(t.r, b.buf[:cap(b.buf)])
+		b.buf = b.buf[:n]
+		if n > 0 {
+			b.items = append(b.items, item{start: 0, end: n})
+		}
+		t.off = 0
+		switch err {
+		case nil:
+		case io.ErrUnexpectedEOF:
+			t.err = io.EOF
+		default:
+			t.err = err
+		}
+		if n == 0 {
+			return 0, t.err
+		}
+	}
+	k := copy(p, b.buf[t.off:])
+	t.off += k
+	return k, nil
+}

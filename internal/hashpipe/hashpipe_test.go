@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // TestWriter: the hash of writes of every size (a byte, a tar block,
@@ -116,5 +119,118 @@ func TestWriteFile(t *testing.T) {
 	a.Sum()
 	if err := a.Err(); !errors.Is(err, boom) {
 		t.Errorf("a failing check: Err = %v, want %v", err, boom)
+	}
+}
+
+// TestTee: what a Tee is given reaches its writer whole and in order, in
+// buffers of at most chunk bytes (flushed when full and on Flush), and the
+// sum is the hash of those bytes; a write error stops it.
+func TestTee(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
+		data := make([]byte, total)
+		for i := range data {
+			data[i] = byte(rng.IntN(256))
+		}
+		a := New(sha256.New())
+		var got bytes.Buffer
+		w := &recordWriter{w: &got}
+		tee := a.Tee(w)
+		for p := data; len(p) > 0; {
+			n := min(len(p), []int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)])
+			if k, err := tee.Write(p[:n]); k != n || err != nil {
+				t.Fatalf("Write = %d, %v", k, err)
+			}
+			p = p[n:]
+			if rng.IntN(8) == 0 {
+				if err := tee.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := tee.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256(data)
+		if sum := a.Sum(); !bytes.Equal(sum, want[:]) || !bytes.Equal(got.Bytes(), data) {
+			t.Fatalf("%d bytes: the writer got %d bytes, equal %v; sum equal %v", total, got.Len(), bytes.Equal(got.Bytes(), data), bytes.Equal(sum, want[:]))
+		}
+		if w.largest > chunk {
+			t.Errorf("a write of %d bytes, more than a buffer", w.largest)
+		}
+	}
+
+	a := New(sha256.New())
+	defer a.Close()
+	tee := a.Tee(failWriter{})
+	if _, err := tee.Write(make([]byte, chunk+1)); err == nil {
+		t.Fatal("Write through a failing writer succeeded")
+	}
+	if _, err := tee.Write([]byte("x")); err == nil || tee.Flush() == nil {
+		t.Fatal("the Tee went on after its writer failed")
+	}
+}
+
+type recordWriter struct {
+	w       io.Writer
+	largest int
+}
+
+func (r *recordWriter) Write(p []byte) (int, error) {
+	r.largest = max(r.largest, len(p))
+	return r.w.Write(p)
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestTeeReader: a TeeReader serves the bytes of its reader in order,
+// whatever sizes the reader returns and the caller asks for, and once it
+// is read to the end the sum is their hash; a read error comes after the
+// bytes read before it.
+func TestTeeReader(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
+		data := make([]byte, total)
+		for i := range data {
+			data[i] = byte(rng.IntN(256))
+		}
+		for name, r := range map[string]io.Reader{
+			"whole":    bytes.NewReader(data),
+			"halves":   iotest.HalfReader(bytes.NewReader(data)),
+			"one byte": iotest.OneByteReader(bytes.NewReader(data)),
+		} {
+			if name == "one byte" && total > chunk {
+				continue
+			}
+			a := New(sha256.New())
+			tr := a.TeeReader(r)
+			var got []byte
+			buf := make([]byte, 3*chunk)
+			for {
+				n, err := tr.Read(buf[:[]int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)]])
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := sha256.Sum256(data)
+			if sum := a.Sum(); !bytes.Equal(got, data) || !bytes.Equal(sum, want[:]) {
+				t.Fatalf("%s, %d bytes: served %d bytes, equal %v; sum equal %v", name, total, len(got), bytes.Equal(got, data), bytes.Equal(sum, want[:]))
+			}
+		}
+	}
+
+	a := New(sha256.New())
+	defer a.Close()
+	boom := errors.New("read error")
+	tr := a.TeeReader(io.MultiReader(strings.NewReader("head"), iotest.ErrReader(boom)))
+	got, err := io.ReadAll(tr)
+	if string(got) != "head" || !errors.Is(err, boom) {
+		t.Fatalf("ReadAll = %q, %v; want the bytes before the error, then the error", got, err)
 	}
 }

@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -88,17 +87,17 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 	}
 	// Hashed on another goroutine, overlapping the extraction; the bytes
 	// hashed are the bytes extracted (one read of the file). Read through
-	// a buffer: the archive's headers are 512-byte reads, one system call
-	// each without it.
+	// the hash's buffers (the archive's headers are 512-byte reads, one
+	// system call each without a buffer), which are hashed as they are
+	// once extracted.
 	h := hashpipe.New(alg.New())
 	defer h.Close()
-	br := bufio.NewReaderSize(f, 256<<10)
-	r := io.TeeReader(br, h)
+	r := h.TeeReader(f)
 	if err := sb.CopyIn(ctx, "", r); err != nil {
 		if want != "" && ctx.Err() == nil {
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
-			if _, rerr := io.Copy(h, br); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
+			if _, rerr := io.Copy(io.Discard, r); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
 				return fmt.Errorf("%w (the file does not match the digest %s recorded when it was written: %w)", err, digest.Named(want), ErrSnapshotCorrupt)
 			}
 		}
@@ -107,7 +106,7 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 	// Every CopyIn has consumed the archive when it returns; the rest of
 	// the file (tar padding, and what the buffer holds of it) still
 	// counts towards the digest.
-	if _, err := io.Copy(h, br); err != nil {
+	if _, err := io.Copy(io.Discard, r); err != nil {
 		if errors.Is(err, seal.ErrDamaged) {
 			return fmt.Errorf("reading the snapshot: %w: %w", err, ErrSnapshotCorrupt)
 		}

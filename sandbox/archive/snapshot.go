@@ -113,16 +113,20 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	h := hashpipe.New(opts.Digest.New())
 	defer h.Close()
 	// Written through a buffer: the archive's headers and paddings are
-	// 512-byte writes, one system call each without it.
-	bw := bufio.NewWriterSize(tmp.writer(), 256<<10)
-	var out io.Writer = bw
-	tmp.flush = bw.Flush
-	if opts.Key != nil {
+	// 512-byte writes, one system call each without it. A plain snapshot
+	// is buffered in the hash's own buffers (hashpipe.Tee: each byte
+	// copied once); an encrypted one hashes the tar before it is sealed.
+	var out io.Writer
+	if opts.Key == nil {
+		tee := h.Tee(tmp.writer())
+		out, tmp.flush = tee, tee.Flush
+	} else {
+		bw := bufio.NewWriterSize(tmp.writer(), 256<<10)
 		sw, err := opts.Key.NewStreamWriter(bw)
 		if err != nil {
 			return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 		}
-		out = sw
+		out = io.MultiWriter(sw, h)
 		tmp.flush = func() error {
 			if err := sw.Close(); err != nil {
 				return err
@@ -130,7 +134,7 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 			return bw.Flush()
 		}
 	}
-	cw := &countWriter{w: io.MultiWriter(out, h)}
+	cw := &countWriter{w: out}
 	b := newSnapshotBudget(opts.MaxBytes, cw)
 	var n int
 	if hw, ok := sb.(HostWorkspace); ok {
