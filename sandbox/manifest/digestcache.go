@@ -3,15 +3,18 @@
 package manifest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"hash"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -269,6 +272,8 @@ func (c *DigestCache) remember(e Entry, d string, seen *signer) bool {
 // and device. cacheable is cleared by an entry changed within racyWindow
 // before the signer's creation or since.
 type signer struct {
+	// w receives the encoding: h, or a buffer (buffered) hashed later.
+	w         io.Writer
 	h         hash.Hash
 	recent    int64
 	cacheable bool
@@ -276,18 +281,25 @@ type signer struct {
 }
 
 func newSigner() *signer {
-	return &signer{h: sha256.New(), recent: time.Now().Add(-racyWindow).UnixNano(), cacheable: true}
+	h := sha256.New()
+	return &signer{w: h, h: h, recent: time.Now().Add(-racyWindow).UnixNano(), cacheable: true}
+}
+
+// buffered is a signer with s's racy window that keeps the encoding in a
+// bytes.Buffer, for s to hash in its place.
+func (s *signer) buffered() *signer {
+	return &signer{w: &bytes.Buffer{}, recent: s.recent, cacheable: true}
 }
 
 func (s *signer) num(v int64) {
 	binary.BigEndian.PutUint64(s.buf[:], uint64(v))
-	s.h.Write(s.buf[:])
+	s.w.Write(s.buf[:])
 }
 
 // record adds one entry (rel "." for the tree's top).
 func (s *signer) record(rel string, st sandbox.EntryStat) {
-	s.h.Write([]byte(rel))
-	s.h.Write([]byte{0})
+	s.w.Write([]byte(rel))
+	s.w.Write([]byte{0})
 	s.num(int64(st.Mode))
 	s.num(st.Size)
 	s.num(st.Mtime)
@@ -318,13 +330,15 @@ func treeSignature(e Entry) (sig string, cacheable bool) {
 // walkSignature is treeSignature, also checking, when readable is set,
 // that every file can be opened for reading ("" when one cannot): what a
 // plan checks of a tree it does not read (PlanDigests).
+//
+// The subtrees of the source's top directory are walked concurrently,
+// each into a buffer of its own (walkWorkers at a time), and the buffers
+// are hashed in order: the signature is the one a walk in order gives.
 func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 	m, err := sandbox.CompileExclude(e.Exclude)
 	if err != nil {
 		return "", false
 	}
-	s := newSigner()
-	record := func(rel string, st *unix.Stat_t) { s.record(rel, hostfs.EntryStat(st)) }
 	// The order and the bytes are those of a filepath.WalkDir of the
 	// source (each directory's entries sorted by name, parents first),
 	// as the signature was first taken: a cache written then stays
@@ -338,49 +352,141 @@ func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 	if err != nil {
 		return "", false
 	}
-	record(".", &st)
-	var walk func(dirfd int, prefix string) error
-	walk = func(dirfd int, prefix string) error {
-		dir := os.NewFile(uintptr(dirfd), prefix)
-		defer dir.Close()
-		ents, err := dir.ReadDir(-1)
-		if err != nil {
-			return err
-		}
-		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-		for _, d := range ents {
-			name, rel := d.Name(), prefix+d.Name()
-			if m.Match(rel, d.IsDir()) {
-				continue
-			}
-			if !d.IsDir() && !d.Type().IsRegular() {
-				return errSpecial
-			}
-			if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return err
-			}
-			if readable && !d.IsDir() {
-				if err := unix.Faccessat(dirfd, name, unix.R_OK, 0); err != nil {
-					return err
-				}
-			}
-			record(rel, &st)
-			if d.IsDir() {
-				sub, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				if err != nil {
-					return err
-				}
-				if err := walk(sub, rel+"/"); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	top := os.NewFile(uintptr(fd), e.Source)
+	defer top.Close()
+	s := newSigner()
+	s.record(".", hostfs.EntryStat(&st))
+	w := treeWalker{m: m, readable: readable}
+	ents, err := w.list(fd, "")
+	if err != nil {
+		return "", false
 	}
-	if err := walk(fd, ""); err != nil {
+	// One job per subdirectory of the top, in order.
+	type job struct {
+		name string
+		out  *signer
+		err  error
+		done chan struct{}
+	}
+	var jobs []*job
+	for _, d := range ents {
+		if d.isDir {
+			jobs = append(jobs, &job{name: d.name, out: s.buffered(), done: make(chan struct{})})
+		}
+	}
+	next := make(chan *job, len(jobs))
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	for range min(len(jobs), walkWorkers()) {
+		go func() {
+			for j := range next {
+				j.err = w.subtree(fd, j.name, j.name+"/", j.out)
+				close(j.done)
+			}
+		}()
+	}
+	failed := false
+	k := 0
+	for _, d := range ents {
+		s.record(d.rel, d.st)
+		if !d.isDir {
+			continue
+		}
+		j := jobs[k]
+		k++
+		<-j.done
+		if j.err != nil {
+			failed = true
+			continue // the other jobs still finish before the top closes
+		}
+		s.h.Write(j.out.w.(*bytes.Buffer).Bytes())
+		s.cacheable = s.cacheable && j.out.cacheable
+	}
+	if failed {
 		return "", false
 	}
 	return s.sum(), s.cacheable
+}
+
+// walkWorkers is how many subtrees walkSignature walks at a time.
+func walkWorkers() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// treeWalker lists and stats a local_dir source's directories as the
+// archive walks them (sorted, excludes applied, symlinks and special files
+// refused).
+type treeWalker struct {
+	m        *sandbox.Matcher
+	readable bool
+}
+
+// walkedEntry is one entry of a directory: its path from the top, its
+// status, whether it is a directory.
+type walkedEntry struct {
+	name, rel string
+	st        sandbox.EntryStat
+	isDir     bool
+}
+
+// list reads directory dirfd (prefix is its path from the top, "" or
+// ending in "/") and stats its entries, in order.
+func (w treeWalker) list(dirfd int, prefix string) ([]walkedEntry, error) {
+	dup, err := unix.Dup(dirfd)
+	if err != nil {
+		return nil, err
+	}
+	dir := os.NewFile(uintptr(dup), prefix)
+	defer dir.Close()
+	ents, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	out := make([]walkedEntry, 0, len(ents))
+	var st unix.Stat_t
+	for _, d := range ents {
+		name, rel := d.Name(), prefix+d.Name()
+		if w.m.Match(rel, d.IsDir()) {
+			continue
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil, errSpecial
+		}
+		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return nil, err
+		}
+		if w.readable && !d.IsDir() {
+			if err := unix.Faccessat(dirfd, name, unix.R_OK, 0); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, walkedEntry{name: name, rel: rel, st: hostfs.EntryStat(&st), isDir: d.IsDir()})
+	}
+	return out, nil
+}
+
+// subtree records directory name of parentfd (prefix is its path from
+// the top, ending in "/") and everything beneath it, depth first, in s.
+func (w treeWalker) subtree(parentfd int, name, prefix string, s *signer) error {
+	fd, err := unix.Openat(parentfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ents, err := w.list(fd, prefix)
+	if err != nil {
+		return err
+	}
+	for _, d := range ents {
+		s.record(d.rel, d.st)
+		if d.isDir {
+			if err := w.subtree(fd, d.name, d.rel+"/", s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 var errSpecial = errors.New("not a regular file or directory")

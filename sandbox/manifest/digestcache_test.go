@@ -4,13 +4,19 @@ package manifest
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentctl/agentctl/internal/digest"
+	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 func writeTree(t *testing.T, root string, files map[string]string) {
@@ -233,5 +239,59 @@ func TestPlanDigestsForApply(t *testing.T) {
 	got, deferred, err = PlanDigests(ctx, m, true)
 	if err != nil || len(deferred) != 0 || got["repo"] != want["repo"] {
 		t.Fatalf("remembered tree, plan for apply: %v, deferred %v, %v; want %s", got, deferred, err, want["repo"])
+	}
+}
+
+// TestWalkSignatureOrder: the signature walk, which walks the top's
+// subtrees concurrently, gives the signature of a filepath.WalkDir of the
+// source in order (what caches written by earlier versions hold), with
+// excludes applied, for trees with many subtrees, nested and empty
+// directories and files at the top between directories.
+func TestWalkSignatureOrder(t *testing.T) {
+	src := t.TempDir()
+	files := map[string]string{"a.txt": "a", "m.txt": "m", "z.txt": "z", "skip.tmp": "x"}
+	for i := range 12 {
+		files[fmt.Sprintf("d%02d/f.txt", i)] = "f"
+		files[fmt.Sprintf("d%02d/sub/g.txt", i)] = "g"
+		files[fmt.Sprintf("d%02d/sub/h.tmp", i)] = "h"
+	}
+	writeTree(t, src, files)
+	for _, d := range []string{"empty", "d03/sub/deeper/emptier", "node_modules/x"} {
+		os.MkdirAll(filepath.Join(src, d), 0o755)
+	}
+	for _, exclude := range [][]string{nil, {"*.tmp", "node_modules"}} {
+		m, err := sandbox.CompileExclude(exclude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := newSigner()
+		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			rel = filepath.ToSlash(rel)
+			if rel != "." && m.Match(rel, d.IsDir()) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				return err
+			}
+			want.record(rel, hostfs.EntryStat(&st))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, readable := range []bool{false, true} {
+			got, _ := walkSignature(Entry{Kind: EntryLocalDir, Path: "repo", Source: src, Exclude: exclude}, readable)
+			if got == "" || got != want.sum() {
+				t.Errorf("excludes %q, readable %v: signature %q, want a walk in order's %q", exclude, readable, got, want.sum())
+			}
+		}
 	}
 }
