@@ -208,7 +208,9 @@ func (a *Writer) Close() {
 // written to w when it is full (or on Flush) and then handed to the
 // hashing goroutine as it is, where Write would copy it a second time.
 // While a Tee is in use, everything written to the pipe must go through
-// it; Flush it before Sum.
+// it, except WriteFile right after a Flush (a file whose content the
+// caller put in w itself, hashed at that point of the stream); Flush it
+// before Sum.
 func (a *Writer) Tee(w io.Writer) *Tee {
 	return &Tee{a: a, w: w}
 }
@@ -232,7 +234,7 @@ func (t *Tee) Write(p []byte) (int, error) {
 		k := copy(b.buf[start:cap(b.buf)], p)
 		b.buf = b.buf[:start+k]
 		p = p[k:]
-		if last := len(b.items) - 1; last >= 0 && b.items[last].end == start {
+		if last := len(b.items) - 1; last >= 0 && b.items[last].f == nil && b.items[last].end == start {
 			b.items[last].end += k
 		} else {
 			b.items = append(b.items, item{start: start, end: start + k})

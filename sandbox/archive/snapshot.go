@@ -115,11 +115,13 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	// Written through a buffer: the archive's headers and paddings are
 	// 512-byte writes, one system call each without it. A plain snapshot
 	// is buffered in the hash's own buffers (hashpipe.Tee: each byte
-	// copied once); an encrypted one hashes the tar before it is sealed.
+	// copied once), and on Linux a file's content goes from the
+	// workspace into the snapshot in the kernel, its digest read back
+	// from the snapshot (hostfs.FileAppender); an encrypted one hashes
+	// the tar before it is sealed.
 	var out io.Writer
 	if opts.Key == nil {
-		tee := h.Tee(tmp.writer())
-		out, tmp.flush = tee, tee.Flush
+		out, tmp.flush = tmp.teeWriter(h)
 	} else {
 		bw := bufio.NewWriterSize(tmp.writer(), 256<<10)
 		sw, err := opts.Key.NewStreamWriter(bw)
@@ -152,13 +154,24 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot %s: %w", sb.ID(), err)
 	}
+	// The digest, before commit closes the file it may read back.
+	if tmp.flush != nil {
+		if err := tmp.flush(); err != nil {
+			return SnapshotInfo{}, fmt.Errorf("snapshot: writing %s: %w", dst, err)
+		}
+	}
+	sum := h.Sum()
+	if err := h.Err(); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot: reading %s back for its digest: %w", dst, err)
+	}
+	tmp.flush = nil
 	if err := tmp.commit(dst); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
 	if err := syncDir(filepath.Dir(dst)); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
-	return SnapshotInfo{Path: dst, Size: cw.n, Digest: formatSnapshotDigest(opts.Digest, h.Sum()), Members: n}, nil
+	return SnapshotInfo{Path: dst, Size: cw.n, Digest: formatSnapshotDigest(opts.Digest, sum), Members: n}, nil
 }
 
 // formatSnapshotDigest is a snapshot's digest as a state records it:
@@ -489,6 +502,20 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	k, err := c.w.Write(p)
 	c.n += int64(k)
 	return k, err
+}
+
+// AppendFile is c.w's (hostfs.FileAppender), counted; false when c.w
+// has none.
+func (c *countWriter) AppendFile(fd int, size int64) (bool, error) {
+	fa, ok := c.w.(hostfs.FileAppender)
+	if !ok {
+		return false, nil
+	}
+	done, err := fa.AppendFile(fd, size)
+	if done {
+		c.n += size
+	}
+	return done, err
 }
 
 // syncDir fsyncs a directory so a rename in it is durable.

@@ -9,6 +9,9 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/internal/hashpipe"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // createSnapshotTemp opens the file a snapshot of base is written to in
@@ -16,7 +19,9 @@ import (
 // dies before commit links it, or, where the filesystem or /proc does not
 // allow that, a named temporary file.
 func createSnapshotTemp(dir, base string) (*snapshotTemp, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	// Readable too: the digest of a file appended in the kernel is read
+	// back from it (appender).
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err == nil {
 		// Linking it needs /proc/self/fd (without CAP_DAC_READ_SEARCH).
 		if _, serr := os.Stat(procFD(fd)); serr == nil {
@@ -24,7 +29,7 @@ func createSnapshotTemp(dir, base string) (*snapshotTemp, error) {
 		}
 		unix.Close(fd)
 	}
-	f, err := os.OpenFile(tempName(dir, base), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(tempName(dir, base), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +80,14 @@ type writeback struct {
 
 func (w *writeback) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
-	w.off += int64(n)
+	w.grew(int64(n))
+	return n, err
+}
+
+// grew accounts for n bytes added at the end of the file, starting the
+// disk writes of the chunks they complete.
+func (w *writeback) grew(n int64) {
+	w.off += n
 	for !w.refused && w.off-w.queued >= writebackChunk {
 		if serr := unix.SyncFileRange(w.fd, w.queued, writebackChunk, unix.SYNC_FILE_RANGE_WRITE); serr != nil {
 			w.refused = true
@@ -90,5 +102,66 @@ func (w *writeback) Write(p []byte) (int, error) {
 		}
 		w.queued += writebackChunk
 	}
-	return n, err
 }
+
+// appender is a plain snapshot's destination on Linux: the archive's
+// bytes go through the digest's Tee to the file, and a file's content,
+// when the kernel can copy it, straight into the file (copy_file_range,
+// hostfs.FileAppender), its digest read back from the snapshot on the
+// digest's goroutine: the snapshot's digest is of the file's bytes
+// either way.
+type appender struct {
+	tee *hashpipe.Tee
+	h   *hashpipe.Writer
+	wb  *writeback
+	buf []byte
+	// refused is set once the kernel would not copy: the rest is written.
+	refused bool
+}
+
+// teeWriter is the snapshot's destination for a plain snapshot: the
+// digest's Tee in front of the file, which appends files in the kernel.
+func (t *snapshotTemp) teeWriter(h *hashpipe.Writer) (io.Writer, func() error) {
+	wb := &writeback{f: t.f, fd: int(t.f.Fd())}
+	tee := h.Tee(wb)
+	return &appender{tee: tee, h: h, wb: wb}, tee.Flush
+}
+
+func (a *appender) Write(p []byte) (int, error) { return a.tee.Write(p) }
+
+func (a *appender) AppendFile(fd int, size int64) (bool, error) {
+	if a.refused {
+		return false, nil
+	}
+	// What is buffered (the file's header) goes first, and is hashed
+	// first.
+	if err := a.tee.Flush(); err != nil {
+		return false, err
+	}
+	start := a.wb.off
+	if a.buf == nil {
+		a.buf = make([]byte, 256<<10)
+	}
+	ok, err := hostfs.AppendFile(a.wb.fd, fd, size, a.buf)
+	if !ok {
+		a.refused = err == nil
+		return false, err
+	}
+	if err != nil {
+		return true, err
+	}
+	a.wb.grew(size)
+	a.h.WriteFile(fileRange{f: a.wb.f, off: start}, size, nil)
+	return true, nil
+}
+
+// fileRange is the part of f from off on, for the digest to read; it
+// stays open when the digest is done with it.
+type fileRange struct {
+	f   *os.File
+	off int64
+}
+
+func (r fileRange) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, r.off+off) }
+func (r fileRange) Close() error                            { return nil }
+func (r fileRange) Name() string                            { return r.f.Name() }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
@@ -31,6 +32,17 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
 		t.Errorf("temporary files left: %v", ents)
+	}
+	// The digest is the file's, its files' content appended in the
+	// kernel and read back for the digest (Linux) or written through it.
+	file, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh := digest.BLAKE3.New()
+	fh.Write(file)
+	if want := digest.BLAKE3.Format(fh.Sum(nil)); info.Digest != want {
+		t.Fatalf("snapshot digest %s, the file's %s", info.Digest, want)
 	}
 	// The sandbox is lost; restore into a fresh one.
 	h2 := newHostDir(t)

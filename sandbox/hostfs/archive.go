@@ -55,6 +55,17 @@ type ArchiveOptions struct {
 	Observe func(rel string, st sandbox.EntryStat)
 }
 
+// FileAppender is an Archive destination (the io.Writer given to Archive)
+// that can put a regular file's content in the stream itself, in the
+// kernel (copy_file_range into the file it writes), instead of having it
+// written: a snapshot. AppendFile appends the first size bytes of the
+// open file fd at the stream's current end, as if they had been written,
+// and reports true; false means it did nothing and the content is
+// written as usual. A file shorter than size is an error.
+type FileAppender interface {
+	AppendFile(fd int, size int64) (bool, error)
+}
+
 // ErrSpecialFile is returned (wrapped) by a strict Archive for a symlink
 // or special file.
 var ErrSpecialFile = errors.New("not a regular file or directory")
@@ -384,6 +395,26 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 	}
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err
+	}
+	if fa, ok := a.sw.w.(FileAppender); ok && a.opts.Digest == nil && st.Size > 0 {
+		// The header is out (WriteHeader writes it at once): the content
+		// goes in after it in the kernel, and the tar writer, which must
+		// see it to count it, is given as many bytes to drop.
+		done, err := fa.AppendFile(fd, st.Size)
+		if err != nil {
+			return pathErr(a.op(), relJoin(a.top, name), err)
+		}
+		if done {
+			a.sw.discard = st.Size
+			for left := st.Size; left > 0; {
+				k := min(left, int64(len(a.buf)))
+				if _, err := a.tw.Write(a.buf[:k]); err != nil {
+					return err
+				}
+				left -= k
+			}
+			return a.observed(fd, name, &st)
+		}
 	}
 	var dst io.Writer = a.tw
 	if a.opts.Digest != nil {

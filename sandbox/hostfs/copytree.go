@@ -394,3 +394,51 @@ func kernelCopyUnsupported(err error) bool {
 	}
 	return false
 }
+
+// AppendFile appends the first size bytes of the open regular file src
+// to dst at dst's file position, in the kernel (copy_file_range: no
+// user-space copy), and reports true; false, with nothing appended, where
+// the kernel or the file systems cannot. Once bytes are appended, the
+// rest goes through buf if the kernel stops copying. A file shorter than
+// size is an error.
+func AppendFile(dst, src int, size int64, buf []byte) (bool, error) {
+	var off int64
+	for off < size {
+		roff := off
+		k, err := copyFileRange(src, &roff, dst, nil, int(min(size-off, 1<<30)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil && off == 0 && kernelCopyUnsupported(err) {
+			return false, nil
+		}
+		if err != nil || k == 0 {
+			break
+		}
+		off += int64(k)
+	}
+	for off < size {
+		k, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return true, err
+		}
+		if k == 0 {
+			return true, fmt.Errorf("file shrank from %d to %d bytes while being read", size, off)
+		}
+		for p := buf[:k]; len(p) > 0; {
+			w, err := unix.Write(dst, p)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return true, err
+			}
+			p = p[w:]
+		}
+		off += int64(k)
+	}
+	return true, nil
+}

@@ -380,3 +380,101 @@ func TestCopyTreeFileChangedBeforeHashed(t *testing.T) {
 		t.Errorf("files changed just now were given to the digest (%d)", len(d.errs))
 	}
 }
+
+// TestArchiveFileAppender: an archive destination that appends files'
+// content itself (FileAppender) gets the same stream as one that is
+// written everything, whether it appends every file or refuses (the
+// content is then written); an append error fails the archive.
+func TestArchiveFileAppender(t *testing.T) {
+	ctx := context.Background()
+	src := copyTreeSource(t, true)
+	sd := openRoot(t, src)
+	var plain bytes.Buffer
+	if err := Archive(ctx, sd, ".", &plain, ArchiveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, refuse := range []bool{false, true} {
+		w := &testAppender{refuse: refuse}
+		if err := Archive(ctx, sd, ".", w, ArchiveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w.buf.Bytes(), plain.Bytes()) {
+			t.Errorf("refuse=%v: the stream differs from the written one (%d bytes, want %d)", refuse, w.buf.Len(), plain.Len())
+		}
+		if !refuse && w.appended == 0 {
+			t.Error("no file was appended")
+		}
+	}
+	boom := errors.New("disk full")
+	if err := Archive(ctx, sd, ".", &testAppender{err: boom}, ArchiveOptions{}); !errors.Is(err, boom) {
+		t.Fatalf("Archive with a failing append = %v, want %v", err, boom)
+	}
+}
+
+type testAppender struct {
+	buf      bytes.Buffer
+	refuse   bool
+	err      error
+	appended int
+}
+
+func (a *testAppender) Write(p []byte) (int, error) { return a.buf.Write(p) }
+
+func (a *testAppender) AppendFile(fd int, size int64) (bool, error) {
+	if a.refuse {
+		return false, nil
+	}
+	if a.err != nil {
+		return true, a.err
+	}
+	p := make([]byte, size)
+	if n, err := unix.Pread(fd, p, 0); err != nil || int64(n) != size {
+		return true, fmt.Errorf("pread %d of %d: %v", n, size, err)
+	}
+	a.buf.Write(p)
+	a.appended++
+	return true, nil
+}
+
+// TestAppendFile: AppendFile puts a file's first size bytes at the end of
+// another, in the kernel where it can; a destination the kernel cannot
+// copy into (a pipe) gets nothing and false; a file shorter than size is
+// an error.
+func TestAppendFile(t *testing.T) {
+	dir := t.TempDir()
+	body := bytes.Repeat([]byte("0123456789abcdef"), 70000) // > 1 MB
+	os.WriteFile(filepath.Join(dir, "src"), body, 0o644)
+	src, err := os.Open(filepath.Join(dir, "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(filepath.Join(dir, "dst"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	dst.Write([]byte("header"))
+	buf := make([]byte, 64<<10)
+	size := int64(len(body) - 5)
+	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), size, buf); !ok || err != nil {
+		t.Fatalf("AppendFile = %v, %v", ok, err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "dst"))
+	if !bytes.Equal(got, append([]byte("header"), body[:size]...)) {
+		t.Fatalf("the destination holds %d bytes, not the header and %d bytes of the file", len(got), size)
+	}
+	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), int64(len(body))+1, buf); !ok || err == nil || !strings.Contains(err.Error(), "shrank") {
+		t.Fatalf("AppendFile past the end = %v, %v; want the file shorter than said", ok, err)
+	}
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	if ok, err := AppendFile(int(pw.Fd()), int(src.Fd()), 10, buf); ok || err != nil {
+		t.Fatalf("AppendFile into a pipe = %v, %v; want false, nothing appended", ok, err)
+	}
+}

@@ -80,9 +80,22 @@ func isSparse(hdr *tar.Header) bool {
 type captureWriter struct {
 	w   io.Writer
 	buf *bytes.Buffer
+	// discard is how many bytes written next are dropped: a file's
+	// content that a FileAppender put in w itself, which the tar writer
+	// is then given to count.
+	discard int64
 }
 
 func (c *captureWriter) Write(p []byte) (int, error) {
+	if c.discard > 0 {
+		k := int(min(int64(len(p)), c.discard))
+		c.discard -= int64(k)
+		if k == len(p) {
+			return k, nil
+		}
+		n, err := c.Write(p[k:])
+		return k + n, err
+	}
 	if c.buf != nil {
 		return c.buf.Write(p)
 	}
