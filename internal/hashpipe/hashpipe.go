@@ -121,21 +121,28 @@ func (a *Writer) batch() *batch {
 func (a *Writer) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		b := a.batch()
-		start := len(b.buf)
-		k := copy(b.buf[start:cap(b.buf)], p)
-		b.buf = b.buf[:start+k]
-		p = p[k:]
-		if last := len(b.items) - 1; last >= 0 && b.items[last].f == nil && b.items[last].end == start {
-			b.items[last].end += k
-		} else {
-			b.items = append(b.items, item{start: start, end: start + k})
-		}
-		if len(b.buf) == cap(b.buf) {
+		var full bool
+		if p, full = a.buffer(p); full {
 			a.flush()
 		}
 	}
 	return n, nil
+}
+
+// buffer copies what fits of p into the current batch's buffer, as a
+// range to hash, and returns the rest of p and whether the buffer is
+// full.
+func (a *Writer) buffer(p []byte) (rest []byte, full bool) {
+	b := a.batch()
+	start := len(b.buf)
+	k := copy(b.buf[start:cap(b.buf)], p)
+	b.buf = b.buf[:start+k]
+	if last := len(b.items) - 1; last >= 0 && b.items[last].f == nil && b.items[last].end == start {
+		b.items[last].end += k
+	} else {
+		b.items = append(b.items, item{start: start, end: start + k})
+	}
+	return p[k:], len(b.buf) == cap(b.buf)
 }
 
 func (a *Writer) flush() {
@@ -229,17 +236,8 @@ func (t *Tee) Write(p []byte) (int, error) {
 	}
 	n := len(p)
 	for len(p) > 0 {
-		b := t.a.batch()
-		start := len(b.buf)
-		k := copy(b.buf[start:cap(b.buf)], p)
-		b.buf = b.buf[:start+k]
-		p = p[k:]
-		if last := len(b.items) - 1; last >= 0 && b.items[last].f == nil && b.items[last].end == start {
-			b.items[last].end += k
-		} else {
-			b.items = append(b.items, item{start: start, end: start + k})
-		}
-		if len(b.buf) == cap(b.buf) {
+		var full bool
+		if p, full = t.a.buffer(p); full {
 			if err := t.Flush(); err != nil {
 				return n - len(p), err
 			}

@@ -20,14 +20,11 @@ import (
 // closing without Sum ends the goroutine.
 func TestWriter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
-		data := make([]byte, total)
-		for i := range data {
-			data[i] = byte(rng.IntN(256))
-		}
+	for _, data := range testStreams(rng) {
+		total := len(data)
 		a := New(sha256.New())
 		for p := data; len(p) > 0; {
-			n := min(len(p), []int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)])
+			n := min(len(p), pieceSize(rng))
 			if k, err := a.Write(p[:n]); k != n || err != nil {
 				t.Fatalf("Write = %d, %v", k, err)
 			}
@@ -127,17 +124,14 @@ func TestWriteFile(t *testing.T) {
 // sum is the hash of those bytes; a write error stops it.
 func TestTee(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
-		data := make([]byte, total)
-		for i := range data {
-			data[i] = byte(rng.IntN(256))
-		}
+	for _, data := range testStreams(rng) {
+		total := len(data)
 		a := New(sha256.New())
 		var got bytes.Buffer
 		w := &recordWriter{w: &got}
 		tee := a.Tee(w)
 		for p := data; len(p) > 0; {
-			n := min(len(p), []int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)])
+			n := min(len(p), pieceSize(rng))
 			if k, err := tee.Write(p[:n]); k != n || err != nil {
 				t.Fatalf("Write = %d, %v", k, err)
 			}
@@ -191,11 +185,8 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 // bytes read before it.
 func TestTeeReader(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
-		data := make([]byte, total)
-		for i := range data {
-			data[i] = byte(rng.IntN(256))
-		}
+	for _, data := range testStreams(rng) {
+		total := len(data)
 		for name, r := range map[string]io.Reader{
 			"whole":    bytes.NewReader(data),
 			"halves":   iotest.HalfReader(bytes.NewReader(data)),
@@ -209,7 +200,7 @@ func TestTeeReader(t *testing.T) {
 			var got []byte
 			buf := make([]byte, 3*chunk)
 			for {
-				n, err := tr.Read(buf[:[]int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)]])
+				n, err := tr.Read(buf[:pieceSize(rng)])
 				got = append(got, buf[:n]...)
 				if err == io.EOF {
 					break
@@ -233,4 +224,25 @@ func TestTeeReader(t *testing.T) {
 	if string(got) != "head" || !errors.Is(err, boom) {
 		t.Fatalf("ReadAll = %q, %v; want the bytes before the error, then the error", got, err)
 	}
+}
+
+// testStreams are streams of random bytes of the sizes that matter to a
+// pipe: empty, a byte, less than a tar block, a buffer, more than all
+// buffers at once.
+func testStreams(rng *rand.Rand) [][]byte {
+	var out [][]byte
+	for _, total := range []int{0, 1, 511, chunk, chunk*buffers*2 + 7} {
+		data := make([]byte, total)
+		for i := range data {
+			data[i] = byte(rng.IntN(256))
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// pieceSize is the size of one write or read: a byte, a tar block, a
+// page, more than a buffer, more than several.
+func pieceSize(rng *rand.Rand) int {
+	return []int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)]
 }
