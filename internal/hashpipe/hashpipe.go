@@ -287,10 +287,48 @@ func (t *TeeReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	b, err := t.next()
+	if len(b) == 0 {
+		return 0, err
+	}
+	k := copy(p, b)
+	t.off += k
+	return k, nil
+}
+
+// WriteN writes the next n bytes of r to w straight from the pipe's
+// buffers, as if they were read with Read (they are hashed the same way),
+// without a copy into a buffer of the caller's. It returns how many it
+// wrote: fewer than n only with an error, io.ErrUnexpectedEOF when r
+// ends first.
+func (t *TeeReader) WriteN(w io.Writer, n int64) (int64, error) {
+	var done int64
+	for done < n {
+		b, err := t.next()
+		if len(b) == 0 {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return done, err
+		}
+		k, err := w.Write(b[:min(int64(len(b)), n-done)])
+		t.off += k
+		done += int64(k)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// next is the part of the current buffer not served yet; when it is all
+// served, the buffer goes to be hashed and the next one is read. It is
+// empty only at the end of r or on r's error.
+func (t *TeeReader) next() ([]byte, error) {
 	b := t.a.cur
 	if b == nil || t.off == len(b.buf) {
 		if t.err != nil {
-			return 0, t.err
+			return nil, t.err
 		}
 		// The buffer served is hashed; the next one is filled.
 		t.a.flush()
@@ -309,10 +347,8 @@ func (t *TeeReader) Read(p []byte) (int, error) {
 			t.err = err
 		}
 		if n == 0 {
-			return 0, t.err
+			return nil, t.err
 		}
 	}
-	k := copy(p, b.buf[t.off:])
-	t.off += k
-	return k, nil
+	return b.buf[t.off:], nil
 }

@@ -246,3 +246,38 @@ func testStreams(rng *rand.Rand) [][]byte {
 func pieceSize(rng *rand.Rand) int {
 	return []int{1, 512, 4096, chunk + 3, 3 * chunk}[rng.IntN(5)]
 }
+
+// TestTeeReaderWriteN: WriteN writes the stream's next bytes from the
+// pipe's buffers, mixed with Reads in any sizes, and the sum is the
+// stream's; past the end it says how many it wrote, with
+// io.ErrUnexpectedEOF.
+func TestTeeReaderWriteN(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, data := range testStreams(rng) {
+		a := New(sha256.New())
+		tr := a.TeeReader(iotest.HalfReader(bytes.NewReader(data)))
+		var got bytes.Buffer
+		buf := make([]byte, 3*chunk)
+		for got.Len() < len(data) {
+			n := min(pieceSize(rng), len(data)-got.Len())
+			if rng.IntN(2) == 0 {
+				if k, err := tr.WriteN(&got, int64(n)); k != int64(n) || err != nil {
+					t.Fatalf("WriteN(%d) = %d, %v", n, k, err)
+				}
+				continue
+			}
+			k, err := tr.Read(buf[:n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Write(buf[:k])
+		}
+		if k, err := tr.WriteN(&got, 10); k != 0 || err != io.ErrUnexpectedEOF {
+			t.Fatalf("WriteN past the end = %d, %v", k, err)
+		}
+		want := sha256.Sum256(data)
+		if sum := a.Sum(); !bytes.Equal(got.Bytes(), data) || !bytes.Equal(sum, want[:]) {
+			t.Fatalf("%d bytes: wrote %d, equal %v; sum equal %v", len(data), got.Len(), bytes.Equal(got.Bytes(), data), bytes.Equal(sum, want[:]))
+		}
+	}
+}

@@ -238,6 +238,13 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		f.Close()
 	}
 	c := tarChecker{lim: lim.withDefaults(), sparseOK: true}
+	// A ContentWriter stream gives a regular member's content to its file
+	// from its own buffers; the tar reader then passes over it (credit).
+	var direct *creditReader
+	if cw, ok := r.(ContentWriter); ok {
+		direct = &creditReader{r: cw}
+		r = direct
+	}
 	tr := tar.NewReader(r)
 	var (
 		cacheName string
@@ -332,7 +339,7 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 					return nil
 				}
 			}
-			if err := writeMember(ctx, pfd, path.Base(target), m.mode, hdr, tr, buf, written); err != nil {
+			if err := writeMember(ctx, pfd, path.Base(target), m.mode, hdr, tr, buf, written, direct); err != nil {
 				return pathErr("extract", target, err)
 			}
 		}
@@ -374,8 +381,10 @@ func createAt(dirfd int, name string, mode uint32) (int, error) {
 
 // writeMember creates file name in dirfd from hdr and its content in r.
 // With written set (a sparse member), blocks of zeros become holes and
-// written is told the bytes actually written.
-func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte, written func(int64) error) (err error) {
+// written is told the bytes actually written. With direct set, the
+// content is written from the stream's buffers (ContentWriter) instead
+// of being read from r.
+func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte, written func(int64) error, direct *creditReader) (err error) {
 	fd, err := createAt(dirfd, name, mode)
 	if err != nil {
 		return err
@@ -396,12 +405,18 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			return err
 		}
 	} else {
-		n, err := io.CopyBuffer(onlyWriter{ff}, io.LimitReader(r, hdr.Size), buf)
+		var n int64
+		var err error
+		if direct != nil {
+			n, err = direct.writeContent(ff, hdr.Size)
+		} else {
+			n, err = io.CopyBuffer(onlyWriter{ff}, io.LimitReader(r, hdr.Size), buf)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) || err == nil && n != hdr.Size {
+			return fmt.Errorf("archive truncated: %d of %d bytes: %w", n, hdr.Size, io.ErrUnexpectedEOF)
+		}
 		if err != nil {
 			return err
-		}
-		if n != hdr.Size {
-			return fmt.Errorf("archive truncated: %d of %d bytes: %w", n, hdr.Size, io.ErrUnexpectedEOF)
 		}
 	}
 	if err := unix.Fchmod(fd, mode); err != nil {
@@ -414,6 +429,67 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 		}
 	}
 	return nil
+}
+
+// ContentWriter is an Extract input that can write the next n bytes of
+// its stream to a writer from buffers of its own (hashpipe.TeeReader's
+// WriteN): a regular member's content then goes from the stream's buffer
+// to its file, without a copy into the extractor's buffer. It returns how
+// many bytes it wrote, fewer than n only with an error.
+type ContentWriter interface {
+	io.Reader
+	WriteN(w io.Writer, n int64) (int64, error)
+}
+
+// creditReader is the tar reader's view of a ContentWriter stream: the
+// content the extractor had written from the stream itself (credit, which
+// directly follows the member's header) is passed over when the tar
+// reader skips it to the next header, with Seek or by reading it (Read
+// gives zeros for it); past the credit, both read the stream.
+type creditReader struct {
+	r      ContentWriter
+	credit int64
+	pos    int64
+}
+
+// writeContent writes the next n bytes of the stream to w as a member's
+// content, and credits them to the tar reader.
+func (c *creditReader) writeContent(w io.Writer, n int64) (int64, error) {
+	k, err := c.r.WriteN(w, n)
+	c.credit += k
+	return k, err
+}
+
+func (c *creditReader) Read(p []byte) (int, error) {
+	if c.credit > 0 {
+		k := int(min(int64(len(p)), c.credit))
+		clear(p[:k])
+		c.credit -= int64(k)
+		c.pos += int64(k)
+		return k, nil
+	}
+	n, err := c.r.Read(p)
+	c.pos += int64(n)
+	return n, err
+}
+
+// Seek moves forward only (io.SeekCurrent): over the credit, then by
+// reading the stream.
+func (c *creditReader) Seek(off int64, whence int) (int64, error) {
+	if whence != io.SeekCurrent || off < 0 {
+		return c.pos, errors.New("the archive stream only skips forward")
+	}
+	k := min(off, c.credit)
+	c.credit -= k
+	c.pos += k
+	if rest := off - k; rest > 0 {
+		n, err := io.CopyN(io.Discard, c.r, rest)
+		c.pos += n
+		if err != nil {
+			return c.pos, err
+		}
+	}
+	return c.pos, nil
 }
 
 // onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.

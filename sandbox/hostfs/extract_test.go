@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"io/fs"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/testfiles"
 
 	"github.com/agentctl/agentctl/sandbox"
@@ -359,4 +363,55 @@ func FuzzExtract(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// TestExtractFromContentWriter: from a stream that writes members'
+// content from its own buffers (ContentWriter, here a digest's
+// TeeReader), Extract makes the tree it makes from a plain reader, passes
+// over the content of a member it skips, and reads the whole stream (the
+// digest is the archive's); a truncated stream fails on both.
+func TestExtractFromContentWriter(t *testing.T) {
+	ctx := context.Background()
+	big := strings.Repeat("0123456789", 30000) // more than a buffer
+	tarball := testfiles.Tar(t,
+		testfiles.Reg("a.txt", "A"),
+		&tar.Header{Typeflag: tar.TypeReg, Name: ".", Linkname: "content of a member that creates nothing", ModTime: time.Unix(1700000000, 0)},
+		testfiles.Reg("empty", ""),
+		testfiles.Reg("d/big.bin", big),
+		testfiles.Sym("link", "a.txt"),
+		testfiles.Reg("d/e/one", "1"),
+		testfiles.Reg("last.txt", strings.Repeat("x", 511)),
+	)
+	plain := t.TempDir()
+	if err := Extract(ctx, openRoot(t, plain), "out", bytes.NewReader(tarball), ExtractLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	direct := t.TempDir()
+	h := hashpipe.New(sha256.New())
+	tr := h.TeeReader(bytes.NewReader(tarball))
+	if _, ok := any(tr).(ContentWriter); !ok {
+		t.Fatal("a TeeReader is not a ContentWriter")
+	}
+	if err := Extract(ctx, openRoot(t, direct), "out", tr, ExtractLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(testfiles.DescribeTree(t, plain), testfiles.DescribeTree(t, direct)); diff != "" {
+		t.Errorf("the tree from a ContentWriter differs (-plain +direct):\n%s", diff)
+	}
+	if b, _ := os.ReadFile(filepath.Join(direct, "out/d/big.bin")); string(b) != big {
+		t.Errorf("d/big.bin: %d bytes", len(b))
+	}
+	io.Copy(io.Discard, tr) // the end-of-archive blocks
+	want := sha256.Sum256(tarball)
+	if got := h.Sum(); !bytes.Equal(got, want[:]) {
+		t.Error("the stream's digest is not the archive's")
+	}
+
+	cut := tarball[:bytes.Index(tarball, []byte(big))+len(big)/2]
+	for name, r := range map[string]io.Reader{"plain": bytes.NewReader(cut), "direct": hashpipe.New(sha256.New()).TeeReader(bytes.NewReader(cut))} {
+		err := Extract(ctx, openRoot(t, t.TempDir()), "out", r, ExtractLimits{})
+		if err == nil || !strings.Contains(err.Error(), "archive truncated") {
+			t.Errorf("%s: a truncated archive: %v", name, err)
+		}
+	}
 }
