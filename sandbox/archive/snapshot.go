@@ -119,9 +119,11 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 	// workspace into the snapshot in the kernel, its digest read back
 	// from the snapshot (hostfs.FileAppender); an encrypted one hashes
 	// the tar before it is sealed.
+	// flush writes what is buffered, before the digest is taken.
 	var out io.Writer
+	var flush func() error
 	if opts.Key == nil {
-		out, tmp.flush = tmp.teeWriter(h)
+		out, flush = tmp.teeWriter(h)
 	} else {
 		bw := bufio.NewWriterSize(tmp.writer(), 256<<10)
 		sw, err := opts.Key.NewStreamWriter(bw)
@@ -129,7 +131,7 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 			return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 		}
 		out = io.MultiWriter(sw, h)
-		tmp.flush = func() error {
+		flush = func() error {
 			if err := sw.Close(); err != nil {
 				return err
 			}
@@ -155,16 +157,13 @@ func SnapshotWith(ctx context.Context, sb sandbox.Sandbox, dir, dst string, opts
 		return SnapshotInfo{}, fmt.Errorf("snapshot %s: %w", sb.ID(), err)
 	}
 	// The digest, before commit closes the file it may read back.
-	if tmp.flush != nil {
-		if err := tmp.flush(); err != nil {
-			return SnapshotInfo{}, fmt.Errorf("snapshot: writing %s: %w", dst, err)
-		}
+	if err := flush(); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot: writing %s: %w", dst, err)
 	}
 	sum := h.Sum()
 	if err := h.Err(); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot: reading %s back for its digest: %w", dst, err)
 	}
-	tmp.flush = nil
 	if err := tmp.commit(dst); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -236,18 +235,11 @@ type snapshotTemp struct {
 	name string
 	dir  string
 	base string
-	// flush, when set, writes what is buffered before the file is
-	// synced (an encrypted snapshot's last chunk).
-	flush func() error
 }
 
-// commit syncs the file and puts it in place at dst.
+// commit syncs the file, whose writer was flushed, and puts it in place
+// at dst.
 func (t *snapshotTemp) commit(dst string) error {
-	if t.flush != nil {
-		if err := t.flush(); err != nil {
-			return fmt.Errorf("writing %s: %w", dst, err)
-		}
-	}
 	if err := t.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", dst, err)
 	}

@@ -67,7 +67,9 @@ const writebackChunk = 8 << 20
 // fsync of commit is what makes the file durable and what reports a
 // write error; where sync_file_range is refused (a file system without
 // it) the chunks are left to that fsync.
-func (t *snapshotTemp) writer() io.Writer {
+func (t *snapshotTemp) writer() io.Writer { return t.writeback() }
+
+func (t *snapshotTemp) writeback() *writeback {
 	return &writeback{f: t.f, fd: int(t.f.Fd())}
 }
 
@@ -122,7 +124,7 @@ type appender struct {
 // teeWriter is the snapshot's destination for a plain snapshot: the
 // digest's Tee in front of the file, which appends files in the kernel.
 func (t *snapshotTemp) teeWriter(h *hashpipe.Writer) (io.Writer, func() error) {
-	wb := &writeback{f: t.f, fd: int(t.f.Fd())}
+	wb := t.writeback()
 	tee := h.Tee(wb)
 	return &appender{tee: tee, h: h, wb: wb}, tee.Flush
 }
