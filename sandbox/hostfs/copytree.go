@@ -342,25 +342,13 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 		}
 	}
 	if digest == nil && c.copyRange {
-		for off < size {
-			roff, woff := off, off
-			k, err := copyFileRange(src.fd, &roff, dst.fd, &woff, int(min(size-off, 1<<30)))
-			if err == unix.EINTR {
-				continue
+		var woff int64
+		var err error
+		if off, err = kernelCopy(dst.fd, src.fd, &woff, size); err != nil {
+			if !kernelCopyUnsupported(err) {
+				return fmt.Errorf("copy_file_range: %w", err)
 			}
-			if err != nil {
-				if !kernelCopyUnsupported(err) {
-					return fmt.Errorf("copy_file_range: %w", err)
-				}
-				c.copyRange = false
-				break
-			}
-			if k == 0 {
-				// The end of the file, or a file system that copies
-				// nothing (some report 0 instead of an error): read it.
-				break
-			}
-			off += int64(k)
+			c.copyRange = false
 		}
 	}
 	for off < size {
@@ -384,6 +372,31 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 	return nil
 }
 
+// kernelCopy copies src from offset 0, up to size bytes, to dst at
+// *woff (advanced), or at dst's file position when woff is nil, with
+// copy_file_range, until the kernel copies nothing more (the end of the
+// file, or a file system that copies nothing: some report 0 instead of an
+// error) or fails. It returns how many bytes it copied and the error that
+// stopped it; the caller copies the rest, if any, through a buffer.
+func kernelCopy(dst, src int, woff *int64, size int64) (int64, error) {
+	var off int64
+	for off < size {
+		roff := off
+		k, err := copyFileRange(src, &roff, dst, woff, int(min(size-off, 1<<30)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return off, err
+		}
+		if k == 0 {
+			break
+		}
+		off += int64(k)
+	}
+	return off, nil
+}
+
 // kernelCopyUnsupported reports whether an error from FICLONE or
 // copy_file_range means the file systems (or the kernel) cannot do it,
 // rather than that the copy failed.
@@ -402,20 +415,9 @@ func kernelCopyUnsupported(err error) bool {
 // rest goes through buf if the kernel stops copying. A file shorter than
 // size is an error.
 func AppendFile(dst, src int, size int64, buf []byte) (bool, error) {
-	var off int64
-	for off < size {
-		roff := off
-		k, err := copyFileRange(src, &roff, dst, nil, int(min(size-off, 1<<30)))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil && off == 0 && kernelCopyUnsupported(err) {
-			return false, nil
-		}
-		if err != nil || k == 0 {
-			break
-		}
-		off += int64(k)
+	off, err := kernelCopy(dst, src, nil, size)
+	if err != nil && off == 0 && kernelCopyUnsupported(err) {
+		return false, nil
 	}
 	for off < size {
 		k, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], off)
