@@ -267,9 +267,11 @@ func (t *Tee) Flush() error {
 // into the pipe's buffers, which Read serves and then hands to the
 // hashing goroutine as they are (one copy, where io.TeeReader and a
 // buffered reader would make two). Every byte read from r is hashed, in
-// order, once served; read to the end (io.EOF) before Sum. While it is
-// in use, nothing else may be written to the pipe.
+// order, once served; read to the end (io.EOF) before Sum. What was
+// written to the pipe before is hashed first; while it is in use,
+// nothing else may be written to the pipe.
 func (a *Writer) TeeReader(r io.Reader) *TeeReader {
+	a.flush()
 	return &TeeReader{a: a, r: r}
 }
 

@@ -281,3 +281,22 @@ func TestTeeReaderWriteN(t *testing.T) {
 		}
 	}
 }
+
+// TestTeeReaderAfterWrites: a TeeReader made once bytes were written to
+// the pipe (a reader that switches to it mid-stream) serves only its
+// reader's bytes, and the sum is of the bytes written, then those read.
+func TestTeeReaderAfterWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, data := range testStreams(rng) {
+		a := New(sha256.New())
+		a.Write([]byte("written first"))
+		got, err := io.ReadAll(a.TeeReader(bytes.NewReader(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256(append([]byte("written first"), data...))
+		if sum := a.Sum(); !bytes.Equal(got, data) || !bytes.Equal(sum, want[:]) {
+			t.Fatalf("%d bytes: served %d, equal %v; sum equal %v", len(data), len(got), bytes.Equal(got, data), bytes.Equal(sum, want[:]))
+		}
+	}
+}

@@ -8,11 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/hashpipe"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
 // ErrSnapshotMissing is returned (wrapped) when a snapshot file to restore
@@ -86,18 +90,18 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 		return err
 	}
 	// Hashed on another goroutine, overlapping the extraction; the bytes
-	// hashed are the bytes extracted (one read of the file). Read through
-	// the hash's buffers (the archive's headers are 512-byte reads, one
-	// system call each without a buffer), which are hashed as they are
-	// once extracted.
+	// hashed are the bytes extracted (restoreSource).
 	h := hashpipe.New(alg.New())
 	defer h.Close()
-	r := h.TeeReader(f)
+	r, err := restoreSource(f, h)
+	if err != nil {
+		return err
+	}
 	if err := sb.CopyIn(ctx, "", r); err != nil {
 		if want != "" && ctx.Err() == nil {
 			// A damaged file usually shows as a bad archive: say so when
 			// the bytes read so far already differ from what was written.
-			if _, rerr := io.Copy(io.Discard, r); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex {
+			if _, rerr := io.Copy(io.Discard, r); rerr == nil && hex.EncodeToString(h.Sum()) != wantHex && h.Err() == nil {
 				return fmt.Errorf("%w (the file does not match the digest %s recorded when it was written: %w)", err, digest.Named(want), ErrSnapshotCorrupt)
 			}
 		}
@@ -112,10 +116,14 @@ func RestoreSnapshotWith(ctx context.Context, sb sandbox.Sandbox, src, want stri
 		}
 		return fmt.Errorf("reading the snapshot: %w", err)
 	}
+	got := h.Sum()
+	if err := h.Err(); err != nil {
+		return fmt.Errorf("reading back what was restored: %w", err)
+	}
 	if want == "" {
 		return nil
 	}
-	if got := h.Sum(); hex.EncodeToString(got) != wantHex {
+	if hex.EncodeToString(got) != wantHex {
 		return fmt.Errorf("the file's digest is %s, not the %s recorded when it was written: %w", alg.Format(got), digest.Named(want), ErrSnapshotCorrupt)
 	}
 	return nil
@@ -148,4 +156,148 @@ func openSnapshot(f *os.File, key *seal.Key) (snapshotReader, error) {
 		return nil, err
 	}
 	return io.NewSectionReader(sr, 0, sr.Size()), nil
+}
+
+// restoreSource is what the extraction of the snapshot f reads, its
+// bytes hashed by h on h's goroutine: on Linux, for a plain snapshot
+// file, a copySource, whose members' content goes to their files in the
+// kernel; otherwise f read through h's buffers (the archive's headers are
+// 512-byte reads, one system call each without a buffer), which are
+// hashed as they are once extracted.
+func restoreSource(f snapshotReader, h *hashpipe.Writer) (io.Reader, error) {
+	file, ok := f.(*os.File)
+	if !ok || runtime.GOOS != "linux" {
+		return h.TeeReader(f), nil
+	}
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading the snapshot: %w", err)
+	}
+	return &copySource{f: file, h: h, size: fi.Size(), blocks: make([]byte, 2*tarBlock)}, nil
+}
+
+// tarBlock is the tar format's block: headers are one block each, and a
+// member's content is padded to a whole number of them.
+const tarBlock = 512
+
+// copySource is a plain snapshot file as the extraction reads it
+// (hostfs.ContentCopier): the archive's headers are read as the tar
+// reader asks for them, with no read-ahead into a member's content, and
+// hashed; a regular member's content goes from the snapshot to its file
+// in the kernel (copy_file_range: no copy through user space), and the
+// digest reads it back from that file, so the digest is of the bytes
+// extracted, as the snapshot's is of the bytes in the snapshot. Where the
+// kernel will not copy between the two files (another file system), the
+// rest of the snapshot is read through the digest's buffers
+// (hashpipe.TeeReader), as a sealed snapshot is.
+type copySource struct {
+	f    *os.File
+	h    *hashpipe.Writer
+	size int64 // f's
+	off  int64 // in f, of the stream's next byte
+	// next, after a member's content, is what the tar reader reads next in
+	// one read: the content's padding and the next header.
+	next int
+	// ahead is what was read of next (into blocks) and not served yet.
+	ahead, blocks []byte
+	// buf carries the content through user space when the kernel stops
+	// copying part way (hostfs.AppendFile).
+	buf []byte
+	// tee reads the rest once the kernel refused to copy.
+	tee *hashpipe.TeeReader
+}
+
+// Read serves the snapshot's bytes and hands them to the digest.
+func (s *copySource) Read(p []byte) (int, error) {
+	if s.tee != nil {
+		return s.tee.Read(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(s.ahead) == 0 && s.next > len(p) {
+		n, err := s.readAt(s.blocks[:s.next])
+		s.ahead, s.next = s.blocks[:n], 0
+		if n == 0 {
+			return 0, err
+		}
+	}
+	if len(s.ahead) > 0 {
+		k := copy(p, s.ahead)
+		s.ahead = s.ahead[k:]
+		return k, nil
+	}
+	s.next = 0
+	n, err := s.readAt(p)
+	if n > 0 {
+		return n, nil
+	}
+	return 0, err
+}
+
+// readAt reads p's length from the stream's next byte on (less only at
+// its end, io.EOF, or with an error) and hands it to the digest.
+func (s *copySource) readAt(p []byte) (int, error) {
+	n, err := s.f.ReadAt(p, s.off)
+	s.off += int64(n)
+	s.h.Write(p[:n])
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	return n, err
+}
+
+// CopyContent puts the next n bytes of the snapshot in the member's file
+// fd in the kernel, the digest reading them back from fd (a duplicate of
+// it, closed once read).
+func (s *copySource) CopyContent(fd int, name string, n int64) (bool, int64, error) {
+	if s.tee != nil || len(s.ahead) > 0 {
+		// Read ahead is a header's bytes, never content; should it hold
+		// some, they are written from the stream (WriteN) instead.
+		return false, 0, nil
+	}
+	if n == 0 {
+		return true, 0, nil
+	}
+	if s.off+n > s.size {
+		return true, 0, io.ErrUnexpectedEOF
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 256<<10)
+	}
+	copied, err := hostfs.AppendFile(fd, int(s.f.Fd()), s.off, n, s.buf)
+	if !copied && err == nil {
+		// Not between these file systems: read the rest through the
+		// digest's buffers, from where the stream is.
+		s.tee = s.h.TeeReader(io.NewSectionReader(s.f, s.off, s.size-s.off))
+		return false, 0, nil
+	}
+	if err != nil {
+		return true, 0, fmt.Errorf("copying from the snapshot: %w", err)
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return true, 0, fmt.Errorf("reading back %s for the snapshot's digest: %w", name, err)
+	}
+	s.h.WriteFile(os.NewFile(uintptr(dup), name), n, nil)
+	s.off += n
+	s.next = int(-n&(tarBlock-1)) + tarBlock
+	return true, n, nil
+}
+
+// WriteN writes the next n bytes of the snapshot to w: through the
+// digest's buffers once the kernel refused to copy, otherwise as they
+// are read.
+func (s *copySource) WriteN(w io.Writer, n int64) (int64, error) {
+	if s.tee != nil {
+		return s.tee.WriteN(w, n)
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 256<<10)
+	}
+	k, err := io.CopyBuffer(w, io.LimitReader(s, n), s.buf)
+	if err == nil && k < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return k, err
 }

@@ -144,7 +144,7 @@ func (a *appender) AppendFile(fd int, size int64) (bool, error) {
 	if a.buf == nil {
 		a.buf = make([]byte, 256<<10)
 	}
-	ok, err := hostfs.AppendFile(a.wb.fd, fd, size, a.buf)
+	ok, err := hostfs.AppendFile(a.wb.fd, fd, 0, size, a.buf)
 	if !ok {
 		a.refused = err == nil
 		return false, err

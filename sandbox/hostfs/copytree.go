@@ -344,7 +344,7 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 	if digest == nil && c.copyRange {
 		var woff int64
 		var err error
-		if off, err = kernelCopy(dst.fd, src.fd, &woff, size); err != nil {
+		if off, err = kernelCopy(dst.fd, src.fd, &woff, 0, size); err != nil {
 			if !kernelCopyUnsupported(err) {
 				return fmt.Errorf("copy_file_range: %w", err)
 			}
@@ -372,16 +372,16 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 	return nil
 }
 
-// kernelCopy copies src from offset 0, up to size bytes, to dst at
+// kernelCopy copies src from offset from, up to size bytes, to dst at
 // *woff (advanced), or at dst's file position when woff is nil, with
 // copy_file_range, until the kernel copies nothing more (the end of the
 // file, or a file system that copies nothing: some report 0 instead of an
 // error) or fails. It returns how many bytes it copied and the error that
 // stopped it; the caller copies the rest, if any, through a buffer.
-func kernelCopy(dst, src int, woff *int64, size int64) (int64, error) {
+func kernelCopy(dst, src int, woff *int64, from, size int64) (int64, error) {
 	var off int64
 	for off < size {
-		roff := off
+		roff := from + off
 		k, err := copyFileRange(src, &roff, dst, woff, int(min(size-off, 1<<30)))
 		if err == unix.EINTR {
 			continue
@@ -408,19 +408,19 @@ func kernelCopyUnsupported(err error) bool {
 	return false
 }
 
-// AppendFile appends the first size bytes of the open regular file src
-// to dst at dst's file position, in the kernel (copy_file_range: no
-// user-space copy), and reports true; false, with nothing appended, where
-// the kernel or the file systems cannot. Once bytes are appended, the
-// rest goes through buf if the kernel stops copying. A file shorter than
-// size is an error.
-func AppendFile(dst, src int, size int64, buf []byte) (bool, error) {
-	off, err := kernelCopy(dst, src, nil, size)
+// AppendFile appends size bytes of the open regular file src, from its
+// offset from, to dst at dst's file position, in the kernel
+// (copy_file_range: no user-space copy), and reports true; false, with
+// nothing appended, where the kernel or the file systems cannot. Once
+// bytes are appended, the rest goes through buf if the kernel stops
+// copying. A file that ends before from+size is an error.
+func AppendFile(dst, src int, from, size int64, buf []byte) (bool, error) {
+	off, err := kernelCopy(dst, src, nil, from, size)
 	if err != nil && off == 0 && kernelCopyUnsupported(err) {
 		return false, nil
 	}
 	for off < size {
-		k, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], off)
+		k, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], from+off)
 		if err == unix.EINTR {
 			continue
 		}
@@ -428,7 +428,7 @@ func AppendFile(dst, src int, size int64, buf []byte) (bool, error) {
 			return true, err
 		}
 		if k == 0 {
-			return true, fmt.Errorf("file shrank from %d to %d bytes while being read", size, off)
+			return true, fmt.Errorf("file shrank from %d to %d bytes while being read", from+size, from+off)
 		}
 		for p := buf[:k]; len(p) > 0; {
 			w, err := unix.Write(dst, p)

@@ -457,14 +457,19 @@ func TestAppendFile(t *testing.T) {
 	dst.Write([]byte("header"))
 	buf := make([]byte, 64<<10)
 	size := int64(len(body) - 5)
-	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), size, buf); !ok || err != nil {
+	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), 0, size, buf); !ok || err != nil {
 		t.Fatalf("AppendFile = %v, %v", ok, err)
 	}
-	got, _ := os.ReadFile(filepath.Join(dir, "dst"))
-	if !bytes.Equal(got, append([]byte("header"), body[:size]...)) {
-		t.Fatalf("the destination holds %d bytes, not the header and %d bytes of the file", len(got), size)
+	// A range from an offset, after it.
+	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), 7, 100, buf); !ok || err != nil {
+		t.Fatalf("AppendFile from 7 = %v, %v", ok, err)
 	}
-	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), int64(len(body))+1, buf); !ok || err == nil || !strings.Contains(err.Error(), "shrank") {
+	got, _ := os.ReadFile(filepath.Join(dir, "dst"))
+	want := append(append([]byte("header"), body[:size]...), body[7:107]...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the destination holds %d bytes, not the header, %d bytes of the file and 100 from its offset 7", len(got), size)
+	}
+	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), 0, int64(len(body))+1, buf); !ok || err == nil || !strings.Contains(err.Error(), "shrank") {
 		t.Fatalf("AppendFile past the end = %v, %v; want the file shorter than said", ok, err)
 	}
 
@@ -474,7 +479,7 @@ func TestAppendFile(t *testing.T) {
 	}
 	defer pr.Close()
 	defer pw.Close()
-	if ok, err := AppendFile(int(pw.Fd()), int(src.Fd()), 10, buf); ok || err != nil {
+	if ok, err := AppendFile(int(pw.Fd()), int(src.Fd()), 0, 10, buf); ok || err != nil {
 		t.Fatalf("AppendFile into a pipe = %v, %v; want false, nothing appended", ok, err)
 	}
 }

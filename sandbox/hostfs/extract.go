@@ -238,11 +238,14 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		f.Close()
 	}
 	c := tarChecker{lim: lim.withDefaults(), sparseOK: true}
-	// A ContentWriter stream gives a regular member's content to its file
-	// from its own buffers; the tar reader then passes over it (credit).
+	// A ContentCopier or ContentWriter stream puts a regular member's
+	// content in its file itself; the tar reader then passes over it
+	// (credit).
 	var direct *creditReader
-	if cw, ok := r.(ContentWriter); ok {
-		direct = &creditReader{r: cw}
+	cw, isWriter := r.(ContentWriter)
+	cc, isCopier := r.(ContentCopier)
+	if isWriter || isCopier {
+		direct = &creditReader{r: r, cw: cw, cc: cc}
 		r = direct
 	}
 	tr := tar.NewReader(r)
@@ -363,12 +366,13 @@ func clearAt(dirfd int, name string) error {
 	return err
 }
 
-// createAt creates file name in dirfd for writing, with mode, never
+// createAt creates file name in dirfd for writing (and reading: a
+// ContentCopier's digest reads the content back), with mode, never
 // through a symlink: what is there already (a file, a link, an empty
 // directory) is replaced, not written through. The common case, nothing
 // there, costs one openat.
 func createAt(dirfd int, name string, mode uint32) (int, error) {
-	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	const flags = unix.O_RDWR | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(dirfd, name, flags, mode)
 	if err != unix.EEXIST {
 		return fd, err
@@ -407,9 +411,11 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 	} else {
 		var n int64
 		var err error
+		done := false
 		if direct != nil {
-			n, err = direct.writeContent(ff, hdr.Size)
-		} else {
+			done, n, err = direct.writeContent(ff, hdr.Name, hdr.Size)
+		}
+		if !done {
 			n, err = io.CopyBuffer(onlyWriter{ff}, io.LimitReader(r, hdr.Size), buf)
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) || err == nil && n != hdr.Size {
@@ -441,23 +447,52 @@ type ContentWriter interface {
 	WriteN(w io.Writer, n int64) (int64, error)
 }
 
-// creditReader is the tar reader's view of a ContentWriter stream: the
-// content the extractor had written from the stream itself (credit, which
-// directly follows the member's header) is passed over when the tar
-// reader skips it to the next header, with Seek or by reading it (Read
-// gives zeros for it); past the credit, both read the stream.
+// ContentCopier is an Extract input that can put the next n bytes of its
+// stream into a member's file itself, in the kernel (a snapshot file
+// copied from with copy_file_range). CopyContent is given the new,
+// empty regular file fd, open for reading and writing, and name, the
+// member's name for its errors; it returns how many bytes it put there,
+// fewer than n only with an error (io.ErrUnexpectedEOF when the stream
+// ends first). copied false, with nothing consumed, means it cannot (the
+// kernel cannot copy between the two files): the content is then written
+// as a ContentWriter's, or read from the stream.
+type ContentCopier interface {
+	io.Reader
+	CopyContent(fd int, name string, n int64) (copied bool, k int64, err error)
+}
+
+// creditReader is the tar reader's view of a ContentWriter or
+// ContentCopier stream: the content the stream put in a member's file
+// itself (credit, which directly follows the member's header) is passed
+// over when the tar reader skips it to the next header, with Seek or by
+// reading it (Read gives zeros for it); past the credit, both read the
+// stream.
 type creditReader struct {
-	r      ContentWriter
+	r      io.Reader
+	cw     ContentWriter // r, when it is one
+	cc     ContentCopier // r, when it is one
 	credit int64
 	pos    int64
 }
 
-// writeContent writes the next n bytes of the stream to w as a member's
-// content, and credits them to the tar reader.
-func (c *creditReader) writeContent(w io.Writer, n int64) (int64, error) {
-	k, err := c.r.WriteN(w, n)
-	c.credit += k
-	return k, err
+// writeContent puts the next n bytes of the stream in f as a member's
+// content from the stream itself, and credits them to the tar reader. It
+// reports false, with nothing consumed, when the stream cannot: the
+// caller then reads them.
+func (c *creditReader) writeContent(f fdFile, name string, n int64) (bool, int64, error) {
+	if c.cc != nil {
+		copied, k, err := c.cc.CopyContent(f.fd, name, n)
+		c.credit += k
+		if copied || err != nil {
+			return true, k, err
+		}
+	}
+	if c.cw != nil {
+		k, err := c.cw.WriteN(f, n)
+		c.credit += k
+		return true, k, err
+	}
+	return false, 0, nil
 }
 
 func (c *creditReader) Read(p []byte) (int, error) {

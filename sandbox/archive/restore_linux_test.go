@@ -1,0 +1,180 @@
+package archive
+
+import (
+	"archive/tar"
+	"context"
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentctl/agentctl/internal/digest"
+	"github.com/agentctl/agentctl/internal/hashpipe"
+	"github.com/agentctl/agentctl/internal/testfiles"
+	"github.com/agentctl/agentctl/sandbox/hostfs"
+)
+
+// copySourceTree is a tree whose members stress a restore that copies
+// content in the kernel: empty files, sizes around a tar block, content
+// larger than the copy's buffer, a name long enough for a PAX header,
+// nested directories and a symlink.
+func copySourceTree(t *testing.T, root string) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(21, 22))
+	body := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	}
+	testfiles.WriteTree(t, root, map[string]string{
+		"empty":   "",
+		"one":     "x",
+		"b511":    body(511),
+		"b512":    body(512),
+		"b513":    body(513),
+		"d/e/big": body(700 << 10),
+		"d/mid":   body(40 << 10),
+		"d/" + strings.Repeat("long-name-", 12) + "end": body(1000),
+	})
+	// Whole seconds, as the archive keeps them.
+	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, time.Unix(1700000000, 0), time.Unix(1700000000, 0))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("d/mid", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restoreThrough extracts the snapshot file snap into h as
+// RestoreSnapshot does and returns its source and the digest of what it
+// read, failing the test on any error.
+func restoreThrough(t *testing.T, h *hostfs.HostDir, snap string) (*copySource, string) {
+	t.Helper()
+	f, err := os.Open(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := hashpipe.New(digest.BLAKE3.New())
+	defer p.Close()
+	r, err := restoreSource(f, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, ok := r.(*copySource)
+	if !ok {
+		t.Fatalf("the restore of a plain snapshot file reads a %T, not a copySource", r)
+	}
+	if err := h.CopyIn(context.Background(), "", r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	sum := p.Sum()
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return src, digest.BLAKE3.Format(sum)
+}
+
+// TestRestoreCopiesInTheKernel: restoring a snapshot into a workspace on
+// the same file system puts every member's content there in the kernel
+// (the copy never fell back to reading), the tree is the one snapshot,
+// and the digest, of the headers read and the content read back from the
+// restored files, is the snapshot file's.
+func TestRestoreCopiesInTheKernel(t *testing.T) {
+	ctx := context.Background()
+	h := newHostDir(t)
+	copySourceTree(t, h.Path())
+	info, err := Snapshot(ctx, h, "", nil, filepath.Join(t.TempDir(), "snap.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHostDir(t)
+	src, got := restoreThrough(t, h2, info.Path)
+	if src.tee != nil {
+		t.Errorf("the kernel did not copy between two directories of %s", os.TempDir())
+	}
+	if got != info.Digest {
+		t.Errorf("restore digest %s, the snapshot's is %s", got, info.Digest)
+	}
+	if want, have := testfiles.DescribeTree(t, h.Path()), testfiles.DescribeTree(t, h2.Path()); !maps.Equal(want, have) {
+		t.Errorf("restored tree differs:\n have %v\n want %v", have, want)
+	}
+	if err := RestoreSnapshot(ctx, newHostDir(t), info.Path, info.Digest); err != nil {
+		t.Errorf("RestoreSnapshot: %v", err)
+	}
+}
+
+// TestRestoreAcrossFileSystems: a snapshot on another file system than
+// the workspace (/dev/shm against the test's temporary directory), which
+// copy_file_range refuses, is restored by reading it, with the same tree
+// and digest.
+func TestRestoreAcrossFileSystems(t *testing.T) {
+	ctx := context.Background()
+	shm, err := os.MkdirTemp("/dev/shm", "agentctl-restore-")
+	if err != nil {
+		t.Skipf("no /dev/shm to put a snapshot on another file system: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	h := newHostDir(t)
+	var a, b unix.Stat_t
+	if unix.Stat(shm, &a) != nil || unix.Stat(h.Path(), &b) != nil || a.Dev == b.Dev {
+		t.Skipf("/dev/shm and %s are on one file system", os.TempDir())
+	}
+	copySourceTree(t, h.Path())
+	info, err := Snapshot(ctx, h, "", nil, filepath.Join(shm, "snap.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHostDir(t)
+	src, got := restoreThrough(t, h2, info.Path)
+	if src.tee == nil {
+		t.Errorf("copy_file_range from /dev/shm to %s was not refused: the fallback was not tested", os.TempDir())
+	}
+	if got != info.Digest {
+		t.Errorf("restore digest %s, the snapshot's is %s", got, info.Digest)
+	}
+	if want, have := testfiles.DescribeTree(t, h.Path()), testfiles.DescribeTree(t, h2.Path()); !maps.Equal(want, have) {
+		t.Errorf("restored tree differs:\n have %v\n want %v", have, want)
+	}
+}
+
+// TestRestoreRepeatedMember: an archive naming one file twice restores
+// the second content, and its digest, read back from the files restored,
+// is still the archive's: the first member's content is read from the
+// file it went to, which the second replaced, not overwrote.
+func TestRestoreRepeatedMember(t *testing.T) {
+	data := testfiles.Tar(t,
+		testfiles.Reg("f", strings.Repeat("first ", 2000)),
+		&tar.Header{Typeflag: tar.TypeDir, Name: "d/", Mode: 0o755},
+		testfiles.Reg("f", strings.Repeat("second", 1500)),
+	)
+	snap := filepath.Join(t.TempDir(), "twice.tar")
+	if err := os.WriteFile(snap, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHostDir(t)
+	if err := RestoreSnapshot(context.Background(), h, snap, fileDigest(t, digest.BLAKE3, snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readWS(t, h, "f"); got != strings.Repeat("second", 1500) {
+		t.Errorf("f holds %d bytes, not the second member's", len(got))
+	}
+}
