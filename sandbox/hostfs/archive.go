@@ -353,7 +353,11 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 	// calls (fdFile).
 	src := fdFile{fd, name}
 	var closer io.Closer = src // the descriptor's *os.File once it has one
-	defer func() { closer.Close() }()
+	defer func() {
+		if closer != nil {
+			closer.Close()
+		}
+	}()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return pathErr(a.op(), relJoin(a.top, name), err)
@@ -388,7 +392,13 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 			a.digest("f", name, strconv.FormatUint(uint64(SanitizeMode(int64(mode.Perm()))), 8), strconv.FormatInt(st.Size, 10))
 			digest = a.opts.Digest
 		}
-		if err := a.cp.file(src, &st, n, name, mode, mtime, digest, a.buf); err != nil {
+		taken, err := a.cp.file(src, &st, n, name, mode, mtime, digest, a.buf)
+		if taken {
+			// The tree copy's worker closes it; observed does not read
+			// it, the copy being hashed.
+			closer = nil
+		}
+		if err != nil {
 			return err
 		}
 		return a.observed(fd, name, &st)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,8 +57,10 @@ type CopyTreeOptions struct {
 // kernel) they are read and written through a buffer. With Digest set,
 // a file is read through the buffer and hashed as it is written, unless
 // the Digest reads files itself (FileDigest) and the file last changed
-// more than settledAge ago: the kernel copies it and the digest's
-// goroutine reads it again, checking that it did not change meanwhile.
+// more than settledAge ago: the digest's goroutine reads it again,
+// checking that it did not change meanwhile, and a worker goroutine
+// copies it in the kernel and sets its mode and time while the walk goes
+// on (copyWorker); CopyTree returns once the worker is done.
 func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir string, opts CopyTreeOptions) error {
 	r, err := rel(srcDir)
 	if err != nil {
@@ -80,7 +84,9 @@ func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir str
 	if err != nil {
 		return pathErr("write", dstDir, err)
 	}
-	cp := &treeCopier{dst: dst, lim: opts.Limits.withDefaults(), clone: !opts.readWrite, copyRange: !opts.readWrite, settledAge: settledAge}
+	cp := &treeCopier{dst: dst, lim: opts.Limits.withDefaults(), settledAge: settledAge}
+	cp.clone.Store(!opts.readWrite)
+	cp.copyRange.Store(!opts.readWrite)
 	if opts.settledAge != 0 {
 		cp.settledAge = opts.settledAge
 	}
@@ -92,7 +98,12 @@ func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir str
 		top.Close()
 	}()
 	a := archiver{ctx: ctx, opts: ArchiveOptions{Exclude: opts.Exclude, Strict: opts.Strict, Digest: opts.Digest, Observe: opts.Observe}, buf: make([]byte, 256<<10), top: r, chain: chain, cp: cp}
-	return a.run()
+	err = a.run()
+	// Every file is complete (or the copy failed) once the worker is done.
+	if werr := cp.finish(err != nil); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // CopyTreeIn copies the host tree into directory dir of the workspace
@@ -123,8 +134,12 @@ type treeCopier struct {
 	bytes   int64
 	// clone and copyRange are cleared once the file system has refused
 	// FICLONE or copy_file_range: the rest of the tree does not try again.
-	clone, copyRange bool
+	clone, copyRange atomic.Bool
 	settledAge       time.Duration
+	// worker, started by the first file the kernel copies while the
+	// digest reads it, copies those files' content and sets their mode and
+	// time while the walk goes on.
+	worker *copyWorker
 }
 
 type copyLevel struct {
@@ -226,39 +241,177 @@ func (c *treeCopier) symlink(n, name, target string) error {
 
 // file copies size bytes of the open regular file src to file n of the
 // current directory, replacing what is there, and feeds digest (when
-// set) with the content as it is copied.
-func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) (err error) {
+// set) with the content as it is copied. taken reports that src went to
+// the worker with the file, which closes it.
+func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.FileMode, mtime time.Time, digest io.Writer, buf []byte) (taken bool, err error) {
 	size := st.Size
 	target := relJoin(c.levels[0].rel, name)
 	if err := c.count(name, size); err != nil {
-		return err
+		return false, err
 	}
 	pfd, err := c.cur()
 	if err != nil {
-		return pathErr("write", target, err)
+		return false, pathErr("write", target, err)
 	}
 	perm := SanitizeMode(int64(mode.Perm()))
 	fd, err := createAt(pfd, n, perm)
 	if err != nil {
-		return pathErr("write", target, err)
+		return false, pathErr("write", target, err)
 	}
 	dst := fdFile{fd, target}
+	ts := [2]unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	if fd, ok := digest.(FileDigest); ok && st.Size > 0 && c.copyRange.Load() && settled(st, c.settledAge) {
+		// The digest reads the file on its goroutine, at its place in
+		// the stream; the worker copies it in the kernel (no user-space
+		// copy to wait for), sets its mode and time and closes it, while
+		// the walk goes on.
+		if err := hashSettled(fd, src, st); err != nil {
+			dst.Close()
+			return false, pathErr("read", relJoin(c.levels[0].rel, name), err)
+		}
+		return true, c.send(copyJob{dst: dst, src: src, size: st.Size, perm: perm, ts: ts})
+	}
 	defer func() {
 		if cerr := dst.Close(); err == nil {
 			err = pathErr("write", target, cerr)
 		}
 	}()
 	if err := c.copyData(dst, src, st, digest, buf); err != nil {
-		return fmt.Errorf("copy %s: %w", target, err)
+		return false, fmt.Errorf("copy %s: %w", target, err)
 	}
 	if err := unix.Fchmod(fd, perm); err != nil {
-		return pathErr("write", target, err)
+		return false, pathErr("write", target, err)
 	}
-	ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
-	if err := unix.UtimesNanoAt(pfd, n, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return pathErr("write", target, err)
+	if err := unix.UtimesNanoAt(pfd, n, ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, pathErr("write", target, err)
 	}
+	return false, nil
+}
+
+// hashSettled gives the digest a duplicate of the settled file src
+// (which it closes once read) to hash at this point of the stream, with
+// a check that it did not change since the walk took its status st.
+func hashSettled(digest FileDigest, src fdFile, st *unix.Stat_t) error {
+	dup, err := unix.FcntlInt(uintptr(src.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := fdFile{fd: dup, name: src.name}
+	digest.WriteFile(f, st.Size, func() error {
+		var now unix.Stat_t
+		if err := unix.Fstat(f.fd, &now); err != nil {
+			return err
+		}
+		if !sameContent(st, &now) {
+			return ErrChangedWhileCopied
+		}
+		return nil
+	})
 	return nil
+}
+
+// copyJob is a file the worker completes: dst, created empty by the
+// walk, gets the first size bytes of src, then mode perm and times ts;
+// the job owns both descriptors.
+type copyJob struct {
+	dst, src fdFile
+	size     int64
+	perm     uint32
+	ts       [2]unix.Timespec
+}
+
+// copyWorker completes copyJobs in the order sent, on a goroutine of its
+// own.
+type copyWorker struct {
+	jobs chan copyJob
+	done chan struct{}
+	// failed is set with err, the first job's error; stop once the walk
+	// failed: the jobs left are closed undone.
+	failed, stop atomic.Bool
+	err          error // readable once done is closed, or failed set
+	mu           sync.Mutex
+}
+
+// copyQueue is how many files may wait for the worker (two descriptors
+// each).
+const copyQueue = 16
+
+// send hands job to the worker, starting it with the first job. It
+// returns the worker's error once a job failed (the job is then closed
+// undone), so the walk stops at the next file.
+func (c *treeCopier) send(job copyJob) error {
+	if c.worker == nil {
+		c.worker = &copyWorker{jobs: make(chan copyJob, copyQueue), done: make(chan struct{})}
+		go c.worker.run(c)
+	}
+	if c.worker.failed.Load() {
+		job.close()
+		c.worker.mu.Lock()
+		defer c.worker.mu.Unlock()
+		return c.worker.err
+	}
+	c.worker.jobs <- job
+	return nil
+}
+
+// finish waits until the worker has completed every job sent (closing
+// them undone when abandon is set: the walk failed) and returns the
+// first job's error.
+func (c *treeCopier) finish(abandon bool) error {
+	w := c.worker
+	if w == nil {
+		return nil
+	}
+	w.stop.Store(abandon)
+	close(w.jobs)
+	<-w.done
+	return w.err
+}
+
+func (w *copyWorker) run(c *treeCopier) {
+	defer close(w.done)
+	var buf []byte
+	for job := range w.jobs {
+		if w.failed.Load() || w.stop.Load() {
+			job.close()
+			continue
+		}
+		if buf == nil {
+			buf = make([]byte, 256<<10)
+		}
+		if err := job.do(c, buf); err != nil {
+			w.mu.Lock()
+			w.err = err
+			w.mu.Unlock()
+			w.failed.Store(true)
+		}
+	}
+}
+
+// do copies the job's content in the kernel (through buf where it
+// cannot), sets the mode and times and closes both files.
+func (j copyJob) do(c *treeCopier, buf []byte) (err error) {
+	defer j.src.Close()
+	st := unix.Stat_t{Size: j.size}
+	err = c.copyData(j.dst, j.src, &st, nil, buf)
+	if err != nil {
+		err = fmt.Errorf("copy %s: %w", j.dst.name, err)
+	}
+	if err == nil {
+		err = pathErr("write", j.dst.name, unix.Fchmod(j.dst.fd, j.perm))
+	}
+	if err == nil {
+		err = pathErr("write", j.dst.name, setTimes(j.dst.fd, &j.ts))
+	}
+	if cerr := j.dst.Close(); err == nil {
+		err = pathErr("write", j.dst.name, cerr)
+	}
+	return err
+}
+
+func (j copyJob) close() {
+	j.dst.Close()
+	j.src.Close()
 }
 
 // FileDigest is a CopyTreeOptions.Digest that can read a file's content
@@ -297,30 +450,8 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 	if size == 0 {
 		return nil
 	}
-	if fd, ok := digest.(FileDigest); ok && c.copyRange && settled(st, c.settledAge) {
-		// The kernel copies, the digest's goroutine reads and hashes.
-		if err := c.copyData(dst, src, st, nil, buf); err != nil {
-			return err
-		}
-		dup, err := unix.FcntlInt(uintptr(src.fd), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		f := fdFile{fd: dup, name: src.name}
-		fd.WriteFile(f, size, func() error {
-			var now unix.Stat_t
-			if err := unix.Fstat(f.fd, &now); err != nil {
-				return err
-			}
-			if !sameContent(st, &now) {
-				return ErrChangedWhileCopied
-			}
-			return nil
-		})
-		return nil
-	}
 	var off int64
-	if digest == nil && c.clone {
+	if digest == nil && c.clone.Load() {
 		err := cloneFile(dst.fd, src.fd)
 		if err == nil {
 			// The clone is of the whole file: it may have changed size
@@ -336,19 +467,19 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 				return err
 			}
 		} else if kernelCopyUnsupported(err) {
-			c.clone = false
+			c.clone.Store(false)
 		} else {
 			return fmt.Errorf("clone: %w", err)
 		}
 	}
-	if digest == nil && c.copyRange {
+	if digest == nil && c.copyRange.Load() {
 		var woff int64
 		var err error
 		if off, err = kernelCopy(dst.fd, src.fd, &woff, 0, size); err != nil {
 			if !kernelCopyUnsupported(err) {
 				return fmt.Errorf("copy_file_range: %w", err)
 			}
-			c.copyRange = false
+			c.copyRange.Store(false)
 		}
 	}
 	for off < size {

@@ -188,7 +188,9 @@ func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pr.Close()
-	c := &treeCopier{clone: true, copyRange: true}
+	c := &treeCopier{}
+	c.clone.Store(true)
+	c.copyRange.Store(true)
 	done := make(chan []byte)
 	go func() {
 		var b bytes.Buffer
@@ -200,8 +202,8 @@ func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
 	got := <-done
 	// WriteAt on a pipe fails (ESPIPE): what matters is that the kernel
 	// copies were given up for the buffered path, not an error.
-	if c.clone || c.copyRange {
-		t.Errorf("kernel copies still on after refusals: clone %v, copy_file_range %v (err %v)", c.clone, c.copyRange, err)
+	if c.clone.Load() || c.copyRange.Load() {
+		t.Errorf("kernel copies still on after refusals: clone %v, copy_file_range %v (err %v)", c.clone.Load(), c.copyRange.Load(), err)
 	}
 	if err == nil || !errors.Is(err, syscall.ESPIPE) {
 		t.Errorf("copyData into a pipe = %v (%d bytes), want the buffered path's ESPIPE", err, len(got))
@@ -481,5 +483,68 @@ func TestAppendFile(t *testing.T) {
 	defer pw.Close()
 	if ok, err := AppendFile(int(pw.Fd()), int(src.Fd()), 0, 10, buf); ok || err != nil {
 		t.Fatalf("AppendFile into a pipe = %v, %v; want false, nothing appended", ok, err)
+	}
+}
+
+// TestCopyWorkerErrors: a file the worker cannot complete (its source
+// is shorter than the walk measured) is the tree copy's error: the next
+// send returns it, finish returns it, and the files sent after it are
+// closed undone rather than copied.
+func TestCopyWorkerErrors(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "src"), []byte("0123456789"), 0o644)
+	job := func(name string, size int64) copyJob {
+		t.Helper()
+		src, err := unix.Open(filepath.Join(dir, "src"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := unix.Open(filepath.Join(dir, name), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := unix.NsecToTimespec(1700000000e9)
+		return copyJob{dst: fdFile{dst, name}, src: fdFile{src, "src"}, size: size, perm: 0o644, ts: [2]unix.Timespec{ts, ts}}
+	}
+	c := &treeCopier{}
+	c.copyRange.Store(true)
+	if err := c.send(job("good", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send(job("short", 20)); err != nil {
+		t.Fatal(err)
+	}
+	// The worker fails on "short" at some point: sends after it report it.
+	var sendErr error
+	for i := 0; sendErr == nil && i < 1000; i++ {
+		sendErr = c.send(job(fmt.Sprintf("late%d", i), 10))
+		if sendErr == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	err := c.finish(false)
+	for _, e := range []error{sendErr, err} {
+		if e == nil || !strings.Contains(e.Error(), "short") || !strings.Contains(e.Error(), "shrank") {
+			t.Errorf("error %v, want the short file's, naming it", e)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "good")); err != nil || st.Size() != 10 || st.Mode().Perm() != 0o644 || st.ModTime().Unix() != 1700000000 {
+		t.Errorf("good: %v, %v; want 10 bytes, 0644, its time", st, err)
+	}
+	// The last file sent after the failure was not copied.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "late") {
+			if st, _ := os.Stat(filepath.Join(dir, e.Name())); st.Size() != 0 {
+				t.Errorf("%s was copied after the worker failed", e.Name())
+			}
+		}
+	}
+	// A walk that failed abandons what is queued.
+	c2 := &treeCopier{}
+	c2.copyRange.Store(true)
+	c2.send(job("abandoned", 10))
+	if err := c2.finish(true); err != nil {
+		t.Errorf("finish(abandon) = %v", err)
 	}
 }
