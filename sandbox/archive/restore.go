@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -181,15 +182,14 @@ func restoreSource(f snapshotReader, h *hashpipe.Writer) (io.Reader, error) {
 const tarBlock = 512
 
 // copySource is a plain snapshot file as the extraction reads it
-// (hostfs.ContentCopier): the archive's headers are read as the tar
+// (hostfs.ContentSource): the archive's headers are read as the tar
 // reader asks for them, with no read-ahead into a member's content, and
 // hashed; a regular member's content goes from the snapshot to its file
-// in the kernel (copy_file_range: no copy through user space), and the
-// digest reads it back from that file, so the digest is of the bytes
-// extracted, as the snapshot's is of the bytes in the snapshot. Where the
-// kernel will not copy between the two files (another file system), the
-// rest of the snapshot is read through the digest's buffers
-// (hashpipe.TeeReader), as a sealed snapshot is.
+// in the kernel (copy_file_range, on the extractor's worker goroutine,
+// through a buffer where the kernel will not copy between the two file
+// systems), and the digest reads it back from that file once it is
+// there, so the digest is of the bytes extracted, as the snapshot's is
+// of the bytes in the snapshot.
 type copySource struct {
 	f    *os.File
 	h    *hashpipe.Writer
@@ -200,18 +200,11 @@ type copySource struct {
 	next int
 	// ahead is what was read of next (into blocks) and not served yet.
 	ahead, blocks []byte
-	// buf carries the content through user space when the kernel stops
-	// copying part way (hostfs.AppendFile).
-	buf []byte
-	// tee reads the rest once the kernel refused to copy.
-	tee *hashpipe.TeeReader
+	buf           []byte // WriteN's
 }
 
 // Read serves the snapshot's bytes and hands them to the digest.
 func (s *copySource) Read(p []byte) (int, error) {
-	if s.tee != nil {
-		return s.tee.Read(p)
-	}
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -247,51 +240,33 @@ func (s *copySource) readAt(p []byte) (int, error) {
 	return n, err
 }
 
-// CopyContent puts the next n bytes of the snapshot in the member's file
-// fd in the kernel, the digest reading them back from fd (a duplicate of
-// it, closed once read).
-func (s *copySource) CopyContent(fd int, name string, n int64) (bool, int64, error) {
-	if s.tee != nil || len(s.ahead) > 0 {
+// ContentRange gives the extractor the next n bytes of the snapshot, a
+// member's content, to copy into the member's file fd, and hands the
+// digest a duplicate of fd to read the content back from once the copy
+// is done.
+func (s *copySource) ContentRange(fd int, name string, n int64) (hostfs.ContentRange, bool, error) {
+	if len(s.ahead) > 0 {
 		// Read ahead is a header's bytes, never content; should it hold
 		// some, they are written from the stream (WriteN) instead.
-		return false, 0, nil
-	}
-	if n == 0 {
-		return true, 0, nil
+		return hostfs.ContentRange{}, false, nil
 	}
 	if s.off+n > s.size {
-		return true, 0, io.ErrUnexpectedEOF
-	}
-	if s.buf == nil {
-		s.buf = make([]byte, 256<<10)
-	}
-	copied, err := hostfs.AppendFile(fd, int(s.f.Fd()), s.off, n, s.buf)
-	if !copied && err == nil {
-		// Not between these file systems: read the rest through the
-		// digest's buffers, from where the stream is.
-		s.tee = s.h.TeeReader(io.NewSectionReader(s.f, s.off, s.size-s.off))
-		return false, 0, nil
-	}
-	if err != nil {
-		return true, 0, fmt.Errorf("copying from the snapshot: %w", err)
+		return hostfs.ContentRange{}, false, fmt.Errorf("archive truncated: %d of %d bytes: %w", s.size-s.off, n, io.ErrUnexpectedEOF)
 	}
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return true, 0, fmt.Errorf("reading back %s for the snapshot's digest: %w", name, err)
+		return hostfs.ContentRange{}, false, fmt.Errorf("reading back %s for the snapshot's digest: %w", name, err)
 	}
-	s.h.WriteFile(os.NewFile(uintptr(dup), name), n, nil)
+	back := &copiedFile{f: os.NewFile(uintptr(dup), name), copied: make(chan struct{})}
+	s.h.WriteFile(back, n, nil)
+	rg := hostfs.ContentRange{Src: int(s.f.Fd()), Off: s.off, Done: back.done}
 	s.off += n
 	s.next = int(-n&(tarBlock-1)) + tarBlock
-	return true, n, nil
+	return rg, true, nil
 }
 
-// WriteN writes the next n bytes of the snapshot to w: through the
-// digest's buffers once the kernel refused to copy, otherwise as they
-// are read.
+// WriteN writes the next n bytes of the snapshot to w as they are read.
 func (s *copySource) WriteN(w io.Writer, n int64) (int64, error) {
-	if s.tee != nil {
-		return s.tee.WriteN(w, n)
-	}
 	if s.buf == nil {
 		s.buf = make([]byte, 256<<10)
 	}
@@ -301,3 +276,31 @@ func (s *copySource) WriteN(w io.Writer, n int64) (int64, error) {
 	}
 	return k, err
 }
+
+// copiedFile is a restored file the digest reads back: its reads wait
+// until the copy into it is done, and fail with the copy's error.
+type copiedFile struct {
+	f      *os.File
+	copied chan struct{}
+	err    error
+	once   sync.Once
+}
+
+// done records the copy's outcome; only the first call counts.
+func (c *copiedFile) done(err error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.copied)
+	})
+}
+
+func (c *copiedFile) ReadAt(p []byte, off int64) (int, error) {
+	<-c.copied
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.f.ReadAt(p, off)
+}
+
+func (c *copiedFile) Close() error { return c.f.Close() }
+func (c *copiedFile) Name() string { return c.f.Name() }

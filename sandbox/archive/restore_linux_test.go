@@ -3,6 +3,8 @@ package archive
 import (
 	"archive/tar"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -93,12 +95,12 @@ func restoreThrough(t *testing.T, h *hostfs.HostDir, snap string) (*copySource, 
 	return src, digest.BLAKE3.Format(sum)
 }
 
-// TestRestoreCopiesInTheKernel: restoring a snapshot into a workspace on
-// the same file system puts every member's content there in the kernel
-// (the copy never fell back to reading), the tree is the one snapshot,
-// and the digest, of the headers read and the content read back from the
-// restored files, is the snapshot file's.
-func TestRestoreCopiesInTheKernel(t *testing.T) {
+// TestRestoreCopiesContent: restoring a snapshot from a copySource (each
+// member's content copied into its file by the extractor's worker, in
+// the kernel on one file system) gives the tree snapshot, and the
+// digest, of the headers read and the content read back from the
+// restored files once copied, is the snapshot file's.
+func TestRestoreCopiesContent(t *testing.T) {
 	ctx := context.Background()
 	h := newHostDir(t)
 	copySourceTree(t, h.Path())
@@ -107,10 +109,7 @@ func TestRestoreCopiesInTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := newHostDir(t)
-	src, got := restoreThrough(t, h2, info.Path)
-	if src.tee != nil {
-		t.Errorf("the kernel did not copy between two directories of %s", os.TempDir())
-	}
+	_, got := restoreThrough(t, h2, info.Path)
 	if got != info.Digest {
 		t.Errorf("restore digest %s, the snapshot's is %s", got, info.Digest)
 	}
@@ -123,9 +122,9 @@ func TestRestoreCopiesInTheKernel(t *testing.T) {
 }
 
 // TestRestoreAcrossFileSystems: a snapshot on another file system than
-// the workspace (/dev/shm against the test's temporary directory), which
-// copy_file_range refuses, is restored by reading it, with the same tree
-// and digest.
+// the workspace (/dev/shm against the test's temporary directory), where
+// copy_file_range refuses to copy, is restored through the worker's
+// buffer, with the same tree and digest.
 func TestRestoreAcrossFileSystems(t *testing.T) {
 	ctx := context.Background()
 	shm, err := os.MkdirTemp("/dev/shm", "agentctl-restore-")
@@ -144,10 +143,7 @@ func TestRestoreAcrossFileSystems(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := newHostDir(t)
-	src, got := restoreThrough(t, h2, info.Path)
-	if src.tee == nil {
-		t.Errorf("copy_file_range from /dev/shm to %s was not refused: the fallback was not tested", os.TempDir())
-	}
+	_, got := restoreThrough(t, h2, info.Path)
 	if got != info.Digest {
 		t.Errorf("restore digest %s, the snapshot's is %s", got, info.Digest)
 	}
@@ -176,5 +172,49 @@ func TestRestoreRepeatedMember(t *testing.T) {
 	}
 	if got := readWS(t, h, "f"); got != strings.Repeat("second", 1500) {
 		t.Errorf("f holds %d bytes, not the second member's", len(got))
+	}
+}
+
+// TestCopiedFileWaits: the digest's read of a restored file waits until
+// the extractor's worker reports the copy done, then reads the content
+// copied, or fails with the copy's error.
+func TestCopiedFileWaits(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *copiedFile {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return &copiedFile{f: f, copied: make(chan struct{})}
+	}
+	c := open()
+	read := make(chan string, 1)
+	go func() {
+		b := make([]byte, 5)
+		n, err := c.ReadAt(b, 0)
+		read <- fmt.Sprint(string(b[:n]), " ", err)
+	}()
+	select {
+	case got := <-read:
+		t.Fatalf("ReadAt returned %q before the copy was done", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := os.WriteFile(p, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.done(nil)
+	c.done(errors.New("a second outcome is ignored"))
+	if got := <-read; got != "hello <nil>" {
+		t.Errorf("ReadAt after the copy = %q, want the content copied", got)
+	}
+	c2 := open()
+	boom := errors.New("copy failed")
+	c2.done(boom)
+	if _, err := c2.ReadAt(make([]byte, 5), 0); !errors.Is(err, boom) {
+		t.Errorf("ReadAt after a failed copy = %v, want its error", err)
 	}
 }

@@ -130,16 +130,23 @@ type treeCopier struct {
 	lim    ExtractLimits
 	// members and bytes count against lim as Extract counts headers
 	// and file content.
-	members int
-	bytes   int64
+	members    int
+	bytes      int64
+	settledAge time.Duration
+	// kernelCopier copies the content; its worker, started by the first
+	// file the kernel copies while the digest reads it, copies those
+	// files' content and sets their mode and time while the walk goes on.
+	kernelCopier
+}
+
+// kernelCopier copies file content in the kernel where the file systems
+// allow it, through a buffer where they do not, and completes files on a
+// worker goroutine (send) while its owner goes on.
+type kernelCopier struct {
 	// clone and copyRange are cleared once the file system has refused
-	// FICLONE or copy_file_range: the rest of the tree does not try again.
+	// FICLONE or copy_file_range: the rest of the files do not try again.
 	clone, copyRange atomic.Bool
-	settledAge       time.Duration
-	// worker, started by the first file the kernel copies while the
-	// digest reads it, copies those files' content and sets their mode and
-	// time while the walk goes on.
-	worker *copyWorker
+	worker           *copyWorker
 }
 
 type copyLevel struct {
@@ -276,7 +283,7 @@ func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.F
 			err = pathErr("write", target, cerr)
 		}
 	}()
-	if err := c.copyData(dst, src, st, digest, buf); err != nil {
+	if err := c.copyData(dst, src, 0, st.Size, digest, buf); err != nil {
 		return false, fmt.Errorf("copy %s: %w", target, err)
 	}
 	if err := unix.Fchmod(fd, perm); err != nil {
@@ -310,15 +317,25 @@ func hashSettled(digest FileDigest, src fdFile, st *unix.Stat_t) error {
 	return nil
 }
 
-// copyJob is a file the worker completes: dst, created empty by the
-// walk, gets the first size bytes of src, then mode perm and times ts;
-// the job owns both descriptors.
+// copyJob is a file the worker completes: dst, created empty, gets size
+// bytes of src from offset from, then mode perm and times ts (unless
+// keepTimes: a member without a modification time); the job
+// owns dst, and src unless keepSrc. done, when set, is told the outcome
+// once the file is complete, or the error that left it incomplete
+// (errAbandoned for a job closed undone).
 type copyJob struct {
-	dst, src fdFile
-	size     int64
-	perm     uint32
-	ts       [2]unix.Timespec
+	dst, src   fdFile
+	from, size int64
+	keepSrc    bool
+	keepTimes  bool
+	perm       uint32
+	ts         [2]unix.Timespec
+	done       func(error)
 }
+
+// errAbandoned is what a copyJob's done is told when the job was closed
+// undone (an earlier job failed, or its owner stopped).
+var errAbandoned = errors.New("not copied: the copy stopped before this file")
 
 // copyWorker completes copyJobs in the order sent, on a goroutine of its
 // own.
@@ -339,7 +356,7 @@ const copyQueue = 16
 // send hands job to the worker, starting it with the first job. It
 // returns the worker's error once a job failed (the job is then closed
 // undone), so the walk stops at the next file.
-func (c *treeCopier) send(job copyJob) error {
+func (c *kernelCopier) send(job copyJob) error {
 	if c.worker == nil {
 		c.worker = &copyWorker{jobs: make(chan copyJob, copyQueue), done: make(chan struct{})}
 		go c.worker.run(c)
@@ -357,7 +374,7 @@ func (c *treeCopier) send(job copyJob) error {
 // finish waits until the worker has completed every job sent (closing
 // them undone when abandon is set: the walk failed) and returns the
 // first job's error.
-func (c *treeCopier) finish(abandon bool) error {
+func (c *kernelCopier) finish(abandon bool) error {
 	w := c.worker
 	if w == nil {
 		return nil
@@ -368,7 +385,7 @@ func (c *treeCopier) finish(abandon bool) error {
 	return w.err
 }
 
-func (w *copyWorker) run(c *treeCopier) {
+func (w *copyWorker) run(c *kernelCopier) {
 	defer close(w.done)
 	var buf []byte
 	for job := range w.jobs {
@@ -389,18 +406,25 @@ func (w *copyWorker) run(c *treeCopier) {
 }
 
 // do copies the job's content in the kernel (through buf where it
-// cannot), sets the mode and times and closes both files.
-func (j copyJob) do(c *treeCopier, buf []byte) (err error) {
-	defer j.src.Close()
-	st := unix.Stat_t{Size: j.size}
-	err = c.copyData(j.dst, j.src, &st, nil, buf)
+// cannot), sets the mode and times, closes the files it owns and tells
+// done.
+func (j copyJob) do(c *kernelCopier, buf []byte) (err error) {
+	defer func() {
+		if !j.keepSrc {
+			j.src.Close()
+		}
+		if j.done != nil {
+			j.done(err)
+		}
+	}()
+	err = c.copyData(j.dst, j.src, j.from, j.size, nil, buf)
 	if err != nil {
 		err = fmt.Errorf("copy %s: %w", j.dst.name, err)
 	}
 	if err == nil {
 		err = pathErr("write", j.dst.name, unix.Fchmod(j.dst.fd, j.perm))
 	}
-	if err == nil {
+	if err == nil && !j.keepTimes {
 		err = pathErr("write", j.dst.name, setTimes(j.dst.fd, &j.ts))
 	}
 	if cerr := j.dst.Close(); err == nil {
@@ -411,7 +435,12 @@ func (j copyJob) do(c *treeCopier, buf []byte) (err error) {
 
 func (j copyJob) close() {
 	j.dst.Close()
-	j.src.Close()
+	if !j.keepSrc {
+		j.src.Close()
+	}
+	if j.done != nil {
+		j.done(errAbandoned)
+	}
 }
 
 // FileDigest is a CopyTreeOptions.Digest that can read a file's content
@@ -443,15 +472,15 @@ func settled(st *unix.Stat_t, age time.Duration) bool {
 	return time.Unix(st.Ctim.Unix()).Before(limit) && time.Unix(st.Mtim.Unix()).Before(limit)
 }
 
-// copyData copies the first st.Size bytes of src (whose status the walk
-// took) to the empty file dst, feeding digest with them.
-func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer, buf []byte) error {
-	size := st.Size
+// copyData copies size bytes of src from offset from (the whole file
+// the walk measured, from 0; a member's content in a snapshot) to the
+// empty file dst, feeding digest with them.
+func (c *kernelCopier) copyData(dst, src fdFile, from, size int64, digest io.Writer, buf []byte) error {
 	if size == 0 {
 		return nil
 	}
 	var off int64
-	if digest == nil && c.clone.Load() {
+	if digest == nil && from == 0 && c.clone.Load() {
 		err := cloneFile(dst.fd, src.fd)
 		if err == nil {
 			// The clone is of the whole file: it may have changed size
@@ -475,7 +504,7 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 	if digest == nil && c.copyRange.Load() {
 		var woff int64
 		var err error
-		if off, err = kernelCopy(dst.fd, src.fd, &woff, 0, size); err != nil {
+		if off, err = kernelCopy(dst.fd, src.fd, &woff, from, size); err != nil {
 			if !kernelCopyUnsupported(err) {
 				return fmt.Errorf("copy_file_range: %w", err)
 			}
@@ -483,7 +512,7 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 		}
 	}
 	for off < size {
-		k, err := src.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		k, err := src.ReadAt(buf[:min(int64(len(buf)), size-off)], from+off)
 		if k > 0 {
 			if digest != nil {
 				digest.Write(buf[:k])
@@ -494,7 +523,7 @@ func (c *treeCopier) copyData(dst, src fdFile, st *unix.Stat_t, digest io.Writer
 			off += int64(k)
 		}
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("file shrank from %d to %d bytes while being read", size, off)
+			return fmt.Errorf("file shrank from %d to %d bytes while being read", from+size, from+off)
 		}
 		if err != nil {
 			return err

@@ -227,7 +227,7 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 // of the workspace), is stored as it is and never followed on the host.
 // Extraction stops at the first refused member; members before it stay
 // extracted.
-func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) error {
+func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) (err error) {
 	base, err := rel(dir)
 	if err != nil {
 		return err
@@ -238,15 +238,25 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		f.Close()
 	}
 	c := tarChecker{lim: lim.withDefaults(), sparseOK: true}
-	// A ContentCopier or ContentWriter stream puts a regular member's
-	// content in its file itself; the tar reader then passes over it
-	// (credit).
+	// A regular member's content from a ContentSource stream is copied
+	// in the kernel by a worker, one from a ContentWriter stream written
+	// from its buffers; the tar reader then passes over it (credit).
 	var direct *creditReader
 	cw, isWriter := r.(ContentWriter)
-	cc, isCopier := r.(ContentCopier)
-	if isWriter || isCopier {
-		direct = &creditReader{r: r, cw: cw, cc: cc}
+	cs, isSource := r.(ContentSource)
+	if isWriter || isSource {
+		direct = &creditReader{r: r, cw: cw, cs: cs}
 		r = direct
+		if isSource {
+			direct.kc.copyRange.Store(true)
+			// Every member is complete, or the extraction failed, once
+			// the worker is done.
+			defer func() {
+				if werr := direct.kc.finish(err != nil); err == nil {
+					err = werr
+				}
+			}()
+		}
 	}
 	tr := tar.NewReader(r)
 	var (
@@ -367,7 +377,7 @@ func clearAt(dirfd int, name string) error {
 }
 
 // createAt creates file name in dirfd for writing (and reading: a
-// ContentCopier's digest reads the content back), with mode, never
+// ContentSource's digest reads the content back), with mode, never
 // through a symlink: what is there already (a file, a link, an empty
 // directory) is replaced, not written through. The common case, nothing
 // there, costs one openat.
@@ -412,8 +422,28 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 		var n int64
 		var err error
 		done := false
+		if direct != nil && direct.cs != nil {
+			rg, ok, err := direct.cs.ContentRange(fd, hdr.Name, hdr.Size)
+			if err != nil {
+				return err
+			}
+			if ok {
+				// The worker owns the file from now on: it copies the
+				// content, sets the mode and time and closes it.
+				direct.credit += hdr.Size
+				f = nopCloser{}
+				job := copyJob{dst: fdFile{fd, hdr.Name}, src: fdFile{rg.Src, hdr.Name}, from: rg.Off, size: hdr.Size, keepSrc: true, perm: mode, done: rg.Done}
+				if hdr.ModTime.IsZero() {
+					job.keepTimes = true
+				} else {
+					t := unix.NsecToTimespec(hdr.ModTime.UnixNano())
+					job.ts = [2]unix.Timespec{t, t}
+				}
+				return direct.kc.send(job)
+			}
+		}
 		if direct != nil {
-			done, n, err = direct.writeContent(ff, hdr.Name, hdr.Size)
+			done, n, err = direct.writeContent(ff, hdr.Size)
 		}
 		if !done {
 			n, err = io.CopyBuffer(onlyWriter{ff}, io.LimitReader(r, hdr.Size), buf)
@@ -447,22 +477,33 @@ type ContentWriter interface {
 	WriteN(w io.Writer, n int64) (int64, error)
 }
 
-// ContentCopier is an Extract input that can put the next n bytes of its
-// stream into a member's file itself, in the kernel (a snapshot file
-// copied from with copy_file_range). CopyContent is given the new,
-// empty regular file fd, open for reading and writing, and name, the
-// member's name for its errors; it returns how many bytes it put there,
-// fewer than n only with an error (io.ErrUnexpectedEOF when the stream
-// ends first). copied false, with nothing consumed, means it cannot (the
-// kernel cannot copy between the two files): the content is then written
-// as a ContentWriter's, or read from the stream.
-type ContentCopier interface {
+// ContentSource is an Extract input whose stream lies in a file it reads
+// (a snapshot file): a regular member's content is copied from there into
+// the member's file in the kernel, by a worker goroutine, while the
+// extractor reads the next headers. ContentRange is given the member's
+// new file fd (open for reading and writing: a digest may read the
+// content back from a duplicate of it), name, the member's name, and the
+// content's length n; it moves the stream past the content and returns
+// where the content lies. ok false, with nothing consumed, means the
+// content is written as any other (as a ContentWriter's, or read from
+// the stream).
+type ContentSource interface {
 	io.Reader
-	CopyContent(fd int, name string, n int64) (copied bool, k int64, err error)
+	ContentRange(fd int, name string, n int64) (rg ContentRange, ok bool, err error)
+}
+
+// ContentRange is where a member's content lies: from offset Off of the
+// open file Src, which must stay open until Extract returns. Done, when
+// set, is called once with the copy's outcome: nil when the member's
+// file holds the content, or why it does not.
+type ContentRange struct {
+	Src  int
+	Off  int64
+	Done func(error)
 }
 
 // creditReader is the tar reader's view of a ContentWriter or
-// ContentCopier stream: the content the stream put in a member's file
+// ContentSource stream: the content the stream put in a member's file
 // itself (credit, which directly follows the member's header) is passed
 // over when the tar reader skips it to the next header, with Seek or by
 // reading it (Read gives zeros for it); past the credit, both read the
@@ -470,23 +511,17 @@ type ContentCopier interface {
 type creditReader struct {
 	r      io.Reader
 	cw     ContentWriter // r, when it is one
-	cc     ContentCopier // r, when it is one
+	cs     ContentSource // r, when it is one
+	kc     kernelCopier  // cs's members are copied by its worker
 	credit int64
 	pos    int64
 }
 
-// writeContent puts the next n bytes of the stream in f as a member's
-// content from the stream itself, and credits them to the tar reader. It
-// reports false, with nothing consumed, when the stream cannot: the
-// caller then reads them.
-func (c *creditReader) writeContent(f fdFile, name string, n int64) (bool, int64, error) {
-	if c.cc != nil {
-		copied, k, err := c.cc.CopyContent(f.fd, name, n)
-		c.credit += k
-		if copied || err != nil {
-			return true, k, err
-		}
-	}
+// writeContent writes the next n bytes of the stream to f as a member's
+// content from the stream's buffers (ContentWriter), and credits them to
+// the tar reader. It reports false, with nothing consumed, when the
+// stream cannot: the caller then reads them.
+func (c *creditReader) writeContent(f fdFile, n int64) (bool, int64, error) {
 	if c.cw != nil {
 		k, err := c.cw.WriteN(f, n)
 		c.credit += k
@@ -526,6 +561,11 @@ func (c *creditReader) Seek(off int64, whence int) (int64, error) {
 	}
 	return c.pos, nil
 }
+
+// nopCloser is a descriptor's closer once another owns it.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
 
 // onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.
 type onlyWriter struct{ io.Writer }
