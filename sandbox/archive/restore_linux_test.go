@@ -62,12 +62,19 @@ func copySourceTree(t *testing.T, root string) {
 	}
 }
 
-// restoreThrough extracts the snapshot file snap into h as
-// RestoreSnapshot does and returns its source and the digest of what it
-// read, failing the test on any error.
-func restoreThrough(t *testing.T, h *hostfs.HostDir, snap string) (*copySource, string) {
+// checkRestore snapshots h into directory dir, restores the snapshot
+// into a new workspace as RestoreSnapshot does, through a copySource, and
+// fails the test unless the tree restored is h's and the digest of what
+// the restore read (the headers, and the content read back from the
+// files restored) is the snapshot's.
+func checkRestore(t *testing.T, h *hostfs.HostDir, dir string) {
 	t.Helper()
-	f, err := os.Open(snap)
+	ctx := context.Background()
+	info, err := Snapshot(ctx, h, "", nil, filepath.Join(dir, "snap.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(info.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,11 +85,11 @@ func restoreThrough(t *testing.T, h *hostfs.HostDir, snap string) (*copySource, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, ok := r.(*copySource)
-	if !ok {
+	if _, ok := r.(*copySource); !ok {
 		t.Fatalf("the restore of a plain snapshot file reads a %T, not a copySource", r)
 	}
-	if err := h.CopyIn(context.Background(), "", r); err != nil {
+	h2 := newHostDir(t)
+	if err := h2.CopyIn(ctx, "", r); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
@@ -92,25 +99,7 @@ func restoreThrough(t *testing.T, h *hostfs.HostDir, snap string) (*copySource, 
 	if err := p.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return src, digest.BLAKE3.Format(sum)
-}
-
-// TestRestoreCopiesContent: restoring a snapshot from a copySource (each
-// member's content copied into its file by the extractor's worker, in
-// the kernel on one file system) gives the tree snapshot, and the
-// digest, of the headers read and the content read back from the
-// restored files once copied, is the snapshot file's.
-func TestRestoreCopiesContent(t *testing.T) {
-	ctx := context.Background()
-	h := newHostDir(t)
-	copySourceTree(t, h.Path())
-	info, err := Snapshot(ctx, h, "", nil, filepath.Join(t.TempDir(), "snap.tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2 := newHostDir(t)
-	_, got := restoreThrough(t, h2, info.Path)
-	if got != info.Digest {
+	if got := digest.BLAKE3.Format(sum); got != info.Digest {
 		t.Errorf("restore digest %s, the snapshot's is %s", got, info.Digest)
 	}
 	if want, have := testfiles.DescribeTree(t, h.Path()), testfiles.DescribeTree(t, h2.Path()); !maps.Equal(want, have) {
@@ -121,12 +110,22 @@ func TestRestoreCopiesContent(t *testing.T) {
 	}
 }
 
+// TestRestoreCopiesContent: restoring a snapshot from a copySource (each
+// member's content copied into its file by the extractor's worker, in
+// the kernel on one file system) gives the tree snapshot, and the
+// digest, of the headers read and the content read back from the
+// restored files once copied, is the snapshot file's.
+func TestRestoreCopiesContent(t *testing.T) {
+	h := newHostDir(t)
+	copySourceTree(t, h.Path())
+	checkRestore(t, h, t.TempDir())
+}
+
 // TestRestoreAcrossFileSystems: a snapshot on another file system than
 // the workspace (/dev/shm against the test's temporary directory), where
 // copy_file_range refuses to copy, is restored through the worker's
 // buffer, with the same tree and digest.
 func TestRestoreAcrossFileSystems(t *testing.T) {
-	ctx := context.Background()
 	shm, err := os.MkdirTemp("/dev/shm", "agentctl-restore-")
 	if err != nil {
 		t.Skipf("no /dev/shm to put a snapshot on another file system: %v", err)
@@ -138,18 +137,7 @@ func TestRestoreAcrossFileSystems(t *testing.T) {
 		t.Skipf("/dev/shm and %s are on one file system", os.TempDir())
 	}
 	copySourceTree(t, h.Path())
-	info, err := Snapshot(ctx, h, "", nil, filepath.Join(shm, "snap.tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2 := newHostDir(t)
-	_, got := restoreThrough(t, h2, info.Path)
-	if got != info.Digest {
-		t.Errorf("restore digest %s, the snapshot's is %s", got, info.Digest)
-	}
-	if want, have := testfiles.DescribeTree(t, h.Path()), testfiles.DescribeTree(t, h2.Path()); !maps.Equal(want, have) {
-		t.Errorf("restored tree differs:\n have %v\n want %v", have, want)
-	}
+	checkRestore(t, h, shm)
 }
 
 // TestRestoreRepeatedMember: an archive naming one file twice restores
