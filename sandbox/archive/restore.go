@@ -244,22 +244,22 @@ func (s *copySource) readAt(p []byte) (int, error) {
 // member's content, to copy into the member's file fd, and hands the
 // digest a duplicate of fd to read the content back from once the copy
 // is done.
-func (s *copySource) ContentRange(fd int, name string, n int64) (hostfs.ContentRange, bool, error) {
+func (s *copySource) ContentRange(fd int, name string, n int64) (hostfs.FileRange, bool, error) {
 	if len(s.ahead) > 0 {
 		// Read ahead is a header's bytes, never content; should it hold
 		// some, they are written from the stream (WriteN) instead.
-		return hostfs.ContentRange{}, false, nil
+		return hostfs.FileRange{}, false, nil
 	}
 	if s.off+n > s.size {
-		return hostfs.ContentRange{}, false, fmt.Errorf("archive truncated: %d of %d bytes: %w", s.size-s.off, n, io.ErrUnexpectedEOF)
+		return hostfs.FileRange{}, false, fmt.Errorf("archive truncated: %d of %d bytes: %w", s.size-s.off, n, io.ErrUnexpectedEOF)
 	}
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return hostfs.ContentRange{}, false, fmt.Errorf("reading back %s for the snapshot's digest: %w", name, err)
+		return hostfs.FileRange{}, false, fmt.Errorf("reading back %s for the snapshot's digest: %w", name, err)
 	}
 	back := &copiedFile{f: os.NewFile(uintptr(dup), name), copied: make(chan struct{})}
 	s.h.WriteFile(back, n, nil)
-	rg := hostfs.ContentRange{Src: int(s.f.Fd()), Off: s.off, Done: back.done}
+	rg := hostfs.FileRange{Fd: int(s.f.Fd()), Off: s.off, Done: back.done}
 	s.off += n
 	s.next = int(-n&(tarBlock-1)) + tarBlock
 	return rg, true, nil
@@ -277,10 +277,12 @@ func (s *copySource) WriteN(w io.Writer, n int64) (int64, error) {
 	return k, err
 }
 
-// copiedFile is a restored file the digest reads back: its reads wait
-// until the copy into it is done, and fail with the copy's error.
+// copiedFile is a file (a restored file, a range of a snapshot) the
+// digest reads back once the archive's or the extractor's worker has
+// copied content into it: its reads wait until the copy is done, and
+// fail with the copy's error.
 type copiedFile struct {
-	f      *os.File
+	f      hashpipe.File
 	copied chan struct{}
 	err    error
 	once   sync.Once

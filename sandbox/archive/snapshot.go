@@ -496,18 +496,18 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return k, err
 }
 
-// AppendFile is c.w's (hostfs.FileAppender), counted; false when c.w
+// AppendRange is c.w's (hostfs.FileAppender), counted; false when c.w
 // has none.
-func (c *countWriter) AppendFile(fd int, size int64) (bool, error) {
+func (c *countWriter) AppendRange(size int64) (hostfs.FileRange, bool, error) {
 	fa, ok := c.w.(hostfs.FileAppender)
 	if !ok {
-		return false, nil
+		return hostfs.FileRange{}, false, nil
 	}
-	done, err := fa.AppendFile(fd, size)
-	if done {
+	rg, ok, err := fa.AppendRange(size)
+	if ok {
 		c.n += size
 	}
-	return done, err
+	return rg, ok, err
 }
 
 // syncDir fsyncs a directory so a rename in it is durable.

@@ -80,8 +80,10 @@ type writeback struct {
 	refused     bool // sync_file_range was refused: leave it to fsync
 }
 
+// Write writes p at the end of the stream (its offset, not the file's
+// position: the ranges the worker fills are not written in order).
 func (w *writeback) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
+	n, err := w.f.WriteAt(p, w.off)
 	w.grew(int64(n))
 	return n, err
 }
@@ -107,18 +109,15 @@ func (w *writeback) grew(n int64) {
 }
 
 // appender is a plain snapshot's destination on Linux: the archive's
-// bytes go through the digest's Tee to the file, and a file's content,
-// when the kernel can copy it, straight into the file (copy_file_range,
-// hostfs.FileAppender), its digest read back from the snapshot on the
-// digest's goroutine: the snapshot's digest is of the file's bytes
-// either way.
+// bytes go through the digest's Tee to the file, and a file's content
+// into a range of it that the archive's worker fills in the kernel
+// (copy_file_range, hostfs.FileAppender) while the archive goes on; the
+// digest reads each range back from the snapshot once it is filled, so
+// the snapshot's digest is of the file's bytes either way.
 type appender struct {
 	tee *hashpipe.Tee
 	h   *hashpipe.Writer
 	wb  *writeback
-	buf []byte
-	// refused is set once the kernel would not copy: the rest is written.
-	refused bool
 }
 
 // teeWriter is the snapshot's destination for a plain snapshot: the
@@ -131,30 +130,17 @@ func (t *snapshotTemp) teeWriter(h *hashpipe.Writer) (io.Writer, func() error) {
 
 func (a *appender) Write(p []byte) (int, error) { return a.tee.Write(p) }
 
-func (a *appender) AppendFile(fd int, size int64) (bool, error) {
-	if a.refused {
-		return false, nil
-	}
+func (a *appender) AppendRange(size int64) (hostfs.FileRange, bool, error) {
 	// What is buffered (the file's header) goes first, and is hashed
 	// first.
 	if err := a.tee.Flush(); err != nil {
-		return false, err
+		return hostfs.FileRange{}, false, err
 	}
 	start := a.wb.off
-	if a.buf == nil {
-		a.buf = make([]byte, 256<<10)
-	}
-	ok, err := hostfs.AppendFile(a.wb.fd, fd, 0, size, a.buf)
-	if !ok {
-		a.refused = err == nil
-		return false, err
-	}
-	if err != nil {
-		return true, err
-	}
 	a.wb.grew(size)
-	a.h.WriteFile(fileRange{f: a.wb.f, off: start}, size, nil)
-	return true, nil
+	back := &copiedFile{f: fileRange{f: a.wb.f, off: start}, copied: make(chan struct{})}
+	a.h.WriteFile(back, size, nil)
+	return hostfs.FileRange{Fd: a.wb.fd, Off: start, Done: back.done}, true, nil
 }
 
 // fileRange is the part of f from off on, for the digest to read; it

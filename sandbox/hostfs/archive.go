@@ -56,14 +56,16 @@ type ArchiveOptions struct {
 }
 
 // FileAppender is an Archive destination (the io.Writer given to Archive)
-// that can put a regular file's content in the stream itself, in the
-// kernel (copy_file_range into the file it writes), instead of having it
-// written: a snapshot. AppendFile appends the first size bytes of the
-// open file fd at the stream's current end, as if they had been written,
-// and reports true; false means it did nothing and the content is
-// written as usual. A file shorter than size is an error.
+// that is a file the archive's bytes go to in order (a snapshot): a
+// regular file's content is then copied into it in the kernel
+// (copy_file_range), by a worker goroutine while the walk goes on,
+// instead of being written. AppendRange reserves the next size bytes of
+// the stream, as if they had been written, and returns where they are in
+// the file (whose Done is told once the content is there, or why it is
+// not); ok false means it reserved nothing and the content is written as
+// usual. Archive returns once every range is filled (or it failed).
 type FileAppender interface {
-	AppendFile(fd int, size int64) (bool, error)
+	AppendRange(size int64) (rg FileRange, ok bool, err error)
 }
 
 // ErrSpecialFile is returned (wrapped) by a strict Archive for a symlink
@@ -106,7 +108,13 @@ func Archive(ctx context.Context, d *Dir, dir string, w io.Writer, opts ArchiveO
 	if opts.Digest != nil {
 		a.opts.Sparse = false
 	}
-	if err := a.run(); err != nil {
+	err = a.run()
+	// The files appended are in place (or the archive failed) once the
+	// worker is done.
+	if werr := a.appends.finish(err != nil); err == nil {
+		err = werr
+	}
+	if err != nil {
 		return err
 	}
 	return a.tw.Close()
@@ -124,6 +132,8 @@ type archiver struct {
 	// (CopyTree): the walk, the excludes, the refusals and the digest
 	// are the archive's.
 	cp *treeCopier
+	// appends copies files' content into a FileAppender's ranges.
+	appends kernelCopier
 }
 
 // op names what the walk does in messages about the tree it reads.
@@ -406,15 +416,15 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
 		return err
 	}
-	if fa, ok := a.sw.w.(FileAppender); ok && a.opts.Digest == nil && st.Size > 0 {
+	if fa, ok := a.sw.w.(FileAppender); ok && a.opts.Digest == nil && a.opts.Observe == nil && st.Size > 0 {
 		// The header is out (WriteHeader writes it at once): the content
-		// goes in after it in the kernel, and the tar writer, which must
-		// see it to count it, is given as many bytes to drop.
-		done, err := fa.AppendFile(fd, st.Size)
+		// goes in after it, copied by the worker, and the tar writer,
+		// which must see it to count it, is given as many bytes to drop.
+		rg, ok, err := fa.AppendRange(st.Size)
 		if err != nil {
 			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
-		if done {
+		if ok {
 			a.sw.discard = st.Size
 			for left := st.Size; left > 0; {
 				k := min(left, int64(len(a.buf)))
@@ -423,7 +433,9 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 				}
 				left -= k
 			}
-			return a.observed(fd, name, &st)
+			// The worker reads the file and closes it.
+			closer = nil
+			return a.appends.send(copyJob{name: relJoin(a.top, name), dst: fdFile{rg.Fd, name}, src: src, at: rg.Off, size: st.Size, keepSrc: false, done: rg.Done})
 		}
 	}
 	var dst io.Writer = a.tw

@@ -276,14 +276,14 @@ func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.F
 			dst.Close()
 			return false, pathErr("read", relJoin(c.levels[0].rel, name), err)
 		}
-		return true, c.send(copyJob{dst: dst, src: src, size: st.Size, perm: perm, ts: ts})
+		return true, c.send(copyJob{name: target, dst: dst, src: src, size: st.Size, finish: fileFinish(dst, perm, &ts)})
 	}
 	defer func() {
 		if cerr := dst.Close(); err == nil {
 			err = pathErr("write", target, cerr)
 		}
 	}()
-	if err := c.copyData(dst, src, 0, st.Size, digest, buf); err != nil {
+	if err := c.copyData(dst, src, 0, 0, st.Size, digest, buf); err != nil {
 		return false, fmt.Errorf("copy %s: %w", target, err)
 	}
 	if err := unix.Fchmod(fd, perm); err != nil {
@@ -317,20 +317,38 @@ func hashSettled(digest FileDigest, src fdFile, st *unix.Stat_t) error {
 	return nil
 }
 
-// copyJob is a file the worker completes: dst, created empty, gets size
-// bytes of src from offset from, then mode perm and times ts (unless
-// keepTimes: a member without a modification time); the job
-// owns dst, and src unless keepSrc. done, when set, is told the outcome
-// once the file is complete, or the error that left it incomplete
-// (errAbandoned for a job closed undone).
+// copyJob is content the worker copies: size bytes of src from offset
+// from into dst at offset at (name is what its errors call it). finish,
+// when set, completes dst once the content is there (err nil) or
+// releases it (err: why the content is not there) and returns the job's
+// error; src is the job's to close unless keepSrc. done, when set, is
+// told the outcome once the job is over (errAbandoned for a job dropped
+// undone).
 type copyJob struct {
-	dst, src   fdFile
-	from, size int64
-	keepSrc    bool
-	keepTimes  bool
-	perm       uint32
-	ts         [2]unix.Timespec
-	done       func(error)
+	name           string
+	dst, src       fdFile
+	at, from, size int64
+	keepSrc        bool
+	finish         func(err error) error
+	done           func(error)
+}
+
+// fileFinish completes a file a tree copy or an extraction created, once
+// its content is copied: its mode perm and, unless ts is nil, its times
+// ts; it closes the file either way.
+func fileFinish(dst fdFile, perm uint32, ts *[2]unix.Timespec) func(error) error {
+	return func(err error) error {
+		if err == nil {
+			err = pathErr("write", dst.name, unix.Fchmod(dst.fd, perm))
+		}
+		if err == nil && ts != nil {
+			err = pathErr("write", dst.name, setTimes(dst.fd, ts))
+		}
+		if cerr := dst.Close(); err == nil {
+			err = pathErr("write", dst.name, cerr)
+		}
+		return err
+	}
 }
 
 // errAbandoned is what a copyJob's done is told when the job was closed
@@ -354,7 +372,7 @@ type copyWorker struct {
 const copyQueue = 16
 
 // send hands job to the worker, starting it with the first job. It
-// returns the worker's error once a job failed (the job is then closed
+// returns the worker's error once a job failed (the job is then dropped
 // undone), so the walk stops at the next file.
 func (c *kernelCopier) send(job copyJob) error {
 	if c.worker == nil {
@@ -362,7 +380,7 @@ func (c *kernelCopier) send(job copyJob) error {
 		go c.worker.run(c)
 	}
 	if c.worker.failed.Load() {
-		job.close()
+		job.run(c, nil, true)
 		c.worker.mu.Lock()
 		defer c.worker.mu.Unlock()
 		return c.worker.err
@@ -371,7 +389,7 @@ func (c *kernelCopier) send(job copyJob) error {
 	return nil
 }
 
-// finish waits until the worker has completed every job sent (closing
+// finish waits until the worker has completed every job sent (dropping
 // them undone when abandon is set: the walk failed) and returns the
 // first job's error.
 func (c *kernelCopier) finish(abandon bool) error {
@@ -389,14 +407,11 @@ func (w *copyWorker) run(c *kernelCopier) {
 	defer close(w.done)
 	var buf []byte
 	for job := range w.jobs {
-		if w.failed.Load() || w.stop.Load() {
-			job.close()
-			continue
-		}
-		if buf == nil {
+		abandon := w.failed.Load() || w.stop.Load()
+		if buf == nil && !abandon {
 			buf = make([]byte, 256<<10)
 		}
-		if err := job.do(c, buf); err != nil {
+		if err := job.run(c, buf, abandon); err != nil && !abandon {
 			w.mu.Lock()
 			w.err = err
 			w.mu.Unlock()
@@ -405,42 +420,28 @@ func (w *copyWorker) run(c *kernelCopier) {
 	}
 }
 
-// do copies the job's content in the kernel (through buf where it
-// cannot), sets the mode and times, closes the files it owns and tells
-// done.
-func (j copyJob) do(c *kernelCopier, buf []byte) (err error) {
-	defer func() {
-		if !j.keepSrc {
-			j.src.Close()
+// run copies the job's content in the kernel (through buf where it
+// cannot), unless abandon, then finishes the job: finish, src closed,
+// done told.
+func (j copyJob) run(c *kernelCopier, buf []byte, abandon bool) error {
+	var err error
+	if abandon {
+		err = errAbandoned
+	} else if err = c.copyData(j.dst, j.src, j.at, j.from, j.size, nil, buf); err != nil {
+		err = fmt.Errorf("copy %s: %w", j.name, err)
+	}
+	if j.finish != nil {
+		if ferr := j.finish(err); err == nil {
+			err = ferr
 		}
-		if j.done != nil {
-			j.done(err)
-		}
-	}()
-	err = c.copyData(j.dst, j.src, j.from, j.size, nil, buf)
-	if err != nil {
-		err = fmt.Errorf("copy %s: %w", j.dst.name, err)
 	}
-	if err == nil {
-		err = pathErr("write", j.dst.name, unix.Fchmod(j.dst.fd, j.perm))
-	}
-	if err == nil && !j.keepTimes {
-		err = pathErr("write", j.dst.name, setTimes(j.dst.fd, &j.ts))
-	}
-	if cerr := j.dst.Close(); err == nil {
-		err = pathErr("write", j.dst.name, cerr)
-	}
-	return err
-}
-
-func (j copyJob) close() {
-	j.dst.Close()
 	if !j.keepSrc {
 		j.src.Close()
 	}
 	if j.done != nil {
-		j.done(errAbandoned)
+		j.done(err)
 	}
+	return err
 }
 
 // FileDigest is a CopyTreeOptions.Digest that can read a file's content
@@ -473,14 +474,15 @@ func settled(st *unix.Stat_t, age time.Duration) bool {
 }
 
 // copyData copies size bytes of src from offset from (the whole file
-// the walk measured, from 0; a member's content in a snapshot) to the
-// empty file dst, feeding digest with them.
-func (c *kernelCopier) copyData(dst, src fdFile, from, size int64, digest io.Writer, buf []byte) error {
+// the walk measured, from 0; a member's content in a snapshot) into dst
+// at offset at (0: an empty file; a file's content in a snapshot),
+// feeding digest with them.
+func (c *kernelCopier) copyData(dst, src fdFile, at, from, size int64, digest io.Writer, buf []byte) error {
 	if size == 0 {
 		return nil
 	}
 	var off int64
-	if digest == nil && from == 0 && c.clone.Load() {
+	if digest == nil && at == 0 && from == 0 && c.clone.Load() {
 		err := cloneFile(dst.fd, src.fd)
 		if err == nil {
 			// The clone is of the whole file: it may have changed size
@@ -502,7 +504,7 @@ func (c *kernelCopier) copyData(dst, src fdFile, from, size int64, digest io.Wri
 		}
 	}
 	if digest == nil && c.copyRange.Load() {
-		var woff int64
+		woff := at
 		var err error
 		if off, err = kernelCopy(dst.fd, src.fd, &woff, from, size); err != nil {
 			if !kernelCopyUnsupported(err) {
@@ -517,7 +519,7 @@ func (c *kernelCopier) copyData(dst, src fdFile, from, size int64, digest io.Wri
 			if digest != nil {
 				digest.Write(buf[:k])
 			}
-			if _, werr := dst.WriteAt(buf[:k], off); werr != nil {
+			if _, werr := dst.WriteAt(buf[:k], at+off); werr != nil {
 				return werr
 			}
 			off += int64(k)
@@ -566,41 +568,4 @@ func kernelCopyUnsupported(err error) bool {
 		return true
 	}
 	return false
-}
-
-// AppendFile appends size bytes of the open regular file src, from its
-// offset from, to dst at dst's file position, in the kernel
-// (copy_file_range: no user-space copy), and reports true; false, with
-// nothing appended, where the kernel or the file systems cannot. Once
-// bytes are appended, the rest goes through buf if the kernel stops
-// copying. A file that ends before from+size is an error.
-func AppendFile(dst, src int, from, size int64, buf []byte) (bool, error) {
-	off, err := kernelCopy(dst, src, nil, from, size)
-	if err != nil && off == 0 && kernelCopyUnsupported(err) {
-		return false, nil
-	}
-	for off < size {
-		k, err := unix.Pread(src, buf[:min(int64(len(buf)), size-off)], from+off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return true, err
-		}
-		if k == 0 {
-			return true, fmt.Errorf("file shrank from %d to %d bytes while being read", from+size, from+off)
-		}
-		for p := buf[:k]; len(p) > 0; {
-			w, err := unix.Write(dst, p)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return true, err
-			}
-			p = p[w:]
-		}
-		off += int64(k)
-	}
-	return true, nil
 }

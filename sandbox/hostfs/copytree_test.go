@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -197,7 +198,7 @@ func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
 		b.ReadFrom(pr)
 		done <- b.Bytes()
 	}()
-	err = c.copyData(fdFile{int(pw.Fd()), "pipe"}, fdFile{int(in.Fd()), "f"}, 0, int64(len(body)), nil, make([]byte, 64<<10))
+	err = c.copyData(fdFile{int(pw.Fd()), "pipe"}, fdFile{int(in.Fd()), "f"}, 0, 0, int64(len(body)), nil, make([]byte, 64<<10))
 	pw.Close()
 	got := <-done
 	// WriteAt on a pipe fails (ESPIPE): what matters is that the kernel
@@ -383,10 +384,12 @@ func TestCopyTreeFileChangedBeforeHashed(t *testing.T) {
 	}
 }
 
-// TestArchiveFileAppender: an archive destination that appends files'
-// content itself (FileAppender) gets the same stream as one that is
-// written everything, whether it appends every file or refuses (the
-// content is then written); an append error fails the archive.
+// TestArchiveFileAppender: an archive destination that has files'
+// content copied into it (FileAppender) gets the same stream as one that
+// is written everything, whether it takes every file or refuses (the
+// content is then written), and each range's Done is told the copy is
+// done; a reservation that fails, or a copy that fails, fails the
+// archive.
 func TestArchiveFileAppender(t *testing.T) {
 	ctx := context.Background()
 	src := copyTreeSource(t, true)
@@ -396,53 +399,91 @@ func TestArchiveFileAppender(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, refuse := range []bool{false, true} {
-		w := &testAppender{refuse: refuse}
+		w := newTestAppender(t)
+		w.refuse = refuse
 		if err := Archive(ctx, sd, ".", w, ArchiveOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(w.buf.Bytes(), plain.Bytes()) {
-			t.Errorf("refuse=%v: the stream differs from the written one (%d bytes, want %d)", refuse, w.buf.Len(), plain.Len())
+		got, err := os.ReadFile(w.f.Name())
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !refuse && w.appended == 0 {
-			t.Error("no file was appended")
+		if !bytes.Equal(got, plain.Bytes()) {
+			t.Errorf("refuse=%v: the stream differs from the written one (%d bytes, want %d)", refuse, len(got), plain.Len())
+		}
+		if !refuse && (w.appended == 0 || w.copied.Load() != int64(w.appended)) {
+			t.Errorf("%d ranges reserved, %d told they were copied", w.appended, w.copied.Load())
 		}
 	}
 	boom := errors.New("disk full")
-	if err := Archive(ctx, sd, ".", &testAppender{err: boom}, ArchiveOptions{}); !errors.Is(err, boom) {
-		t.Fatalf("Archive with a failing append = %v, want %v", err, boom)
+	w := newTestAppender(t)
+	w.err = boom
+	if err := Archive(ctx, sd, ".", w, ArchiveOptions{}); !errors.Is(err, boom) {
+		t.Fatalf("Archive with a failing reservation = %v, want %v", err, boom)
+	}
+	// A range in a file the worker cannot write.
+	w = newTestAppender(t)
+	ro, err := os.Open(w.f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	w.fd = int(ro.Fd())
+	if err := Archive(ctx, sd, ".", w, ArchiveOptions{}); err == nil || w.failed.Load() == 0 {
+		t.Fatalf("Archive into a read-only range = %v (%d told of a failure), want the copy's error", err, w.failed.Load())
 	}
 }
 
+// testAppender is a file an archive is written to in order, whose
+// files' content Archive copies in (FileAppender).
 type testAppender struct {
-	buf      bytes.Buffer
-	refuse   bool
-	err      error
-	appended int
+	f              *os.File
+	fd             int // the ranges' file: f's, or another for a test
+	off            int64
+	refuse         bool
+	err            error
+	appended       int
+	copied, failed atomic.Int64
 }
 
-func (a *testAppender) Write(p []byte) (int, error) { return a.buf.Write(p) }
+func newTestAppender(t *testing.T) *testAppender {
+	f, err := os.Create(filepath.Join(t.TempDir(), "archive.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &testAppender{f: f, fd: int(f.Fd())}
+}
 
-func (a *testAppender) AppendFile(fd int, size int64) (bool, error) {
+func (a *testAppender) Write(p []byte) (int, error) {
+	n, err := a.f.WriteAt(p, a.off)
+	a.off += int64(n)
+	return n, err
+}
+
+func (a *testAppender) AppendRange(size int64) (FileRange, bool, error) {
 	if a.refuse {
-		return false, nil
+		return FileRange{}, false, nil
 	}
 	if a.err != nil {
-		return true, a.err
+		return FileRange{}, false, a.err
 	}
-	p := make([]byte, size)
-	if n, err := unix.Pread(fd, p, 0); err != nil || int64(n) != size {
-		return true, fmt.Errorf("pread %d of %d: %v", n, size, err)
-	}
-	a.buf.Write(p)
+	rg := FileRange{Fd: a.fd, Off: a.off, Done: func(err error) {
+		if err != nil {
+			a.failed.Add(1)
+		} else {
+			a.copied.Add(1)
+		}
+	}}
+	a.off += size
 	a.appended++
-	return true, nil
+	return rg, true, nil
 }
 
-// TestAppendFile: AppendFile puts a file's first size bytes at the end of
-// another, in the kernel where it can; a destination the kernel cannot
-// copy into (a pipe) gets nothing and false; a file shorter than size is
-// an error.
-func TestAppendFile(t *testing.T) {
+// TestCopyDataRanges: copyData copies a range of a file from an offset
+// into another at an offset, in the kernel or through its buffer alike;
+// a source that ends before the range does is an error.
+func TestCopyDataRanges(t *testing.T) {
 	dir := t.TempDir()
 	body := bytes.Repeat([]byte("0123456789abcdef"), 70000) // > 1 MB
 	os.WriteFile(filepath.Join(dir, "src"), body, 0o644)
@@ -451,38 +492,27 @@ func TestAppendFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	dst, err := os.OpenFile(filepath.Join(dir, "dst"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	dst.Write([]byte("header"))
-	buf := make([]byte, 64<<10)
-	size := int64(len(body) - 5)
-	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), 0, size, buf); !ok || err != nil {
-		t.Fatalf("AppendFile = %v, %v", ok, err)
-	}
-	// A range from an offset, after it.
-	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), 7, 100, buf); !ok || err != nil {
-		t.Fatalf("AppendFile from 7 = %v, %v", ok, err)
-	}
-	got, _ := os.ReadFile(filepath.Join(dir, "dst"))
-	want := append(append([]byte("header"), body[:size]...), body[7:107]...)
-	if !bytes.Equal(got, want) {
-		t.Fatalf("the destination holds %d bytes, not the header, %d bytes of the file and 100 from its offset 7", len(got), size)
-	}
-	if ok, err := AppendFile(int(dst.Fd()), int(src.Fd()), 0, int64(len(body))+1, buf); !ok || err == nil || !strings.Contains(err.Error(), "shrank") {
-		t.Fatalf("AppendFile past the end = %v, %v; want the file shorter than said", ok, err)
-	}
-
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	defer pw.Close()
-	if ok, err := AppendFile(int(pw.Fd()), int(src.Fd()), 0, 10, buf); ok || err != nil {
-		t.Fatalf("AppendFile into a pipe = %v, %v; want false, nothing appended", ok, err)
+	for _, kernel := range []bool{true, false} {
+		dst, err := os.Create(filepath.Join(dir, fmt.Sprintf("dst-%v", kernel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst.Write([]byte("header"))
+		var c kernelCopier
+		c.copyRange.Store(kernel)
+		buf := make([]byte, 64<<10)
+		size := int64(len(body) - 12)
+		if err := c.copyData(fdFile{int(dst.Fd()), "dst"}, fdFile{int(src.Fd()), "src"}, 6, 7, size, nil, buf); err != nil {
+			t.Fatalf("kernel=%v: copyData = %v", kernel, err)
+		}
+		got, _ := os.ReadFile(dst.Name())
+		if want := append([]byte("header"), body[7:7+size]...); !bytes.Equal(got, want) {
+			t.Errorf("kernel=%v: the destination holds %d bytes, not the header and %d bytes of the source from its offset 7", kernel, len(got), size)
+		}
+		if err := c.copyData(fdFile{int(dst.Fd()), "dst"}, fdFile{int(src.Fd()), "src"}, 0, 7, int64(len(body)), nil, buf); err == nil || !strings.Contains(err.Error(), "shrank") {
+			t.Errorf("kernel=%v: copyData past the end = %v; want the file shorter than said", kernel, err)
+		}
+		dst.Close()
 	}
 }
 
@@ -504,7 +534,8 @@ func TestCopyWorkerErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		ts := unix.NsecToTimespec(1700000000e9)
-		return copyJob{dst: fdFile{dst, name}, src: fdFile{src, "src"}, size: size, perm: 0o644, ts: [2]unix.Timespec{ts, ts}}
+		d := fdFile{dst, name}
+		return copyJob{name: name, dst: d, src: fdFile{src, "src"}, size: size, finish: fileFinish(d, 0o644, &[2]unix.Timespec{ts, ts})}
 	}
 	c := &treeCopier{}
 	c.copyRange.Store(true)

@@ -432,14 +432,13 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 				// content, sets the mode and time and closes it.
 				direct.credit += hdr.Size
 				f = nopCloser{}
-				job := copyJob{dst: fdFile{fd, hdr.Name}, src: fdFile{rg.Src, hdr.Name}, from: rg.Off, size: hdr.Size, keepSrc: true, perm: mode, done: rg.Done}
-				if hdr.ModTime.IsZero() {
-					job.keepTimes = true
-				} else {
+				var ts *[2]unix.Timespec
+				if !hdr.ModTime.IsZero() {
 					t := unix.NsecToTimespec(hdr.ModTime.UnixNano())
-					job.ts = [2]unix.Timespec{t, t}
+					ts = &[2]unix.Timespec{t, t}
 				}
-				return direct.kc.send(job)
+				dst := fdFile{fd, hdr.Name}
+				return direct.kc.send(copyJob{name: hdr.Name, dst: dst, src: fdFile{rg.Fd, hdr.Name}, from: rg.Off, size: hdr.Size, keepSrc: true, finish: fileFinish(dst, mode, ts), done: rg.Done})
 			}
 		}
 		if direct != nil {
@@ -489,15 +488,17 @@ type ContentWriter interface {
 // the stream).
 type ContentSource interface {
 	io.Reader
-	ContentRange(fd int, name string, n int64) (rg ContentRange, ok bool, err error)
+	ContentRange(fd int, name string, n int64) (rg FileRange, ok bool, err error)
 }
 
-// ContentRange is where a member's content lies: from offset Off of the
-// open file Src, which must stay open until Extract returns. Done, when
-// set, is called once with the copy's outcome: nil when the member's
-// file holds the content, or why it does not.
-type ContentRange struct {
-	Src  int
+// FileRange is a range of an open file Fd from offset Off, which stays
+// open until the Extract or Archive it was given to returns: where a
+// member's content lies (ContentSource), or where a file's content goes
+// in an archive (FileAppender). Done, when set, is called once with the
+// outcome of the copy from or to the range: nil once the content is in
+// place, or why it is not.
+type FileRange struct {
+	Fd   int
 	Off  int64
 	Done func(error)
 }
