@@ -85,8 +85,8 @@ func CopyTree(ctx context.Context, src *Dir, srcDir string, dst *Dir, dstDir str
 		return pathErr("write", dstDir, err)
 	}
 	cp := &treeCopier{dst: dst, lim: opts.Limits.withDefaults(), settledAge: settledAge}
-	cp.clone.Store(!opts.readWrite)
-	cp.copyRange.Store(!opts.readWrite)
+	cp.noClone.Store(opts.readWrite)
+	cp.noCopyRange.Store(opts.readWrite)
 	if opts.settledAge != 0 {
 		cp.settledAge = opts.settledAge
 	}
@@ -143,10 +143,11 @@ type treeCopier struct {
 // allow it, through a buffer where they do not, and completes files on a
 // worker goroutine (send) while its owner goes on.
 type kernelCopier struct {
-	// clone and copyRange are cleared once the file system has refused
-	// FICLONE or copy_file_range: the rest of the files do not try again.
-	clone, copyRange atomic.Bool
-	worker           *copyWorker
+	// noClone and noCopyRange are set once the file system has refused
+	// FICLONE or copy_file_range: the rest of the files do not try again
+	// (the zero kernelCopier tries both).
+	noClone, noCopyRange atomic.Bool
+	worker               *copyWorker
 }
 
 type copyLevel struct {
@@ -267,7 +268,7 @@ func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.F
 	}
 	dst := fdFile{fd, target}
 	ts := [2]unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
-	if fd, ok := digest.(FileDigest); ok && st.Size > 0 && c.copyRange.Load() && settled(st, c.settledAge) {
+	if fd, ok := digest.(FileDigest); ok && st.Size > 0 && !c.noCopyRange.Load() && settled(st, c.settledAge) {
 		// The digest reads the file on its goroutine, at its place in
 		// the stream; the worker copies it in the kernel (no user-space
 		// copy to wait for), sets its mode and time and closes it, while
@@ -482,7 +483,7 @@ func (c *kernelCopier) copyData(dst, src fdFile, at, from, size int64, digest io
 		return nil
 	}
 	var off int64
-	if digest == nil && at == 0 && from == 0 && c.clone.Load() {
+	if digest == nil && at == 0 && from == 0 && !c.noClone.Load() {
 		err := cloneFile(dst.fd, src.fd)
 		if err == nil {
 			// The clone is of the whole file: it may have changed size
@@ -498,19 +499,19 @@ func (c *kernelCopier) copyData(dst, src fdFile, at, from, size int64, digest io
 				return err
 			}
 		} else if kernelCopyUnsupported(err) {
-			c.clone.Store(false)
+			c.noClone.Store(true)
 		} else {
 			return fmt.Errorf("clone: %w", err)
 		}
 	}
-	if digest == nil && c.copyRange.Load() {
+	if digest == nil && !c.noCopyRange.Load() {
 		woff := at
 		var err error
 		if off, err = kernelCopy(dst.fd, src.fd, &woff, from, size); err != nil {
 			if !kernelCopyUnsupported(err) {
 				return fmt.Errorf("copy_file_range: %w", err)
 			}
-			c.copyRange.Store(false)
+			c.noCopyRange.Store(true)
 		}
 	}
 	for off < size {

@@ -190,8 +190,6 @@ func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
 	}
 	defer pr.Close()
 	c := &treeCopier{}
-	c.clone.Store(true)
-	c.copyRange.Store(true)
 	done := make(chan []byte)
 	go func() {
 		var b bytes.Buffer
@@ -203,8 +201,8 @@ func TestCopyTreeFallbackWhenKernelCopyRefused(t *testing.T) {
 	got := <-done
 	// WriteAt on a pipe fails (ESPIPE): what matters is that the kernel
 	// copies were given up for the buffered path, not an error.
-	if c.clone.Load() || c.copyRange.Load() {
-		t.Errorf("kernel copies still on after refusals: clone %v, copy_file_range %v (err %v)", c.clone.Load(), c.copyRange.Load(), err)
+	if !c.noClone.Load() || !c.noCopyRange.Load() {
+		t.Errorf("kernel copies still on after refusals: clone %v, copy_file_range %v (err %v)", !c.noClone.Load(), !c.noCopyRange.Load(), err)
 	}
 	if err == nil || !errors.Is(err, syscall.ESPIPE) {
 		t.Errorf("copyData into a pipe = %v (%d bytes), want the buffered path's ESPIPE", err, len(got))
@@ -499,7 +497,7 @@ func TestCopyDataRanges(t *testing.T) {
 		}
 		dst.Write([]byte("header"))
 		var c kernelCopier
-		c.copyRange.Store(kernel)
+		c.noCopyRange.Store(!kernel)
 		buf := make([]byte, 64<<10)
 		size := int64(len(body) - 12)
 		if err := c.copyData(fdFile{int(dst.Fd()), "dst"}, fdFile{int(src.Fd()), "src"}, 6, 7, size, nil, buf); err != nil {
@@ -538,7 +536,6 @@ func TestCopyWorkerErrors(t *testing.T) {
 		return copyJob{name: name, dst: d, src: fdFile{src, "src"}, size: size, finish: fileFinish(d, 0o644, &[2]unix.Timespec{ts, ts})}
 	}
 	c := &treeCopier{}
-	c.copyRange.Store(true)
 	if err := c.send(job("good", 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +570,6 @@ func TestCopyWorkerErrors(t *testing.T) {
 	}
 	// A walk that failed abandons what is queued.
 	c2 := &treeCopier{}
-	c2.copyRange.Store(true)
 	c2.send(job("abandoned", 10))
 	if err := c2.finish(true); err != nil {
 		t.Errorf("finish(abandon) = %v", err)

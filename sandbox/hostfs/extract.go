@@ -248,7 +248,6 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		direct = &creditReader{r: r, cw: cw, cs: cs}
 		r = direct
 		if isSource {
-			direct.kc.copyRange.Store(true)
 			// Every member is complete, or the extraction failed, once
 			// the worker is done.
 			defer func() {
