@@ -268,32 +268,26 @@ func (c *treeCopier) file(src fdFile, st *unix.Stat_t, n, name string, mode fs.F
 	}
 	dst := fdFile{fd, target}
 	ts := [2]unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
-	if fd, ok := digest.(FileDigest); ok && st.Size > 0 && !c.noCopyRange.Load() && settled(st, c.settledAge) {
+	finish := fileFinish(dst, perm, &ts)
+	if fdg, ok := digest.(FileDigest); ok && st.Size > 0 && !c.noCopyRange.Load() && settled(st, c.settledAge) {
 		// The digest reads the file on its goroutine, at its place in
 		// the stream; the worker copies it in the kernel (no user-space
 		// copy to wait for), sets its mode and time and closes it, while
 		// the walk goes on.
-		if err := hashSettled(fd, src, st); err != nil {
+		if err := hashSettled(fdg, src, st); err != nil {
 			dst.Close()
-			return false, pathErr("read", relJoin(c.levels[0].rel, name), err)
+			return false, pathErr("read", target, err)
 		}
-		return true, c.send(copyJob{name: target, dst: dst, src: src, size: st.Size, finish: fileFinish(dst, perm, &ts)})
+		return true, c.send(copyJob{name: target, dst: dst, src: src, size: st.Size, finish: finish})
 	}
-	defer func() {
-		if cerr := dst.Close(); err == nil {
-			err = pathErr("write", target, cerr)
-		}
-	}()
-	if err := c.copyData(dst, src, 0, 0, st.Size, digest, buf); err != nil {
-		return false, fmt.Errorf("copy %s: %w", target, err)
+	// Otherwise the walk copies it itself (a digest reading through buf).
+	if err = c.copyData(dst, src, 0, 0, st.Size, digest, buf); err != nil {
+		err = fmt.Errorf("copy %s: %w", target, err)
 	}
-	if err := unix.Fchmod(fd, perm); err != nil {
-		return false, pathErr("write", target, err)
+	if ferr := finish(err); err == nil {
+		err = ferr
 	}
-	if err := unix.UtimesNanoAt(pfd, n, ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return false, pathErr("write", target, err)
-	}
-	return false, nil
+	return false, err
 }
 
 // hashSettled gives the digest a duplicate of the settled file src
