@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -78,7 +79,14 @@ type writeback struct {
 	fd          int
 	off, queued int64
 	refused     bool // sync_file_range was refused: leave it to fsync
+	// pending are the ranges reserved for the archive's worker, in
+	// order, not yet known to be filled; filledTo is the end of the last
+	// one it filled (it fills them in order).
+	pending  []span
+	filledTo atomic.Int64
 }
+
+type span struct{ start, end int64 }
 
 // Write writes p at the end of the stream (its offset, not the file's
 // position: the ranges the worker fills are not written in order).
@@ -88,11 +96,42 @@ func (w *writeback) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// grew accounts for n bytes added at the end of the file, starting the
-// disk writes of the chunks they complete.
+// reserve adds n bytes at the end of the stream for the worker to fill
+// and returns where they start; filled tells the writeback once they are.
+func (w *writeback) reserve(n int64) int64 {
+	start := w.off
+	w.pending = append(w.pending, span{start, start + n})
+	w.grew(n)
+	return start
+}
+
+// filled records that the worker filled the range ending at end (on the
+// worker's goroutine).
+func (w *writeback) filled(end int64) { w.filledTo.Store(end) }
+
+// written is how far the file is written without a gap: up to the first
+// range the worker has not filled yet, or to its end.
+func (w *writeback) written() int64 {
+	done := w.filledTo.Load()
+	for len(w.pending) > 0 && w.pending[0].end <= done {
+		w.pending = w.pending[1:]
+	}
+	if len(w.pending) > 0 {
+		return w.pending[0].start
+	}
+	return w.off
+}
+
+// grew accounts for n bytes added at the end of the stream, starting the
+// disk writes of the chunks written so far (not those with a range the
+// worker has yet to fill: their writes would start before their data).
 func (w *writeback) grew(n int64) {
 	w.off += n
-	for !w.refused && w.off-w.queued >= writebackChunk {
+	end := w.off
+	if len(w.pending) > 0 {
+		end = w.written()
+	}
+	for !w.refused && end-w.queued >= writebackChunk {
 		if serr := unix.SyncFileRange(w.fd, w.queued, writebackChunk, unix.SYNC_FILE_RANGE_WRITE); serr != nil {
 			w.refused = true
 			break
@@ -136,11 +175,16 @@ func (a *appender) AppendRange(size int64) (hostfs.FileRange, bool, error) {
 	if err := a.tee.Flush(); err != nil {
 		return hostfs.FileRange{}, false, err
 	}
-	start := a.wb.off
-	a.wb.grew(size)
+	start := a.wb.reserve(size)
 	back := &copiedFile{f: fileRange{f: a.wb.f, off: start}, copied: make(chan struct{})}
 	a.h.WriteFile(back, size, nil)
-	return hostfs.FileRange{Fd: a.wb.fd, Off: start, Done: back.done}, true, nil
+	done := func(err error) {
+		if err == nil {
+			a.wb.filled(start + size)
+		}
+		back.done(err)
+	}
+	return hostfs.FileRange{Fd: a.wb.fd, Off: start, Done: done}, true, nil
 }
 
 // fileRange is the part of f from off on, for the digest to read; it

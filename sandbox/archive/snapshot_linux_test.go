@@ -46,3 +46,42 @@ func TestSnapshotWriteback(t *testing.T) {
 		t.Fatalf("the snapshot file differs from what was written (%d bytes, want %d)", len(got), len(want))
 	}
 }
+
+// TestSnapshotWritebackRanges: the disk writes of a snapshot's chunks
+// start only up to the first range the worker has not filled yet (their
+// data would come after the writes), and go on once it is filled; the
+// file holds what was written and filled, in place.
+func TestSnapshotWritebackRanges(t *testing.T) {
+	dir := t.TempDir()
+	tmp, err := createSnapshotTemp(dir, "s.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.discard()
+	wb := tmp.writeback()
+	header := bytes.Repeat([]byte("h"), 100)
+	content := bytes.Repeat([]byte("c"), 3*writebackChunk)
+	wb.Write(header)
+	start := wb.reserve(int64(len(content)))
+	wb.Write(header)
+	if start != 100 || wb.written() != 100 || wb.queued != 0 {
+		t.Fatalf("range at %d; written %d, queued %d; want the range at 100, nothing queued past it", start, wb.written(), wb.queued)
+	}
+	if _, err := tmp.f.WriteAt(content, start); err != nil {
+		t.Fatal(err)
+	}
+	wb.filled(start + int64(len(content)))
+	wb.Write(header)
+	if wb.written() != wb.off || wb.queued != 3*writebackChunk {
+		t.Fatalf("written %d of %d, queued %d; want all written, three chunks queued", wb.written(), wb.off, wb.queued)
+	}
+	dst := filepath.Join(dir, "s.tar")
+	if err := tmp.commit(dst); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(dst)
+	want := append(append(append(append([]byte{}, header...), content...), header...), header...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the snapshot holds %d bytes, not the %d written and filled", len(got), len(want))
+	}
+}
