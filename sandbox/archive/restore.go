@@ -200,7 +200,6 @@ type copySource struct {
 	next int
 	// ahead is what was read of next (into blocks) and not served yet.
 	ahead, blocks []byte
-	buf           []byte // WriteN's
 }
 
 // Read serves the snapshot's bytes and hands them to the digest.
@@ -247,7 +246,7 @@ func (s *copySource) readAt(p []byte) (int, error) {
 func (s *copySource) ContentRange(fd int, name string, n int64) (hostfs.FileRange, bool, error) {
 	if len(s.ahead) > 0 {
 		// Read ahead is a header's bytes, never content; should it hold
-		// some, they are written from the stream (WriteN) instead.
+		// some, the extractor reads the content from the stream instead.
 		return hostfs.FileRange{}, false, nil
 	}
 	if s.off+n > s.size {
@@ -263,18 +262,6 @@ func (s *copySource) ContentRange(fd int, name string, n int64) (hostfs.FileRang
 	s.off += n
 	s.next = int(-n&(tarBlock-1)) + tarBlock
 	return rg, true, nil
-}
-
-// WriteN writes the next n bytes of the snapshot to w as they are read.
-func (s *copySource) WriteN(w io.Writer, n int64) (int64, error) {
-	if s.buf == nil {
-		s.buf = make([]byte, 256<<10)
-	}
-	k, err := io.CopyBuffer(w, io.LimitReader(s, n), s.buf)
-	if err == nil && k < n {
-		err = io.ErrUnexpectedEOF
-	}
-	return k, err
 }
 
 // copiedFile is a file (a restored file, a range of a snapshot) the

@@ -127,10 +127,7 @@ func (w *writeback) written() int64 {
 // worker has yet to fill: their writes would start before their data).
 func (w *writeback) grew(n int64) {
 	w.off += n
-	end := w.off
-	if len(w.pending) > 0 {
-		end = w.written()
-	}
+	end := w.written()
 	for !w.refused && end-w.queued >= writebackChunk {
 		if serr := unix.SyncFileRange(w.fd, w.queued, writebackChunk, unix.SYNC_FILE_RANGE_WRITE); serr != nil {
 			w.refused = true

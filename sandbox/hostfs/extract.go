@@ -395,8 +395,8 @@ func createAt(dirfd int, name string, mode uint32) (int, error) {
 // writeMember creates file name in dirfd from hdr and its content in r.
 // With written set (a sparse member), blocks of zeros become holes and
 // written is told the bytes actually written. With direct set, the
-// content is written from the stream's buffers (ContentWriter) instead
-// of being read from r.
+// content is copied by the worker (ContentSource) or written from the
+// stream's buffers (ContentWriter) instead of being read from r.
 func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *tar.Header, r io.Reader, buf []byte, written func(int64) error, direct *creditReader) (err error) {
 	fd, err := createAt(dirfd, name, mode)
 	if err != nil {
@@ -411,6 +411,12 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			err = cerr
 		}
 	}()
+	// The member's times, none without a modification time.
+	var ts *[2]unix.Timespec
+	if !hdr.ModTime.IsZero() {
+		t := unix.NsecToTimespec(hdr.ModTime.UnixNano())
+		ts = &[2]unix.Timespec{t, t}
+	}
 	if written != nil {
 		of := os.NewFile(uintptr(fd), name)
 		f = of
@@ -418,28 +424,20 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			return err
 		}
 	} else {
+		if direct != nil && direct.cs != nil {
+			taken, err := direct.copyContent(fd, hdr, mode, ts)
+			if taken {
+				// The worker copies the content, sets the mode and
+				// times and closes the file.
+				f = nopCloser{}
+			}
+			if taken || err != nil {
+				return err
+			}
+		}
 		var n int64
 		var err error
 		done := false
-		if direct != nil && direct.cs != nil {
-			rg, ok, err := direct.cs.ContentRange(fd, hdr.Name, hdr.Size)
-			if err != nil {
-				return err
-			}
-			if ok {
-				// The worker owns the file from now on: it copies the
-				// content, sets the mode and time and closes it.
-				direct.credit += hdr.Size
-				f = nopCloser{}
-				var ts *[2]unix.Timespec
-				if !hdr.ModTime.IsZero() {
-					t := unix.NsecToTimespec(hdr.ModTime.UnixNano())
-					ts = &[2]unix.Timespec{t, t}
-				}
-				dst := fdFile{fd, hdr.Name}
-				return direct.kc.send(copyJob{name: hdr.Name, dst: dst, src: fdFile{rg.Fd, hdr.Name}, from: rg.Off, size: hdr.Size, keepSrc: true, finish: fileFinish(dst, mode, ts), done: rg.Done})
-			}
-		}
 		if direct != nil {
 			done, n, err = direct.writeContent(ff, hdr.Size)
 		}
@@ -453,16 +451,7 @@ func writeMember(ctx context.Context, dirfd int, name string, mode uint32, hdr *
 			return err
 		}
 	}
-	if err := unix.Fchmod(fd, mode); err != nil {
-		return err
-	}
-	if !hdr.ModTime.IsZero() {
-		ts := []unix.Timespec{unix.NsecToTimespec(hdr.ModTime.UnixNano()), unix.NsecToTimespec(hdr.ModTime.UnixNano())}
-		if err := unix.UtimesNanoAt(dirfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return err
-		}
-	}
-	return nil
+	return setModeTimes(fd, mode, ts)
 }
 
 // ContentWriter is an Extract input that can write the next n bytes of
@@ -515,6 +504,21 @@ type creditReader struct {
 	kc     kernelCopier  // cs's members are copied by its worker
 	credit int64
 	pos    int64
+}
+
+// copyContent hands the member's content, which the ContentSource
+// stream lies in, to the worker to copy into the member's new file fd,
+// then set its mode and times ts and close it, and credits it to the tar
+// reader. taken reports that the worker owns fd; false, with no error,
+// that the stream cannot (the content is then written as any other).
+func (c *creditReader) copyContent(fd int, hdr *tar.Header, mode uint32, ts *[2]unix.Timespec) (taken bool, err error) {
+	rg, ok, err := c.cs.ContentRange(fd, hdr.Name, hdr.Size)
+	if err != nil || !ok {
+		return false, err
+	}
+	c.credit += hdr.Size
+	dst := fdFile{fd, hdr.Name}
+	return true, c.kc.send(copyJob{name: hdr.Name, dst: dst, src: fdFile{rg.Fd, hdr.Name}, from: rg.Off, size: hdr.Size, keepSrc: true, finish: fileFinish(dst, mode, ts), done: rg.Done})
 }
 
 // writeContent writes the next n bytes of the stream to f as a member's

@@ -45,16 +45,25 @@ type copyJob struct {
 func fileFinish(dst fdFile, perm uint32, ts *[2]unix.Timespec) func(error) error {
 	return func(err error) error {
 		if err == nil {
-			err = pathErr("write", dst.name, unix.Fchmod(dst.fd, perm))
-		}
-		if err == nil && ts != nil {
-			err = pathErr("write", dst.name, setTimes(dst.fd, ts))
+			err = pathErr("write", dst.name, setModeTimes(dst.fd, perm, ts))
 		}
 		if cerr := dst.Close(); err == nil {
 			err = pathErr("write", dst.name, cerr)
 		}
 		return err
 	}
+}
+
+// setModeTimes sets the mode perm and, unless ts is nil, the access and
+// modification times ts of the open file fd.
+func setModeTimes(fd int, perm uint32, ts *[2]unix.Timespec) error {
+	if err := unix.Fchmod(fd, perm); err != nil {
+		return err
+	}
+	if ts != nil {
+		return setTimes(fd, ts)
+	}
+	return nil
 }
 
 // errAbandoned is what a copyJob's done is told when the job was closed
