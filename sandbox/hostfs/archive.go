@@ -425,6 +425,13 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
 		if ok {
+			// The worker reads the file and closes it, and tells the
+			// range's Done (sent first, so that Done is told whatever
+			// fails next).
+			closer = nil
+			if err := a.appends.send(copyJob{name: relJoin(a.top, name), dst: fdFile{rg.Fd, name}, src: src, at: rg.Off, size: st.Size, done: rg.Done}); err != nil {
+				return err
+			}
 			a.sw.discard = st.Size
 			for left := st.Size; left > 0; {
 				k := min(left, int64(len(a.buf)))
@@ -433,9 +440,7 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 				}
 				left -= k
 			}
-			// The worker reads the file and closes it.
-			closer = nil
-			return a.appends.send(copyJob{name: relJoin(a.top, name), dst: fdFile{rg.Fd, name}, src: src, at: rg.Off, size: st.Size, keepSrc: false, done: rg.Done})
+			return nil
 		}
 	}
 	var dst io.Writer = a.tw
