@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/digest"
 )
 
 // Restore under kill -9: a completed run leaves a snapshot of about 100 MB
@@ -104,11 +107,34 @@ func (h *harness) tree(ws string) map[string]string {
 }
 
 // snapshotSum is the digest of sandbox.box's snapshot file and the
-// digest the state records for it.
+// digest the state records for it, both with their algorithm named
+// (digest.Named).
 func (h *harness) snapshotSum() (file, recorded string) {
 	h.t.Helper()
 	ss := h.readState().Sandboxes["sandbox.box"]
-	return h.snapshotFileDigest(ss.Snapshot, ss.SnapshotDigest), ss.SnapshotDigest
+	return h.snapshotFileDigest(ss.Snapshot, ss.SnapshotDigest), digest.Named(ss.SnapshotDigest)
+}
+
+// snapshotFileDigest is the digest of the snapshot file rel (relative to
+// the state directory) with the algorithm of recorded, its algorithm
+// named ("blake3:<hex>"; digest.Named gives a recorded digest the same
+// form).
+func (h *harness) snapshotFileDigest(rel, recorded string) string {
+	h.t.Helper()
+	alg, _, err := digest.Parse(recorded)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(h.stateDir(), rel))
+	if err != nil {
+		h.t.Fatalf("the state's snapshot %s: %v", rel, err)
+	}
+	defer f.Close()
+	sum := alg.New()
+	if _, err := io.Copy(sum, f); err != nil {
+		h.t.Fatal(err)
+	}
+	return alg.Format(sum.Sum(nil))
 }
 
 // restoringWorkspace is the workspace of sandbox.box while the state

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,41 +113,17 @@ func (h *harness) snapshotTemps() []string {
 	return out
 }
 
-// snapshotFileDigest is the digest of the snapshot file rel (relative to
-// the state directory) with the algorithm of recorded, written as
-// recorded is ("blake3:<hex>", or a bare hex SHA-256).
-func (h *harness) snapshotFileDigest(rel, recorded string) string {
-	h.t.Helper()
-	alg, _, err := digest.Parse(recorded)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(h.stateDir(), rel))
-	if err != nil {
-		h.t.Fatalf("the state's snapshot %s: %v", rel, err)
-	}
-	defer f.Close()
-	sum := alg.New()
-	if _, err := io.Copy(sum, f); err != nil {
-		h.t.Fatal(err)
-	}
-	if !strings.Contains(recorded, ":") {
-		return hex.EncodeToString(sum.Sum(nil))
-	}
-	return alg.Format(sum.Sum(nil))
-}
-
 // goodSnapshot checks that the state's snapshot of sandbox.box (if any)
 // is a file matching its recorded digest, and returns its path and
 // digest ("" when there is none).
-func (h *harness) goodSnapshot() (rel, digest string) {
+func (h *harness) goodSnapshot() (rel, recorded string) {
 	h.t.Helper()
 	st := h.readState()
 	if st == nil || st.Sandboxes["sandbox.box"] == nil || st.Sandboxes["sandbox.box"].Snapshot == "" {
 		return "", ""
 	}
 	sb := st.Sandboxes["sandbox.box"]
-	if got := h.snapshotFileDigest(sb.Snapshot, sb.SnapshotDigest); got != sb.SnapshotDigest {
+	if got := h.snapshotFileDigest(sb.Snapshot, sb.SnapshotDigest); got != digest.Named(sb.SnapshotDigest) {
 		h.t.Fatalf("the state's snapshot %s has digest %s, the state records %s", sb.Snapshot, got, sb.SnapshotDigest)
 	}
 	return sb.Snapshot, sb.SnapshotDigest

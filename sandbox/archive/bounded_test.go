@@ -187,21 +187,6 @@ func TestSnapshotOfProviderArchive(t *testing.T) {
 	}
 }
 
-// fileDigest is the digest of file p with alg, as alg.Format writes it.
-func fileDigest(t *testing.T, alg digest.Algorithm, p string) string {
-	t.Helper()
-	h := alg.New()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return alg.Format(h.Sum(nil))
-}
-
 // mkdirChain creates depth nested directories named "d" under root with
 // a file "f<level>" in every level divisible by fileEvery (0: none), one
 // level at a time through file descriptors (the path soon exceeds

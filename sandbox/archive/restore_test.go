@@ -5,6 +5,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,4 +113,19 @@ func TestSnapshotDigests(t *testing.T) {
 	if err := RestoreSnapshot(ctx, newHostDir(t), b3.Path, strings.TrimPrefix(b3.Digest, "blake3:")); !errors.Is(err, ErrSnapshotCorrupt) {
 		t.Errorf("BLAKE3 file with its hex as a SHA-256: %v, want ErrSnapshotCorrupt", err)
 	}
+}
+
+// fileDigest is the digest of file p with alg, as alg.Format writes it.
+func fileDigest(t *testing.T, alg digest.Algorithm, p string) string {
+	t.Helper()
+	h := alg.New()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return alg.Format(h.Sum(nil))
 }
