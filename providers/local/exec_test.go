@@ -380,6 +380,32 @@ func TestSandboxConventionalPaths(t *testing.T) {
 	}
 }
 
+// The small files of the host's /etc that the sandbox's root carries are
+// copies of them, byte for byte (the init copies them in the kernel).
+func TestSandboxEtcCopies(t *testing.T) {
+	requireNamespaces(t)
+	sb, _ := newSandbox(t, local.Options{}, sandbox.Spec{})
+	checked := 0
+	for _, name := range []string{"services", "protocols", "mime.types", "ld.so.cache", "gai.conf", "debian_version", "inputrc"} {
+		fi, err := os.Lstat("/etc/" + name)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o004 == 0 || fi.Size() > 256<<10 {
+			continue
+		}
+		want, err := os.ReadFile("/etc/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := sh(t, sb, "cat /etc/"+name)
+		if !bytes.Equal(res.Stdout, want) {
+			t.Errorf("/etc/%s in the sandbox: %d bytes, not the host's %d", name, len(res.Stdout), len(want))
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Skip("none of the /etc files the sandbox copies is on this host")
+	}
+}
+
 func TestConcurrentExecs(t *testing.T) {
 	forEachIsolation(t, func(t *testing.T, iso string) {
 		sb, _ := newSandbox(t, local.Options{Isolation: iso}, sandbox.Spec{})
