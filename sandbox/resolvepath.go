@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PathResolverScript, run by /bin/sh with a workspace root as $1 and an
@@ -95,6 +96,37 @@ func CheckResolvedPath(op, rel, abs, root string, follow bool, lines []string) (
 		r.NoFollow = real
 	}
 	return r, nil
+}
+
+// Rel is the resolved path relative to root, the workspace root it was
+// resolved in ("." for the root itself).
+func (r ResolvedPath) Rel(root string) string {
+	if r.Abs == root {
+		return "."
+	}
+	return strings.TrimPrefix(r.Abs, root+"/")
+}
+
+// Info is what a Stat of the path returns (a final symlink not
+// followed): its type and mode from the stat line, or only its type from
+// Kind when stat printed nothing usable.
+func (r ResolvedPath) Info(root string) FileInfo {
+	mode := FileModeOf(r.Mode)
+	if r.Mode&0o170000 == 0 {
+		switch r.Kind {
+		case 'F':
+			mode = 0
+		case 'D':
+			mode = fs.ModeDir
+		case 'L':
+			mode = fs.ModeSymlink
+		}
+	}
+	fi := FileInfo{Path: r.Rel(root), Size: r.Size, ModTime: time.Unix(r.Mtime, 0), Mode: mode}
+	if mode&fs.ModeSymlink != 0 {
+		fi.Target = r.Target
+	}
+	return fi
 }
 
 // Special refuses, with ErrNotRegular, a path that leads to a FIFO,

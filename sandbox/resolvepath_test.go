@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,43 @@ func TestCheckResolvedPath(t *testing.T) {
 	}
 	if err := (ResolvedPath{Followed: 'F'}).Special("read", "f"); err != nil {
 		t.Errorf("a file: %v", err)
+	}
+}
+
+// TestResolvedPathInfo: what a remote provider's Stat returns from the
+// resolver's lines, for every kind of file, as os.Lstat would say it.
+func TestResolvedPathInfo(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  fs.FileMode
+		rel   string
+		targ  string
+	}{
+		{"file", []string{"/ws", "/ws/a.txt", "/ws/a.txt", "F", "", "81a4 3 1700000000", "F"}, 0o644, "a.txt", ""},
+		{"root", []string{"/ws", "/ws", "/ws", "D", "", "41ed 4096 1700000000", "D"}, fs.ModeDir | 0o755, ".", ""},
+		{"symlink", []string{"/ws", "/ws/l", "/ws/a.txt", "L", "a.txt", "a1ff 5 1700000000", "F"}, fs.ModeSymlink | 0o777, "l", "a.txt"},
+		{"fifo", []string{"/ws", "/ws/p", "/ws/p", "O", "", "11a4 0 1700000000", "P"}, fs.ModeNamedPipe | 0o644, "p", ""},
+		{"socket", []string{"/ws", "/ws/s", "/ws/s", "O", "", "c1ed 0 1700000000", "S"}, fs.ModeSocket | 0o755, "s", ""},
+		{"char device", []string{"/ws", "/ws/z", "/ws/z", "O", "", "21b6 0 1700000000", "C"}, fs.ModeDevice | fs.ModeCharDevice | 0o666, "z", ""},
+		{"block device", []string{"/ws", "/ws/b", "/ws/b", "O", "", "61b0 0 1700000000", "B"}, fs.ModeDevice | 0o660, "b", ""},
+		{"setuid", []string{"/ws", "/ws/su", "/ws/su", "F", "", "89ed 9 1700000000", "F"}, fs.ModeSetuid | 0o755, "su", ""},
+		{"sticky dir", []string{"/ws", "/ws/t", "/ws/t", "D", "", "43ff 4096 1700000000", "D"}, fs.ModeDir | fs.ModeSticky | 0o777, "t", ""},
+		{"stat failed: a directory", []string{"/ws", "/ws/d", "/ws/d", "D", "", "0 0 0", "D"}, fs.ModeDir, "d", ""},
+		{"stat failed: a symlink", []string{"/ws", "/ws/l", "/ws/x", "L", "x", "0 0 0", "N"}, fs.ModeSymlink, "l", "x"},
+		{"stat failed: something else", []string{"/ws", "/ws/o", "/ws/o", "O", "", "0 0 0", "O"}, fs.ModeIrregular, "o", ""},
+	} {
+		abs := tc.lines[1]
+		r, err := CheckResolvedPath("stat", tc.rel, abs, "/ws", false, tc.lines)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		fi := r.Info("/ws")
+		if fi.Mode != tc.want || fi.Path != tc.rel || fi.Target != tc.targ {
+			t.Errorf("%s: Info = mode %v path %q target %q, want %v %q %q", tc.name, fi.Mode, fi.Path, fi.Target, tc.want, tc.rel, tc.targ)
+		}
+		if tc.lines[5] != "0 0 0" && (fi.Size != r.Size || fi.ModTime.Unix() != 1700000000) {
+			t.Errorf("%s: size %d, time %v", tc.name, fi.Size, fi.ModTime)
+		}
 	}
 }

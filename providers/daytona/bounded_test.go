@@ -3,6 +3,7 @@ package daytona
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,13 @@ func TestSpecialFiles(t *testing.T) {
 	ws := filepath.Join(e.fake.Root, "workspace")
 	if out, err := exec.Command("sh", "-c", "cd '"+ws+"' && mkfifo pipe && ln -s pipe link").CombinedOutput(); err != nil {
 		t.Fatalf("mkfifo: %v %s", err, out)
+	}
+	// Stat says what they are, as os.Lstat would.
+	if fi, err := w.Stat(context.Background(), "pipe"); err != nil || fi.Mode.Type() != fs.ModeNamedPipe {
+		t.Errorf("Stat of a FIFO: %v %v, want a named pipe", fi.Mode, err)
+	}
+	if fi, err := w.Stat(context.Background(), "link"); err != nil || fi.Mode.Type() != fs.ModeSymlink || fi.Target != "pipe" {
+		t.Errorf("Stat of a symlink to it: %v %q %v", fi.Mode, fi.Target, err)
 	}
 	for _, n := range []string{"pipe", "link"} {
 		for op, f := range map[string]func(ctx context.Context) error{

@@ -151,24 +151,7 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 	if r.Kind == 'N' {
 		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
 	}
-	fi := sandbox.FileInfo{Path: w.relOf(r.Abs), Size: r.Size, ModTime: time.Unix(r.Mtime, 0), Mode: fs.FileMode(r.Mode & 0o777)}
-	switch r.Kind {
-	case 'D':
-		fi.Mode |= fs.ModeDir
-	case 'L':
-		fi.Mode |= fs.ModeSymlink
-		fi.Target = r.Target
-	case 'O':
-		fi.Mode |= fs.ModeIrregular
-	}
-	return fi, nil
-}
-
-func (w *Workspace) relOf(abs string) string {
-	if abs == w.root {
-		return "."
-	}
-	return strings.TrimPrefix(abs, w.root+"/")
+	return r.Info(w.root), nil
 }
 
 // ReadDir implements sandbox.Sandbox through the files list API. The
@@ -186,7 +169,7 @@ func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo
 	if err != nil {
 		return nil, err
 	}
-	base := w.relOf(r.Abs)
+	base := r.Rel(w.root)
 	out := make([]sandbox.FileInfo, 0, len(list))
 	for _, f := range list {
 		p := f.Name
@@ -228,7 +211,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 		return err
 	}
 	var clean bytes.Buffer
-	err = hostfs.SanitizeTar(ctx, w.relOf(r.Abs), rd, &clean, hostfs.SanitizeOptions{
+	err = hostfs.SanitizeTar(ctx, r.Rel(w.root), rd, &clean, hostfs.SanitizeOptions{
 		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
 		KeepPermissions: true,
 	})

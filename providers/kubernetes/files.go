@@ -222,41 +222,7 @@ func (s *Sandbox) Stat(ctx context.Context, rel string) (sandbox.FileInfo, error
 	if r.Kind == 'N' {
 		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
 	}
-	fi := sandbox.FileInfo{Path: s.relOf(r.Abs), Size: r.Size, ModTime: time.Unix(r.Mtime, 0), Mode: rawMode(r.Mode)}
-	if r.Kind == 'L' {
-		fi.Target = r.Target
-	}
-	return fi, nil
-}
-
-// rawMode converts a raw st_mode to an fs.FileMode.
-func rawMode(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	switch m & 0o170000 {
-	case 0o040000:
-		mode |= fs.ModeDir
-	case 0o120000:
-		mode |= fs.ModeSymlink
-	case 0o100000:
-	case 0o010000:
-		mode |= fs.ModeNamedPipe
-	case 0o140000:
-		mode |= fs.ModeSocket
-	case 0o020000:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case 0o060000:
-		mode |= fs.ModeDevice
-	default:
-		mode |= fs.ModeIrregular
-	}
-	return mode
-}
-
-func (s *Sandbox) relOf(abs string) string {
-	if abs == s.d.Root {
-		return "."
-	}
-	return strings.TrimPrefix(abs, s.d.Root+"/")
+	return r.Info(s.d.Root), nil
 }
 
 // lister prints, for each entry of directory $1, its raw mode, size,
@@ -290,7 +256,7 @@ func (s *Sandbox) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, 
 	if code != 0 {
 		return nil, fmt.Errorf("list %q: %s", rel, strings.TrimSpace(string(stderr)))
 	}
-	base := s.relOf(r.Abs)
+	base := r.Rel(s.d.Root)
 	fields := strings.Split(string(out), "\x00")
 	var list []sandbox.FileInfo
 	for i := 0; i+2 < len(fields); i += 3 {
@@ -305,7 +271,7 @@ func (s *Sandbox) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, 
 		if base != "." {
 			p = base + "/" + name
 		}
-		list = append(list, sandbox.FileInfo{Path: p, Size: size, Mode: rawMode(uint32(m)), ModTime: time.Unix(mt, 0), Target: target})
+		list = append(list, sandbox.FileInfo{Path: p, Size: size, Mode: sandbox.FileModeOf(uint32(m)), ModTime: time.Unix(mt, 0), Target: target})
 	}
 	slices.SortFunc(list, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return list, nil
@@ -352,7 +318,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	err = hostfs.SanitizeTar(ctx, s.relOf(r.Abs), rd, tmp, hostfs.SanitizeOptions{
+	err = hostfs.SanitizeTar(ctx, r.Rel(s.d.Root), rd, tmp, hostfs.SanitizeOptions{
 		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
 		KeepPermissions: true,
 	})

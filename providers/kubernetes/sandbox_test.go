@@ -235,6 +235,9 @@ func TestFilesRoundTrip(t *testing.T) {
 	}
 	// A FIFO is refused, not opened.
 	execOK(t, sb, "mkfifo fifo")
+	if fi, err := sb.Stat(ctx, "fifo"); err != nil || fi.Mode.Type() != fs.ModeNamedPipe {
+		t.Fatalf("Stat of a FIFO: %v %v, want a named pipe", fi.Mode, err)
+	}
 	if _, err := sb.ReadFile(ctx, "fifo", 0); !errors.Is(err, sandbox.ErrNotRegular) {
 		t.Fatalf("ReadFile of a FIFO: %v", err)
 	}

@@ -264,7 +264,7 @@ func (a *archiver) walk(prefix string) error {
 			}
 			return pathErr(a.op(), relJoin(a.top, name), err)
 		}
-		mode := unixMode(uint32(st.Mode))
+		mode := sandbox.FileModeOf(uint32(st.Mode))
 		isDir := mode.IsDir()
 		if a.opts.Exclude != nil && a.opts.Exclude(name, isDir) {
 			continue
@@ -378,7 +378,7 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 		}
 		return fmt.Errorf("%s changed type while archiving: %w", relJoin(a.top, name), ErrSpecialFile)
 	}
-	mode, mtime := unixMode(uint32(st.Mode)), time.Unix(int64(st.Mtim.Sec), 0)
+	mode, mtime := sandbox.FileModeOf(uint32(st.Mode)), time.Unix(int64(st.Mtim.Sec), 0)
 	if a.opts.Sparse && st.Size > 0 && st.Blocks*512 < st.Size {
 		segs, err := dataSegments(fd, st.Size)
 		if err != nil {

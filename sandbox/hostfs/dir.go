@@ -350,7 +350,7 @@ func statAt(dirfd int, name, r string) (sandbox.FileInfo, error) {
 	fi := sandbox.FileInfo{
 		Path:    r,
 		Size:    st.Size,
-		Mode:    unixMode(uint32(st.Mode)),
+		Mode:    sandbox.FileModeOf(uint32(st.Mode)),
 		ModTime: time.Unix(st.Mtim.Unix()),
 	}
 	if fi.Mode&fs.ModeSymlink != 0 {
@@ -377,35 +377,6 @@ func readlinkAt(dirfd int, name string) (string, error) {
 			return "", unix.ENAMETOOLONG
 		}
 	}
-}
-
-// unixMode converts st_mode to an fs.FileMode.
-func unixMode(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		mode |= fs.ModeDir
-	case unix.S_IFLNK:
-		mode |= fs.ModeSymlink
-	case unix.S_IFIFO:
-		mode |= fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		mode |= fs.ModeSocket
-	case unix.S_IFCHR:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		mode |= fs.ModeDevice
-	}
-	if m&unix.S_ISUID != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
 
 // ReadDir lists a directory, sorted by name, without following symlinks
