@@ -453,7 +453,7 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 		return pathErr(a.op(), relJoin(a.top, name), err)
 	}
 	if k != st.Size {
-		return fmt.Errorf("archive %s: file shrank from %d to %d bytes while being read", relJoin(a.top, name), st.Size, k)
+		return fmt.Errorf("archive %s: %w: it shrank from %d to %d bytes while being read", relJoin(a.top, name), ErrChangedWhileCopied, st.Size, k)
 	}
 	return a.observed(fd, name, &st)
 }

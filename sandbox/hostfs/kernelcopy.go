@@ -211,7 +211,7 @@ func (c *kernelCopier) copyData(dst, src fdFile, at, from, size int64, digest io
 			off += int64(k)
 		}
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("file shrank from %d to %d bytes while being read", from+size, from+off)
+			return fmt.Errorf("%w: it shrank from %d to %d bytes while being read", ErrChangedWhileCopied, from+size, from+off)
 		}
 		if err != nil {
 			return err

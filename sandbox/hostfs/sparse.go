@@ -163,7 +163,7 @@ func (a *archiver) sparseFile(f *os.File, name string, mode fs.FileMode, mtime t
 			return pathErr("archive", relJoin(a.top, name), err)
 		}
 		if k != s.len {
-			return fmt.Errorf("archive %s: file shrank while being read (%d of %d bytes at offset %d)", relJoin(a.top, name), k, s.len, s.off)
+			return fmt.Errorf("archive %s: %w: it shrank while being read (%d of %d bytes at offset %d)", relJoin(a.top, name), ErrChangedWhileCopied, k, s.len, s.off)
 		}
 	}
 	return nil

@@ -336,12 +336,16 @@ func TestCopyRemembersWhatItRead(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		// meddle changes a.txt: after the copy observed it, or between
-		// the copy's stat of it and its read (through the buffer).
+		// meddle changes a.txt to content: after the copy observed it
+		// (the worker may not have copied it yet: emptied, it is
+		// shorter than the walk measured), or between the copy's stat
+		// of it and its read (through the buffer).
 		after, during bool
+		content       string
 	}{
-		{name: "changed after it was read", after: true},
-		{name: "changed while it was read", during: true},
+		{name: "changed after it was read", after: true, content: "ALPHA"},
+		{name: "emptied after it was observed", after: true, content: ""},
+		{name: "changed while it was read", during: true, content: "ALPHA"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before, err := EntryDigest(ctx, e)
@@ -350,7 +354,7 @@ func TestCopyRemembersWhatItRead(t *testing.T) {
 			}
 			m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
 			change := func() {
-				if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("ALPHA"), 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte(c.content), 0o644); err != nil {
 					t.Error(err)
 				}
 			}
@@ -385,7 +389,7 @@ func TestCopyRemembersWhatItRead(t *testing.T) {
 			// The digest is the one of the tree copied: a.txt as the
 			// copy read it (the direct copy reads a file changed between
 			// its copy and its hashing again, changed).
-			want := map[string]string{"alpha": before, "ALPHA": now}[readWS(t, md.HostDir, "repo/a.txt")]
+			want := map[string]string{"alpha": before, c.content: now}[readWS(t, md.HostDir, "repo/a.txt")]
 			if res.Digests["repo"] != want {
 				t.Fatalf("digest %s; want the copied tree's %s", res.Digests["repo"], want)
 			}
