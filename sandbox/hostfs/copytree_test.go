@@ -8,10 +8,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -122,6 +124,15 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := testfiles.DescribeTree(t, viaTar)
+		// The statuses Observe is given, in order, by an archive that is
+		// not hashed (each file's taken after it was read).
+		observer := func(into *[]string) func(string, sandbox.EntryStat) {
+			return func(rel string, st sandbox.EntryStat) { *into = append(*into, fmt.Sprintf("%s %+v", rel, st)) }
+		}
+		var tarSeen []string
+		if err := Archive(ctx, sd, ".", io.Discard, ArchiveOptions{Exclude: m.Match, Strict: strict, Observe: observer(&tarSeen)}); err != nil {
+			t.Fatal(err)
+		}
 		if p := want["repo/private.txt"]; !strings.HasPrefix(p, "file 644 1 ") || !strings.HasSuffix(p, "2001-02-03T04:05:06Z") {
 			t.Fatalf("the tar path's tree is not what this test expects (sanitized modes, times to the second): %q", want)
 		}
@@ -156,13 +167,19 @@ func TestCopyTreeMatchesArchiveExtract(t *testing.T) {
 					t.Errorf("tree (kernel copy, digest reading the files) differs from the tar path's:\n got %q\nwant %q", got, want)
 				}
 				// Without a digest the contents go through the kernel (or
-				// the fallback), with the same result.
+				// the fallback), with the same result, and Observe is
+				// given the statuses in the archive's order, each file's
+				// taken after its copy.
 				dst2 := t.TempDir()
-				if err := CopyTree(ctx, sd, ".", openRoot(t, dst2), "repo", CopyTreeOptions{Exclude: m.Match, Strict: strict, readWrite: readWrite}); err != nil {
+				var seen []string
+				if err := CopyTree(ctx, sd, ".", openRoot(t, dst2), "repo", CopyTreeOptions{Exclude: m.Match, Strict: strict, Observe: observer(&seen), readWrite: readWrite}); err != nil {
 					t.Fatal(err)
 				}
 				if got := testfiles.DescribeTree(t, dst2); !maps.Equal(got, want) {
 					t.Errorf("tree (no digest) differs from the tar path's:\n got %q\nwant %q", got, want)
+				}
+				if !slices.Equal(seen, tarSeen) {
+					t.Errorf("statuses observed (no digest):\n got %q\nwant %q", seen, tarSeen)
 				}
 			})
 		}
