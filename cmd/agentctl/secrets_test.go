@@ -153,6 +153,10 @@ func TestSecretCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "AGENTCTL_VAR_token="+corpusToken, "AGENTCTL_VAR_name="+corpusName, "AGENTCTL_LOG=debug")
+	// run's -chdir changes this process's working directory, which the
+	// temporary directory's removal would leave dangling for the tests
+	// after this one: t.Chdir puts the old one back when the test ends.
+	t.Chdir(dir)
 	var all bytes.Buffer
 	agentctl := func(args ...string) string {
 		t.Helper()
