@@ -190,9 +190,8 @@ func (c *kernelCopier) copyData(dst, src fdFile, at, from, size int64, digest io
 		}
 	}
 	if digest == nil && !c.noCopyRange.Load() {
-		woff := at
 		var err error
-		if off, err = kernelCopy(dst.fd, src.fd, &woff, from, size); err != nil {
+		if off, err = kernelCopy(dst.fd, src.fd, at, from, size); err != nil {
 			if !kernelCopyUnsupported(err) {
 				return fmt.Errorf("copy_file_range: %w", err)
 			}
@@ -220,17 +219,17 @@ func (c *kernelCopier) copyData(dst, src fdFile, at, from, size int64, digest io
 	return nil
 }
 
-// kernelCopy copies src from offset from, up to size bytes, to dst at
-// *woff (advanced), or at dst's file position when woff is nil, with
-// copy_file_range, until the kernel copies nothing more (the end of the
-// file, or a file system that copies nothing: some report 0 instead of an
-// error) or fails. It returns how many bytes it copied and the error that
-// stopped it; the caller copies the rest, if any, through a buffer.
-func kernelCopy(dst, src int, woff *int64, from, size int64) (int64, error) {
+// kernelCopy copies size bytes of src from offset from to dst at offset
+// at with copy_file_range, until the kernel copies nothing more (the end
+// of the file, or a file system that copies nothing: some report 0
+// instead of an error) or fails. It returns how many bytes it copied and
+// the error that stopped it; the caller copies the rest, if any, through
+// a buffer.
+func kernelCopy(dst, src int, at, from, size int64) (int64, error) {
 	var off int64
 	for off < size {
-		roff := from + off
-		k, err := copyFileRange(src, &roff, dst, woff, int(min(size-off, 1<<30)))
+		roff, woff := from+off, at+off
+		k, err := copyFileRange(src, &roff, dst, &woff, int(min(size-off, 1<<30)))
 		if err == unix.EINTR {
 			continue
 		}
