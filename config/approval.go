@@ -3,9 +3,13 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
@@ -49,10 +53,32 @@ func (p ApprovalPolicy) Constant() (value, ok bool) {
 	return false, false
 }
 
-// NeedsApproval evaluates the policy for one call of tool with its JSON
-// arguments. An evaluation error, or a value that is not a bool, is an
-// error naming the attribute's file and line.
-func (p ApprovalPolicy) NeedsApproval(tool string, arguments string) (bool, error) {
+// Call is one tool call as a policy sees it: the call object of a
+// needs_approval expression (docs/approvals.md, "What a policy sees").
+type Call struct {
+	// Tool is the function name the model called.
+	Tool string
+	// Arguments are the call's canonical JSON arguments, the text the
+	// tool decodes (call.arguments).
+	Arguments string
+	// Argv is the exact argv the sandbox executes (call.argv); nil for a
+	// tool that runs no command.
+	Argv []string
+	// Simple reports an exec_command run by /bin/sh -c whose command has
+	// no shell syntax (call.simple); Words are then its words
+	// (call.words).
+	Simple bool
+	Words  []string
+}
+
+// callAttributes are the attributes of the call object.
+var callAttributes = []string{"tool", "arguments", "argv", "simple", "words"}
+
+// NeedsApproval evaluates the policy for one call. An evaluation error,
+// or a value that is not a bool, is an error naming the attribute's file
+// and line.
+func (p ApprovalPolicy) NeedsApproval(c Call) (bool, error) {
+	tool, arguments := c.Tool, c.Arguments
 	if p.perTool != nil {
 		return p.perTool[tool], nil
 	}
@@ -73,7 +99,13 @@ func (p ApprovalPolicy) NeedsApproval(tool string, arguments string) (bool, erro
 		}
 	}
 	ctx := buildCtx(p.funcs, p.vars, p.locals, nil, nil)
-	ctx.Variables["call"] = cty.ObjectVal(map[string]cty.Value{"tool": cty.StringVal(tool), "arguments": args})
+	ctx.Variables["call"] = cty.ObjectVal(map[string]cty.Value{
+		"tool":      cty.StringVal(tool),
+		"arguments": args,
+		"argv":      stringList(c.Argv),
+		"simple":    cty.BoolVal(c.Simple),
+		"words":     stringList(c.Words),
+	})
 	v, diags := p.expr.Value(ctx)
 	if diags.HasErrors() {
 		var msgs []string
@@ -97,6 +129,18 @@ func (p ApprovalPolicy) NeedsApproval(tool string, arguments string) (bool, erro
 		return false, p.errorf("the value must be true or false, got %s", v.Type().FriendlyName())
 	}
 	return b.True(), nil
+}
+
+// stringList is ss as a cty list (empty, not null, when ss is).
+func stringList(ss []string) cty.Value {
+	if len(ss) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vs := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vs[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vs)
 }
 
 func (p ApprovalPolicy) errorf(format string, args ...any) error {
@@ -142,7 +186,7 @@ func (p ApprovalPolicy) MarshalJSON() ([]byte, error) {
 }
 
 // approvalPolicy decodes a needs_approval attribute: a bool, or an
-// expression whose references are only call.tool, call.arguments, var.*
+// expression whose references are only call's attributes, var.*
 // and local.*. The expression is evaluated per call (NeedsApproval); one
 // that does not refer to call is evaluated now.
 func (l *loader) approvalPolicy(a *hcl.Attribute) ApprovalPolicy {
@@ -164,9 +208,9 @@ func (l *loader) approvalPolicy(a *hcl.Attribute) ApprovalPolicy {
 		}
 		usesCall = true
 		name, nrng, good := stepName(tr, 1)
-		if !good || (name != "tool" && name != "arguments") {
+		if !good || !slices.Contains(callAttributes, name) {
 			l.errorf(hcl.RangeBetween(tr.SourceRange(), nrng), "Invalid \"call\" attribute",
-				"The call object has tool (the tool's name) and arguments (its decoded JSON arguments), like call.arguments.cmd.%s", suggest(name, []string{"tool", "arguments"}))
+				"The call object has tool (the tool's name), arguments (its decoded JSON arguments, like call.arguments.cmd), argv (the exact argv the sandbox runs), simple (true for a command with no shell syntax run by /bin/sh -c) and words (that command's words).%s", suggest(name, callAttributes))
 			ok = false
 		}
 	}
@@ -178,7 +222,7 @@ func (l *loader) approvalPolicy(a *hcl.Attribute) ApprovalPolicy {
 			}
 		default:
 			l.errorf(tr.SourceRange(), "Invalid reference in needs_approval",
-				"needs_approval may refer only to call.tool, call.arguments, var.* and local.*, and use functions; %q is none of them.", tr.RootName())
+				"needs_approval may refer only to call.tool, call.arguments, call.argv, call.simple, call.words, var.* and local.*, and use functions; %q is none of them.", tr.RootName())
 			ok = false
 		}
 	}
@@ -235,4 +279,58 @@ func (l *loader) perToolApprovalPolicy(a *hcl.Attribute) ApprovalPolicy {
 		}
 	}
 	return l.approvalPolicy(a)
+}
+
+// checkApprovalGaps warns about an agent whose shell or command
+// capability decides per call (needs_approval is an expression over the
+// call) while a filesystem capability lets it write files without
+// approval: a call the policy lets run can read what the agent wrote (a
+// login shell's .profile, a script or program the command runs), so the
+// policy's judgement of the call alone does not bound what runs.
+func (l *loader) checkApprovalGaps() {
+	for _, name := range slices.Sorted(maps.Keys(l.cfg.Agents)) {
+		ag := l.cfg.Agents[name]
+		var judged []*Capability
+		writer := ""
+		for _, addr := range ag.Capabilities {
+			ca, err := addrs.ParseCapability(addr)
+			if err != nil {
+				continue
+			}
+			c := l.cfg.Capabilities[ca.Key()]
+			switch {
+			case c == nil:
+			case c.Shell != nil && perCall(c.Shell.NeedsApproval), c.Command != nil && perCall(c.Command.NeedsApproval):
+				judged = append(judged, c)
+			case c.Filesystem != nil && writer == "":
+				if v, constant := c.Filesystem.NeedsApproval.Constant(); !constant || !v {
+					writer = c.Addr
+				}
+			}
+		}
+		if writer == "" {
+			continue
+		}
+		for _, c := range judged {
+			rng := l.capRefs[name+" "+c.Addr]
+			reads := "a login shell (shell = \"/bin/bash\", login = true) sources the .profile it can write, and a command can run a script or program it wrote"
+			if c.Command != nil {
+				reads = fmt.Sprintf("the command %s can be a script or program it can rewrite, or read files it wrote", strings.Join(c.Command.Command, " "))
+			}
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "Approval policy can be bypassed through files the agent writes",
+				Detail: fmt.Sprintf("%s decides per call whether agent %q needs approval, but %s lets the agent write files without approval: %s. Set needs_approval = true on %s, or make %s's policy ask for every call that can read files the agent wrote (docs/security.md, \"What approvals guarantee\").",
+					c.Addr, name, writer, reads, writer, c.Addr),
+				Subject: &rng,
+			})
+		}
+	}
+}
+
+// perCall reports a policy that depends on the call: it lets some calls
+// run without asking.
+func perCall(p ApprovalPolicy) bool {
+	_, constant := p.Constant()
+	return !p.IsZero() && !constant
 }

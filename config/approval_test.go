@@ -49,7 +49,7 @@ agent "b" {
 		t.Fatal("an expression over call is constant")
 	}
 	for args, want := range map[string]bool{`{"cmd":"ls -a"}`: false, `{"cmd":"cat x"}`: false, `{"cmd":"rm -rf /"}`: true, `{"cmd":"echo > DANGEROUS"}`: true} {
-		got, err := shell.NeedsApproval("exec_command", args)
+		got, err := shell.NeedsApproval(Call{Tool: "exec_command", Arguments: args})
 		if err != nil || got != want {
 			t.Errorf("%s: got %v, %v; want %v", args, got, err, want)
 		}
@@ -58,15 +58,15 @@ agent "b" {
 		t.Errorf("var.strict: constant %v value %v, want constant true", constant, v)
 	}
 	cmd := c.Capabilities["command.q"].Command.NeedsApproval
-	if got, err := cmd.NeedsApproval("q", `{"n":2}`); err != nil || !got {
+	if got, err := cmd.NeedsApproval(Call{Tool: "q", Arguments: `{"n":2}`}); err != nil || !got {
 		t.Errorf("n=2: %v %v", got, err)
 	}
 	// A missing argument, and a value that is not a bool: errors naming
 	// the attribute's place, never a silent pass.
-	if _, err := cmd.NeedsApproval("q", `{}`); err == nil || !strings.Contains(err.Error(), "needs_approval at ") || !strings.Contains(err.Error(), "main.hcl:") {
+	if _, err := cmd.NeedsApproval(Call{Tool: "q", Arguments: `{}`}); err == nil || !strings.Contains(err.Error(), "needs_approval at ") || !strings.Contains(err.Error(), "main.hcl:") {
 		t.Errorf("missing argument: err = %v", err)
 	}
-	if got, err := c.Agents["b"].Tools[0].NeedsApproval.NeedsApproval("helper", `{"input":"x"}`); err != nil || !got {
+	if got, err := c.Agents["b"].Tools[0].NeedsApproval.NeedsApproval(Call{Tool: "helper", Arguments: `{"input":"x"}`}); err != nil || !got {
 		t.Errorf("agent tool: %v %v", got, err)
 	}
 	if v, _ := c.Capabilities["shell.guarded"].Shell.NeedsApproval.MarshalJSON(); !strings.Contains(string(v), "call.arguments.cmd") {
@@ -80,7 +80,7 @@ capability "shell" "odd" {
   needs_approval = call.arguments
 }
 `}, Options{})
-	_, err := c.Capabilities["shell.odd"].Shell.NeedsApproval.NeedsApproval("exec_command", `{"cmd":"ls"}`)
+	_, err := c.Capabilities["shell.odd"].Shell.NeedsApproval.NeedsApproval(Call{Tool: "exec_command", Arguments: `{"cmd":"ls"}`})
 	if err == nil || !strings.Contains(err.Error(), "must be true or false") || !strings.Contains(err.Error(), "main.hcl:14") {
 		t.Errorf("err = %v", err)
 	}
@@ -88,8 +88,8 @@ capability "shell" "odd" {
 
 func TestApprovalPolicyDiagnostics(t *testing.T) {
 	for _, tc := range []struct{ expr, want string }{
-		{`call.argument.cmd`, `The call object has tool (the tool's name) and arguments`},
-		{`run.x.output == "a"`, `needs_approval may refer only to call.tool, call.arguments, var.* and local.*`},
+		{`call.argument.cmd`, `The call object has tool (the tool's name), arguments`},
+		{`run.x.output == "a"`, `needs_approval may refer only to call.tool, call.arguments, call.argv, call.simple, call.words, var.* and local.*`},
 		{`var.nope`, `There is no input variable named "nope"`},
 		{`"maybe"`, `needs_approval must be true or false`},
 	} {
@@ -104,6 +104,60 @@ capability "shell" "x" {
 		}
 		if d := diags[0]; d.Subject == nil || d.Subject.Start.Line != 14 {
 			t.Errorf("%s: diagnostic not located at line 14: %+v", tc.expr, d.Subject)
+		}
+	}
+}
+
+// TestApprovalGapWarning: a shell or command policy that decides per
+// call, beside a filesystem capability that writes without approval, is
+// warned about at the agent's reference; a gated filesystem is not.
+func TestApprovalGapWarning(t *testing.T) {
+	const caps = `
+capability "shell" "guarded" {
+  needs_approval = !(call.simple && contains(["ls"], call.words[0]))
+}
+capability "command" "q" {
+  description    = "query"
+  command        = ["./query.sh"]
+  needs_approval = call.arguments.n > 1
+}
+capability "filesystem" "open" {}
+capability "filesystem" "gated" {
+  needs_approval = true
+}
+`
+	for _, tc := range []struct {
+		fs   string
+		n    int
+		want []string
+	}{
+		{"open", 2, []string{"capability.shell.guarded decides per call", "capability.command.q decides per call", "the command ./query.sh"}},
+		{"gated", 0, nil},
+	} {
+		_, diags := load(t, map[string]string{"main.hcl": approvalBase + caps + `
+agent "b" {
+  provider     = provider.scripted
+  sandbox      = sandbox.s
+  capabilities = [capability.shell.guarded, capability.command.q, capability.filesystem.` + tc.fs + `]
+}
+`}, Options{})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		var got []string
+		for _, d := range diags {
+			if d.Summary == "Approval policy can be bypassed through files the agent writes" && d.Subject != nil && d.Subject.Start.Line > 0 {
+				got = append(got, d.Detail)
+			}
+		}
+		if len(got) != tc.n {
+			t.Fatalf("%s: warnings %q, want %d", tc.fs, got, tc.n)
+		}
+		all := strings.Join(got, "\n")
+		for _, w := range tc.want {
+			if !strings.Contains(all, w) {
+				t.Errorf("%s: warnings %q lack %q", tc.fs, got, w)
+			}
 		}
 	}
 }

@@ -430,6 +430,7 @@ func (l *loader) decodeAll() {
 	l.resolveContinues()
 	l.checkScriptRuns()
 	l.checkRunAs()
+	l.checkApprovalGaps()
 	for _, b := range l.outputBlocks {
 		l.decodeOutput(b)
 	}

@@ -47,10 +47,10 @@ agent "a" {
 	if strings.Join(kb.SensitiveEnv, ",") != "KB_TOKEN" || kb.Env["KB_MODE"] != "ro" {
 		t.Errorf("kb env %v, sensitive %v", kb.Env, kb.SensitiveEnv)
 	}
-	if ask, _ := kb.NeedsApproval.ForTool("delete_entity").NeedsApproval("delete_entity", "{}"); !ask {
+	if ask, _ := kb.NeedsApproval.ForTool("delete_entity").NeedsApproval(Call{Tool: "delete_entity", Arguments: "{}"}); !ask {
 		t.Error("delete_entity does not need approval")
 	}
-	if ask, _ := kb.NeedsApproval.ForTool("search").NeedsApproval("search", "{}"); ask {
+	if ask, _ := kb.NeedsApproval.ForTool("search").NeedsApproval(Call{Tool: "search", Arguments: "{}"}); ask {
 		t.Error("search needs approval")
 	}
 	r := cfg.MCPServers["remote"]

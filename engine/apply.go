@@ -804,6 +804,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		Checkpoint: func(_ context.Context, s agentloop.Step) error { return journal.Append(scrubStep(scrub, s)) },
 		Events:     events.Event,
 		Decisions:  decisions(prev, resume),
+		Redact:     func(args string) string { return scrubJSONString(scrub, args) },
 		Ask:        a.asker(addr, scrub),
 	}
 	stop := a.progress(addr, c.Action)

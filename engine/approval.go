@@ -23,18 +23,27 @@ func isAwaiting(err error) bool {
 	return ok
 }
 
-// decisions are the reviewer's decisions recorded on a run being resumed.
-func decisions(prev *state.Run, resume bool) map[string]agentloop.Decision {
+// decisions are the reviewer's decisions recorded on a run being resumed,
+// each bound to its call's conversation, id, tool and digest.
+func decisions(prev *state.Run, resume bool) map[agentloop.DecisionKey]agentloop.Decision {
 	if !resume || prev == nil {
 		return nil
 	}
-	d := map[string]agentloop.Decision{}
+	d := map[agentloop.DecisionKey]agentloop.Decision{}
 	for _, ap := range prev.Approvals {
 		if ap.Decision != state.ApprovalPending {
-			d[ap.CallID] = agentloop.Decision{Approved: ap.Decision == state.ApprovalApproved, Reason: ap.Reason}
+			d[agentloop.DecisionKey{Path: ap.Path, CallID: ap.CallID}] = agentloop.Decision{
+				Approved: ap.Decision == state.ApprovalApproved, Reason: ap.Reason, Tool: ap.Tool, Digest: ap.Digest,
+			}
 		}
 	}
 	return d
+}
+
+// sameCall reports whether a records the pending call c: one entry per
+// call, found by its conversation, id, tool and digest.
+func sameCall(a *state.Approval, c agentloop.PendingCall) bool {
+	return a.CallID == c.CallID && a.Path == c.Path && a.Tool == c.Tool && (a.Digest == "" || a.Digest == c.Digest)
 }
 
 // recordPending adds to r the calls a run that ended awaiting approval
@@ -46,14 +55,33 @@ func recordPending(r *state.Run, runErr error, scrub *sandbox.Scrubber) {
 	}
 	now := time.Now().UTC()
 	for _, c := range calls {
-		if slices.ContainsFunc(r.Approvals, func(a *state.Approval) bool { return a.CallID == c.CallID && a.Path == c.Path }) {
+		if i := slices.IndexFunc(r.Approvals, func(a *state.Approval) bool { return sameCall(a, c) && a.Decision == state.ApprovalPending }); i >= 0 {
+			r.Approvals[i].Digest = c.Digest
 			continue
 		}
-		r.Approvals = append(r.Approvals, &state.Approval{
-			CallID: c.CallID, Path: c.Path, Agent: c.Agent, Tool: c.Tool,
-			Arguments: scrubJSONString(scrub, c.Arguments), RequestedAt: now,
-		})
+		r.Approvals = append(r.Approvals, pendingApproval(c, scrub, now))
 	}
+}
+
+// pendingApproval is the state's record of the pending call c.
+func pendingApproval(c agentloop.PendingCall, scrub *sandbox.Scrubber, now time.Time) *state.Approval {
+	return &state.Approval{
+		CallID: c.CallID, Path: c.Path, Agent: c.Agent, Tool: c.Tool, Digest: c.Digest,
+		Arguments: scrubJSONString(scrub, c.Arguments), RequestedAt: now,
+	}
+}
+
+// recordDecision records the reviewer's decision on call in approvals:
+// on the call's pending entry when one exists (an apply that deferred it
+// recorded one), else as a new entry. One entry per call.
+func recordDecision(approvals []*state.Approval, c agentloop.PendingCall, decided *state.Approval) []*state.Approval {
+	i := slices.IndexFunc(approvals, func(a *state.Approval) bool { return sameCall(a, c) && a.Decision == state.ApprovalPending })
+	if i < 0 {
+		return append(approvals, decided)
+	}
+	a := approvals[i]
+	a.Digest, a.Decision, a.DecidedBy, a.DecidedAt, a.Reason = c.Digest, decided.Decision, decided.DecidedBy, decided.DecidedAt, decided.Reason
+	return approvals
 }
 
 // awaiting reports a run the state records as awaiting approval, and
@@ -102,7 +130,7 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 	var mu sync.Mutex
 	always := map[string]string{} // tool → reviewer
 	return func(ctx context.Context, c agentloop.PendingCall) (agentloop.Decision, bool) {
-		call := state.Approval{CallID: c.CallID, Path: c.Path, Agent: c.Agent, Tool: c.Tool, Arguments: scrubJSONString(scrub, c.Arguments), RequestedAt: time.Now().UTC()}
+		call := *pendingApproval(c, scrub, time.Now().UTC())
 		mu.Lock()
 		by, ok := always[c.Tool]
 		mu.Unlock()
@@ -123,7 +151,7 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, time.Now().UTC(), ans.Reason
 		if err := a.update(func(st *state.State) {
 			if r := st.Runs[addr]; r != nil {
-				r.Approvals = append(r.Approvals, &call)
+				r.Approvals = recordDecision(r.Approvals, c, &call)
 			}
 		}, state.RunRef(addr)); err != nil {
 			// Not recorded: the call is not decided; it waits.

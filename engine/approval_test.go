@@ -195,3 +195,41 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 		})
 	}
 }
+
+// answerYes approves every call it is asked about.
+type answerYes struct{ asked int }
+
+func (a *answerYes) Approve(context.Context, string, state.Approval) Answer {
+	a.asked++
+	return Answer{Decision: state.ApprovalApproved, By: "operator"}
+}
+
+// TestInlineDecisionDecidesTheDeferredEntry: a call deferred by one apply
+// (no reviewer) and approved at the next apply's prompt has one entry,
+// decided once; deciding it again is an error naming it.
+func TestInlineDecisionDecidesTheDeferredEntry(t *testing.T) {
+	e, dir := newTestEngine(t, approvalConfig)
+	st := planApply(t, e, PlanOptions{})
+	r := st.Runs["run.guarded"]
+	if r.Status != RunAwaiting || len(r.Approvals) != 1 {
+		t.Fatalf("first apply: %s with %d entries", r.Status, len(r.Approvals))
+	}
+	id := r.Approvals[0].CallID
+	yes := &answerYes{}
+	e.Approver = yes
+	st = planApply(t, e, PlanOptions{})
+	r = st.Runs["run.guarded"]
+	if yes.asked != 1 || r.Status != RunCompleted || !dangerous(t, dir) {
+		t.Fatalf("second apply: asked %d, status %s", yes.asked, r.Status)
+	}
+	if len(r.Approvals) != 1 || r.Approvals[0].Decision != state.ApprovalApproved || r.Approvals[0].DecidedBy != "operator" {
+		t.Fatalf("approvals = %+v, want the one entry approved", r.Approvals)
+	}
+	if a, rj, p := r.ApprovalCounts(); a != 1 || rj != 0 || p != 0 {
+		t.Errorf("counts %d/%d/%d, want 1 approved", a, rj, p)
+	}
+	_, err := r.Decide([]string{id}, false, state.ApprovalRejected, "bob", "", time.Now())
+	if err == nil || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "already approved by operator") {
+		t.Fatalf("rejecting the executed call: %v, want an error naming it", err)
+	}
+}

@@ -197,8 +197,8 @@ func setApproval(ra *agentloop.Agent, name string, p config.ApprovalPolicy) {
 	if ra.Approvals == nil {
 		ra.Approvals = map[string]agentloop.ApprovalPolicy{}
 	}
-	ra.Approvals[name] = func(call model.Item) (bool, error) {
-		return p.NeedsApproval(call.Name, call.Arguments)
+	ra.Approvals[name] = func(c agentloop.PolicyCall) (bool, error) {
+		return p.NeedsApproval(config.Call{Tool: c.Tool, Arguments: c.Arguments, Argv: c.Invocation.Argv, Simple: c.Invocation.Simple, Words: c.Invocation.Words})
 	}
 }
 

@@ -371,6 +371,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 		},
 		Events:    events.Event,
 		Decisions: chatDecisions(c, resume),
+		Redact:    func(args string) string { return scrubJSONString(s.scrub, args) },
 		Ask:       s.asker(),
 	}
 	res, runErr := runner.Run(ctx, start, input, history)
@@ -434,7 +435,7 @@ func (s *ChatSession) workspaces() map[string]bool {
 }
 
 // chatDecisions are the decisions recorded for the turn being resumed.
-func chatDecisions(c *state.Chat, resume bool) map[string]agentloop.Decision {
+func chatDecisions(c *state.Chat, resume bool) map[agentloop.DecisionKey]agentloop.Decision {
 	if !resume {
 		return nil
 	}
@@ -453,7 +454,7 @@ func (s *ChatSession) asker() func(context.Context, agentloop.PendingCall) (agen
 	var mu sync.Mutex
 	always := map[string]string{}
 	return func(ctx context.Context, pc agentloop.PendingCall) (agentloop.Decision, bool) {
-		call := state.Approval{CallID: pc.CallID, Path: pc.Path, Agent: pc.Agent, Tool: pc.Tool, Arguments: scrubJSONString(s.scrub, pc.Arguments), RequestedAt: time.Now().UTC()}
+		call := *pendingApproval(pc, s.scrub, time.Now().UTC())
 		mu.Lock()
 		by, ok := always[pc.Tool]
 		mu.Unlock()
@@ -478,7 +479,7 @@ func (s *ChatSession) asker() func(context.Context, agentloop.PendingCall) (agen
 		// stands for this turn even if the state cannot be written.
 		_ = s.a.update(func(st *state.State) {
 			if r := st.Chats[s.addr]; r != nil {
-				r.Approvals = append(r.Approvals, &call)
+				r.Approvals = recordDecision(r.Approvals, pc, &call)
 			}
 		}, state.ChatRef(s.addr))
 		return agentloop.Decision{Approved: ans.Decision == state.ApprovalApproved, Reason: ans.Reason}, true

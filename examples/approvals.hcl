@@ -46,13 +46,18 @@ sandbox "work" {
 }
 
 locals {
-  # Commands that only read.
-  read_only = "^(ls|cat|grep|head|wc)( |$)"
+  # Programs that only read. A program that can write or run others
+  # (find -delete, sort -o, env, xargs, sh) does not belong here.
+  reads = ["ls", "cat", "grep", "head", "wc"]
 }
 
-# exec_command needs approval unless the command is a read.
+# exec_command needs approval unless it is a simple command (no shell
+# syntax: no ;, &&, |, >, $(...), quotes or globs, and no login shell)
+# whose program is a read. Testing the command's text alone would let
+# "ls -a; echo archived > DANGEROUS" through: the shell, not the policy,
+# reads the text (docs/security.md, "What approvals guarantee").
 capability "shell" "guarded" {
-  needs_approval = !can(regex(local.read_only, call.arguments.cmd))
+  needs_approval = !(call.simple && contains(local.reads, call.words[0]))
 }
 
 agent "janitor" {

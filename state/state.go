@@ -326,6 +326,11 @@ type Approval struct {
 	Agent     string `json:"agent"`
 	Tool      string `json:"tool"`
 	Arguments string `json:"arguments"` // JSON, scrubbed
+	// Digest binds the decision to the call's tool and canonical
+	// arguments (agentloop.CallDigest): a later call that reuses the id
+	// with other content is not this call. Empty in states written before
+	// digests were recorded.
+	Digest string `json:"digest,omitempty"`
 	// RequestedAt is when the run stopped awaiting it.
 	RequestedAt time.Time `json:"requested_at,omitzero"`
 	// Decision is ApprovalApproved, ApprovalRejected or ApprovalPending.
@@ -367,6 +372,12 @@ func (r *Run) ApprovalCounts() (approved, rejected, pending int) {
 // awaiting approval or an id is not one of its pending calls.
 func (r *Run) Decide(ids []string, all bool, decision, by, reason string, at time.Time) ([]*Approval, error) {
 	if r.Status != RunAwaitingApproval {
+		for _, id := range ids {
+			if i := slices.IndexFunc(r.Approvals, func(a *Approval) bool { return a.CallID == id && a.Decision != ApprovalPending }); i >= 0 {
+				a := r.Approvals[i]
+				return nil, fmt.Errorf("%s: tool call %q was already %s by %s at %s, and the run has gone on (its status is %s): a decision cannot be changed after the fact", r.Address, id, a.Decision, a.DecidedBy, a.DecidedAt.Format(time.RFC3339), r.Status)
+			}
+		}
 		return nil, fmt.Errorf("%s is not awaiting approval (its status is %s)", r.Address, r.Status)
 	}
 	pending := r.Pending()
@@ -375,7 +386,11 @@ func (r *Run) Decide(ids []string, all bool, decision, by, reason string, at tim
 		picked = pending
 	}
 	for _, id := range ids {
-		i := slices.IndexFunc(r.Approvals, func(a *Approval) bool { return a.CallID == id })
+		// The pending entry of the id, else its latest decided one.
+		i := slices.IndexFunc(r.Approvals, func(a *Approval) bool { return a.CallID == id && a.Decision == ApprovalPending })
+		if i < 0 {
+			i = slices.IndexFunc(r.Approvals, func(a *Approval) bool { return a.CallID == id })
+		}
 		switch {
 		case i < 0:
 			known := make([]string, len(pending))

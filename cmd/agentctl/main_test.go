@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,7 +42,14 @@ func TestScript(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("EXAMPLES", examples)
+			// A copy without the state an example's apply left in the
+			// source tree (the README's first command), so the scripts
+			// see the examples as committed.
+			copied := filepath.Join(env.WorkDir, "examples")
+			if err := copyExamples(examples, copied); err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLES", copied)
 			// Every state change the commands append is read back and
 			// compared (state/log.go).
 			env.Setenv("AGENTCTL_STATE_VERIFY", "1")
@@ -59,5 +67,36 @@ func TestScript(t *testing.T) {
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
+	})
+}
+
+// copyExamples copies the examples directory src to dst, leaving out
+// the state directories (.agentctl) applies made there.
+func copyExamples(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir() && d.Name() == ".agentctl":
+			return filepath.SkipDir
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
 	})
 }

@@ -10,7 +10,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/scripted"
 )
 
@@ -31,11 +30,11 @@ func approvalAgent(writes *atomic.Int32) *Agent {
 		funcTool{name: "broken", fn: ok},
 	)
 	a.Approvals = map[string]ApprovalPolicy{
-		"read": func(model.Item) (bool, error) { return false, nil },
-		"write": func(c model.Item) (bool, error) {
+		"read": func(PolicyCall) (bool, error) { return false, nil },
+		"write": func(c PolicyCall) (bool, error) {
 			return !strings.Contains(c.Arguments, `"tmp/`), nil
 		},
-		"broken": func(model.Item) (bool, error) {
+		"broken": func(PolicyCall) (bool, error) {
 			return false, errors.New("needs_approval at main.hcl:3: Unsupported attribute")
 		},
 	}
@@ -67,7 +66,13 @@ func TestApprovalDefersThenResumes(t *testing.T) {
 			var writes atomic.Int32
 			a := approvalAgent(&writes)
 			rec := &recorder{}
-			r := &Runner{Agents: map[string]*Agent{"a": a}, Checkpoint: rec.checkpoint}
+			var policyErrors []string
+			events := func(e Event) {
+				if e.Type == EventPolicyError {
+					policyErrors = append(policyErrors, e.Text)
+				}
+			}
+			r := &Runner{Agents: map[string]*Agent{"a": a}, Checkpoint: rec.checkpoint, Events: events}
 			_, err := r.Run(context.Background(), "a", "go", nil)
 			calls, ok := IsAwaitingApproval(err)
 			if !ok {
@@ -83,8 +88,11 @@ func TestApprovalDefersThenResumes(t *testing.T) {
 			if outs["call_a_0_0"] != "ok" || outs["call_a_0_3"] != "written" {
 				t.Errorf("the calls that need no approval did not run: %v", outs)
 			}
-			if got := outs["call_a_0_2"]; !strings.HasPrefix(got, "error: needs_approval at main.hcl:3:") {
-				t.Errorf("a failing policy gives the model %q, want its error", got)
+			if got := outs["call_a_0_2"]; got != PolicyRefusal {
+				t.Errorf("a failing policy gives the model %q, want %q (its located error is the operator's)", got, PolicyRefusal)
+			}
+			if len(policyErrors) != 1 || !strings.HasPrefix(policyErrors[0], "needs_approval at main.hcl:3:") {
+				t.Errorf("the operator was told %q, want the policy's located error", policyErrors)
 			}
 			if _, done := outs["call_a_0_1"]; done {
 				t.Fatal("the pending call has an output")
@@ -101,7 +109,7 @@ func TestApprovalDefersThenResumes(t *testing.T) {
 			}
 
 			r3 := &Runner{Agents: map[string]*Agent{"a": approvalAgent(&writes)}, Checkpoint: again.checkpoint,
-				Decisions: map[string]Decision{"call_a_0_1": tc.decision}}
+				Decisions: map[DecisionKey]Decision{{CallID: "call_a_0_1"}: withTool(tc.decision, "write")}}
 			res, err := r3.Run(context.Background(), "a", "go", rec.steps)
 			if err != nil {
 				t.Fatal(err)
@@ -141,7 +149,7 @@ func TestApprovalInsideAgentTool(t *testing.T) {
 	boss := agentWith("boss", m)
 	boss.AgentTools = []AgentTool{{Name: "worker", Agent: "worker", Description: "works"}}
 	worker := agentWith("worker", m, funcTool{name: "write", fn: func(context.Context, string) (string, error) { writes.Add(1); return "written", nil }})
-	worker.Approvals = map[string]ApprovalPolicy{"write": func(model.Item) (bool, error) { return true, nil }}
+	worker.Approvals = map[string]ApprovalPolicy{"write": func(PolicyCall) (bool, error) { return true, nil }}
 	agents := map[string]*Agent{"boss": boss, "worker": worker}
 	rec := &recorder{}
 	_, err := (&Runner{Agents: agents, Checkpoint: rec.checkpoint}).Run(context.Background(), "boss", "go", nil)
@@ -152,7 +160,7 @@ func TestApprovalInsideAgentTool(t *testing.T) {
 	if writes.Load() != 0 {
 		t.Fatal("the nested call ran before approval")
 	}
-	res, err := (&Runner{Agents: agents, Checkpoint: rec.checkpoint, Decisions: map[string]Decision{"call_worker_0_0": {Approved: true}}}).Run(context.Background(), "boss", "go", rec.steps)
+	res, err := (&Runner{Agents: agents, Checkpoint: rec.checkpoint, Decisions: map[DecisionKey]Decision{{Path: "call_boss_0_0", CallID: "call_worker_0_0"}: {Approved: true, Tool: "write"}}}).Run(context.Background(), "boss", "go", rec.steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,4 +252,9 @@ func TestApprovalSpans(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withTool(d Decision, tool string) Decision {
+	d.Tool = tool
+	return d
 }

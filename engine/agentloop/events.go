@@ -15,6 +15,10 @@ const (
 	// EventCompaction: the conversation is being compacted client-side
 	// (Text says why and how much).
 	EventCompaction EventType = "compaction"
+	// EventPolicyError: a tool call's approval policy failed, so the call
+	// was refused; Text is the policy's located error, for the operator
+	// (the model reads PolicyRefusal).
+	EventPolicyError EventType = "policy_error"
 )
 
 // Event is one runtime event. Path is the nested conversation's path as

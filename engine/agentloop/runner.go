@@ -98,9 +98,15 @@ type Runner struct {
 	// recorded in its input step, so a resume does not need them again.
 	Prior []model.Item
 	// Decisions are the reviewer's decisions on calls that need approval,
-	// by call id. A call that needs approval and has none ends the run
-	// with an *AwaitingApprovalError once the calls that may run did.
-	Decisions map[string]Decision
+	// by the call's conversation and id; each binds to the call's tool
+	// and arguments (Decision.Digest). A call that needs approval and has
+	// no matching decision ends the run with an *AwaitingApprovalError
+	// once the calls that may run did.
+	Decisions map[DecisionKey]Decision
+	// Redact, when set, is what a reviewer and the journal see of a
+	// call's arguments (sensitive values scrubbed); a decision binds to
+	// the call's digest over it (CallDigest).
+	Redact func(arguments string) string
 	// Ask, when set, is asked about a call that needs approval and has no
 	// decision, one call at a time, before the response's calls run; ok
 	// false defers it (the run ends awaiting approval).
@@ -148,9 +154,14 @@ func Replay(steps []Step) (turns int, usage model.Usage) {
 // calls of the last recorded response that have no recorded output are
 // executed again.
 func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (*Result, error) {
-	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, started: time.Now()}
+	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, callIDs: map[string]bool{}, started: time.Now()}
 	for _, s := range history {
 		st.byPath[s.Path] = append(st.byPath[s.Path], s)
+		if s.Kind == StepModel && s.Response != nil {
+			for _, c := range s.Response.FunctionCalls() {
+				st.callIDs[c.CallID] = true
+			}
+		}
 		if (s.Kind == StepModel || s.Kind == StepCompaction) && s.Response != nil {
 			st.agentTurns[s.Agent]++
 		}
@@ -186,6 +197,9 @@ type runState struct {
 	mu         sync.Mutex
 	byPath     map[string][]Step
 	agentTurns map[string]int
+	// callIDs are the ids of every call the model made in the run, in
+	// any conversation: an id may be used once.
+	callIDs map[string]bool
 	// spent is what the run spent so far; baseElapsed is the running
 	// time its earlier attempts recorded, started when this one began.
 	spent       Spending
@@ -218,6 +232,29 @@ func (st *runState) checkpoint(ctx context.Context, s Step) error {
 	st.mu.Lock()
 	st.spent.add(s)
 	st.mu.Unlock()
+	return nil
+}
+
+// claimCallIDs records the ids of resp's calls, refusing an empty id and
+// one the run already used (a reused id must never reach the decision or
+// the output recorded for another call).
+func (st *runState) claimCallIDs(resp *model.Response) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	calls := resp.FunctionCalls()
+	seen := map[string]bool{}
+	for _, c := range calls {
+		switch {
+		case c.CallID == "":
+			return fmt.Errorf("the model sent a call of %s with no call id", c.Name)
+		case st.callIDs[c.CallID] || seen[c.CallID]:
+			return fmt.Errorf("the model reused call id %q (a call of %s): call ids must be unique within a run", c.CallID, c.Name)
+		}
+		seen[c.CallID] = true
+	}
+	for id := range seen {
+		st.callIDs[id] = true
+	}
 	return nil
 }
 
@@ -474,6 +511,9 @@ func (f *frame) callModel(ctx context.Context) error {
 		}
 		return &modelError{fmt.Errorf("agent %q, turn %d: model call failed: %w", a.Name, f.turns+1, err)}
 	}
+	if err := f.st.claimCallIDs(resp); err != nil {
+		return &modelError{fmt.Errorf("agent %q, turn %d: %w; the response was not recorded, and the model is asked again when the run resumes", a.Name, f.turns+1, err)}
+	}
 	if err := f.st.checkpoint(ctx, Step{Kind: StepModel, Path: f.path, Agent: a.Name, Response: resp, Duration: time.Since(began)}); err != nil {
 		return err
 	}
@@ -531,11 +571,18 @@ func (f *frame) answerCalls(ctx context.Context) error {
 		if _, done := f.outputs[c.CallID]; done {
 			continue
 		}
-		if !isH {
+		canon, err := tools.CanonicalArguments(c.Arguments)
+		switch {
+		case err != nil:
+			// Arguments two readers could read differently never run.
+			j.gate, j.text = gateError, "error: "+c.Name+": "+err.Error()
+		case !isH:
+			c.Arguments = canon
+			j.call = c
 			j.gate, j.text = f.approval(ctx, a, c)
 		}
 		if j.gate == gatePending {
-			pc := PendingCall{CallID: c.CallID, Path: f.path, Agent: a.Name, Tool: c.Name, Arguments: c.Arguments}
+			pc := f.pendingCall(a, c)
 			if err := f.st.checkpoint(ctx, Step{Kind: StepApproval, Path: f.path, Agent: a.Name, Approval: &pc}); err != nil {
 				return err
 			}

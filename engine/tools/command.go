@@ -134,3 +134,9 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 	res.Wall = wall
 	return Output{ExitCode: exitCode(res), Text: FormatExecOutput(res, 0, notices...)}, nil
 }
+
+// Describe implements Describer: the tool's argv (its arguments go to
+// the program's standard input as JSON).
+func (t *CommandTool) Describe(arguments string) (Invocation, error) {
+	return Invocation{Argv: append([]string(nil), t.argv...)}, nil
+}

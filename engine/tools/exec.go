@@ -104,21 +104,12 @@ type execArgs struct {
 // Call implements Tool. A command that exits non-zero or times out is a
 // normal result; only bad arguments and sandbox failures are errors.
 func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error) {
-	var a execArgs
-	if err := decodeArgs("exec_command", arguments, &a); err != nil {
+	a, err := parseExecArgs(arguments)
+	if err != nil {
 		return Output{}, err
 	}
-	if a.Cmd == nil || strings.TrimSpace(*a.Cmd) == "" {
-		return Output{}, errors.New(`exec_command: "cmd" is required: give the shell command to run, e.g. {"cmd": "ls -la"}`)
-	}
-	if a.YieldTimeMS != nil && *a.YieldTimeMS < 0 {
-		return Output{}, fmt.Errorf("exec_command: yield_time_ms is %d: it must be 0 or more milliseconds", *a.YieldTimeMS)
-	}
-	if a.MaxOutputTokens != nil && *a.MaxOutputTokens < 1 {
-		return Output{}, fmt.Errorf("exec_command: max_output_tokens is %d: it must be at least 1", *a.MaxOutputTokens)
-	}
-
-	req := sandbox.ExecRequest{Timeout: t.opts.Timeout, User: t.opts.User}
+	req := execRequest(a)
+	req.Timeout, req.User = t.opts.Timeout, t.opts.User
 	if a.YieldTimeMS != nil && *a.YieldTimeMS > 0 {
 		if d := time.Duration(*a.YieldTimeMS) * time.Millisecond; d < req.Timeout {
 			req.Timeout = d
@@ -130,16 +121,6 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 			return Output{}, fmt.Errorf("exec_command: workdir: %w", err)
 		}
 		req.Workdir = wd
-	}
-	login := a.Login == nil || *a.Login
-	if a.Shell != nil && strings.TrimSpace(*a.Shell) != "" {
-		flag := "-c"
-		if login {
-			flag = "-lc"
-		}
-		req.Argv = []string{*a.Shell, flag, *a.Cmd}
-	} else {
-		req.Shell = *a.Cmd
 	}
 	maxTokens := maxTokens(t.opts.MaxOutputTokens, a.MaxOutputTokens)
 
@@ -240,19 +221,55 @@ func checkDir(ctx context.Context, ws *sandbox.Workspace, root, p string) (strin
 	return rel, nil
 }
 
-// decodeArgs decodes a tool's JSON arguments into v, refusing unknown
-// fields and trailing data. Empty arguments count as {}.
-func decodeArgs(tool, arguments string, v any) error {
-	if strings.TrimSpace(arguments) == "" {
-		arguments = "{}"
+// Describe implements Describer: the argv the sandbox will execute for
+// these arguments, and whether the command is simple (SimpleWords).
+func (t *ExecCommand) Describe(arguments string) (Invocation, error) {
+	a, err := parseExecArgs(arguments)
+	if err != nil {
+		return Invocation{}, err
 	}
-	dec := json.NewDecoder(strings.NewReader(arguments))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%s: invalid arguments: %v: send a JSON object matching the tool's parameters", tool, err)
+	argv, err := execRequest(a).Command()
+	if err != nil {
+		return Invocation{}, fmt.Errorf("exec_command: %w", err)
 	}
-	if dec.More() {
-		return fmt.Errorf("%s: invalid arguments: trailing data after the JSON object: send exactly one JSON object", tool)
+	inv := Invocation{Argv: argv}
+	if a.Shell == nil || strings.TrimSpace(*a.Shell) == "" {
+		inv.Words, inv.Simple = SimpleWords(*a.Cmd)
 	}
-	return nil
+	return inv, nil
+}
+
+// execRequest is the command part of the request a call makes: the
+// model's shell, with -lc for a login shell (the default) or -c, or else
+// /bin/sh -c (never a login shell).
+func execRequest(a execArgs) sandbox.ExecRequest {
+	var req sandbox.ExecRequest
+	if a.Shell != nil && strings.TrimSpace(*a.Shell) != "" {
+		flag := "-c"
+		if a.Login == nil || *a.Login {
+			flag = "-lc"
+		}
+		req.Argv = []string{*a.Shell, flag, *a.Cmd}
+	} else {
+		req.Shell = *a.Cmd
+	}
+	return req
+}
+
+// parseExecArgs decodes and checks exec_command's arguments.
+func parseExecArgs(arguments string) (execArgs, error) {
+	var a execArgs
+	if err := decodeArgs("exec_command", arguments, &a); err != nil {
+		return a, err
+	}
+	if a.Cmd == nil || strings.TrimSpace(*a.Cmd) == "" {
+		return a, errors.New(`exec_command: "cmd" is required: give the shell command to run, e.g. {"cmd": "ls -la"}`)
+	}
+	if a.YieldTimeMS != nil && *a.YieldTimeMS < 0 {
+		return a, fmt.Errorf("exec_command: yield_time_ms is %d: it must be 0 or more milliseconds", *a.YieldTimeMS)
+	}
+	if a.MaxOutputTokens != nil && *a.MaxOutputTokens < 1 {
+		return a, fmt.Errorf("exec_command: max_output_tokens is %d: it must be at least 1", *a.MaxOutputTokens)
+	}
+	return a, nil
 }

@@ -88,7 +88,10 @@ func (t *LoadSkill) Call(ctx context.Context, arguments string) (Output, error) 
 	var args struct {
 		SkillName string `json:"skill_name"`
 	}
-	if err := json.Unmarshal([]byte(arguments), &args); err != nil || args.SkillName == "" {
+	if err := decodeArgs(LoadSkillToolName, arguments, &args); err != nil {
+		return Output{}, err
+	}
+	if args.SkillName == "" {
 		return Output{}, fmt.Errorf("load_skill needs {\"skill_name\": \"NAME\"}")
 	}
 	var names []string

@@ -77,6 +77,8 @@ func (v *Chat) Event(ev agentloop.Event) {
 		v.line(fmt.Sprintf("  [handoff to agent.%s]", termtext.Line(ev.Text)))
 	case agentloop.EventCompaction:
 		v.line(fmt.Sprintf("  [compacting the conversation: %s]", termtext.Line(ev.Text)))
+	case agentloop.EventPolicyError:
+		v.line(fmt.Sprintf("  [the approval policy of %s failed, so the call was refused: %s]", termtext.Line(ev.Name), termtext.Line(ev.Text)))
 	}
 }
 
