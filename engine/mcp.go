@@ -149,14 +149,32 @@ func (a *applier) listMCP(ctx context.Context, ri *config.RunInstance) error {
 }
 
 // listMCPServer lists the tools of server s (ws is its sandbox's workspace
-// for a server inside one) and remembers them for this process.
+// for a server inside one) and remembers them for this process. Two
+// tools the model would see under one name fail it.
 func (e *Engine) listMCPServer(ctx context.Context, s *config.MCPServer, ws *sandbox.Workspace) ([]mcphost.ToolInfo, error) {
 	t, err := mcphost.List(ctx, e.mcpServer(s, ws))
 	if err != nil {
 		return nil, fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
 	}
+	if err := checkMCPServerNames(s.Name, t); err != nil {
+		return nil, err
+	}
 	e.mcp.put(s.Name, t)
 	return t, nil
+}
+
+// checkMCPServerNames reports two tools of server that the model would
+// get under the same function name (sanitized or cut at 64 characters):
+// it could call only one of them.
+func checkMCPServerNames(server string, listed []mcphost.ToolInfo) error {
+	seen := map[string]string{}
+	for _, t := range listed {
+		if prev, ok := seen[t.Exposed]; ok {
+			return fmt.Errorf("mcp_server.%s lists the tools %q and %q, which the model would both get as %q (a function name is 1 to 64 letters, digits, _ and -), so one of them could not be called: list only one of them in mcp_server.%s's allowed_tools, or rename one in the server", server, prev, t.Name, t.Exposed, server)
+		}
+		seen[t.Exposed] = t.Name
+	}
+	return nil
 }
 
 // checkMCPClashes reports a listed MCP tool that an agent would get under
@@ -210,7 +228,10 @@ func builtinToolOwners(cfg *config.Config, a *config.Agent) map[string]string {
 		}
 		switch {
 		case c.Shell != nil:
+			// write_stdin comes with exec_command in a sandbox that runs
+			// interactive sessions.
 			owners["exec_command"] = addr
+			owners["write_stdin"] = addr
 		case c.Filesystem != nil:
 			owners["apply_patch"] = addr
 			owners["view_image"] = addr
@@ -411,6 +432,9 @@ func (ms *mcpSessions) addTools(cfg *config.Config, agents map[string]*agentloop
 				return fmt.Errorf("mcp_server.%s was not started", sn)
 			}
 			infos := sess.Tools()
+			if err := checkMCPServerNames(sn, infos); err != nil {
+				return err
+			}
 			if err := addMCPOwners(owners, name, sn, infos); err != nil {
 				return err
 			}
