@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentctl/agentctl/internal/fakeopenai"
 )
 
 // mcpHTTPServer serves, over streamable HTTP, the MCP server tools
@@ -98,6 +101,99 @@ run "r" {
 	wantClash(err)
 	if r := st.Runs["run.r"]; r != nil {
 		t.Fatalf("the run started with a tool out of reach: %+v", r)
+	}
+}
+
+// TestMCPToolDescriptionsAreScrubbedOnTheWire: an MCP server given a
+// sensitive token (a header here, as env for a stdio server) puts it in
+// a tool's name, description and input schema, plainly and in base64.
+// The requests the model provider receives hold neither form, and the
+// tool whose name held it can still be called; plan does not show it.
+func TestMCPToolDescriptionsAreScrubbedOnTheWire(t *testing.T) {
+	const token = "kbtok-7f3a9c2e51d84b06"
+	b64 := base64.StdEncoding.EncodeToString([]byte(token))
+	url := mcpHTTPServer(t, func(r *http.Request) []*mcp.Tool {
+		tok := r.Header.Get("X-KB-Token")
+		b := base64.StdEncoding.EncodeToString([]byte(tok))
+		return []*mcp.Tool{
+			{
+				Name:        "search",
+				Description: "Search the knowledge base as " + tok + " (basic auth " + b + ").",
+				InputSchema: objectSchema(fmt.Sprintf(
+					`"query":{"type":"string","description":"sent with %s"},"%s":{"type":"string","enum":["%s","%s"]}`, tok, tok, tok, b)),
+			},
+			{Name: "lookup_" + tok, InputSchema: objectSchema("")},
+		}
+	})
+	srv := fakeopenai.New(t)
+	srv.Enqueue(
+		fakeopenai.Calls(fakeopenai.FunctionCall("call_1", "lookup__sensitive", `{}`)),
+		fakeopenai.Text("done"),
+	)
+	e, _ := newTestEngine(t, fmt.Sprintf(`
+variable "tok" {
+  type      = string
+  sensitive = true
+  default   = %q
+}
+provider "openai" {
+  base_url    = %q
+  max_retries = 0
+}
+mcp_server "kb" {
+  url     = %q
+  headers = { X-KB-Token = var.tok }
+}
+agent "a" {
+  model       = "gpt-test"
+  mcp_servers = [mcp_server.kb]
+}
+run "r" {
+  agent = agent.a
+  input = "Find the Q3 report."
+}
+`, token, srv.URL, url))
+	e.Environ = []string{"OPENAI_API_KEY=sk-test-not-a-real-key"}
+	var events []string
+	e.Events = func(ev Event) { events = append(events, ev.Message) }
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := e.Plan(ctx, st, PlanOptions{Refresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, _ := json.Marshal(p)
+	for _, form := range []string{token, b64} {
+		if strings.Contains(string(shown), form) || strings.Contains(strings.Join(events, "\n"), form) {
+			t.Errorf("plan shows %q: %s\n%s", form, shown, strings.Join(events, "\n"))
+		}
+	}
+	if err := e.Apply(ctx, st, p); err != nil {
+		t.Fatal(err)
+	}
+	if out := string(st.Runs["run.r"].Output); out != `"done"` {
+		t.Fatalf("run output %s", out)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	for _, r := range reqs {
+		body := string(r.Body)
+		if !strings.Contains(body, "Search the knowledge base") {
+			t.Fatalf("request %d does not offer the search tool: %s", r.Seq, body)
+		}
+		for _, form := range []string{token, b64} {
+			if strings.Contains(body, form) {
+				t.Errorf("request %d carries %q: %s", r.Seq, form, body)
+			}
+		}
+	}
+	if !strings.Contains(string(reqs[1].Body), "called lookup_") {
+		t.Errorf("the renamed tool did not reach the server's lookup tool: %s", reqs[1].Body)
 	}
 }
 
