@@ -94,12 +94,17 @@ func (l *loader) decodeMCPServer(b *hcl.Block) {
 	}
 	if v, r, ok := val("allowed_tools"); ok {
 		if tools, ok := l.toStringList(v, r, "allowed_tools"); ok {
-			seen := map[string]bool{}
+			seen := map[string]string{} // function name -> tool
 			for _, t := range tools {
-				if seen[t] {
+				exposed := model.SafeToolName(t)
+				switch prev, ok := seen[exposed]; {
+				case ok && prev == t:
 					l.errorf(r, "Duplicate tool", "allowed_tools lists %q twice.", t)
+				case ok:
+					l.errorf(r, "Tool name clash", "allowed_tools lists %q and %q, which the model would both get as %q (a function name is 1 to 64 letters, digits, _ and -), so one of them could not be called. List only one of them.", prev, t, exposed)
+				default:
+					seen[exposed] = t
 				}
-				seen[t] = true
 			}
 			if tools == nil {
 				tools = []string{}

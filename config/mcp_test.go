@@ -112,6 +112,10 @@ agent "a" {
   provider    = provider.scripted
   mcp_servers = [mcp_server.one, mcp_server.two]
 }`, `both mcp_server.one and mcp_server.two`},
+		{"allowed tools that sanitize alike", `mcp_server "kb" {
+  command       = ["x"]
+  allowed_tools = ["a b", "a_b"]
+}`, `allowed_tools lists "a b" and "a_b", which the model would both get as "a_b"`},
 		{"unknown attribute", `mcp_server "kb" {
   command = ["x"]
   args    = ["y"]

@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/engine/mcphost"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
@@ -113,10 +114,11 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 		})
 	}
 	wg.Wait()
+	// The messages may quote a server's stderr or a tool's name.
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return e.scrubErr(err)
 	}
-	return e.checkMCPClashes()
+	return e.scrubErr(e.checkMCPClashes())
 }
 
 // listMCP lists the tools of the run's MCP servers that this process has
@@ -149,14 +151,53 @@ func (a *applier) listMCP(ctx context.Context, ri *config.RunInstance) error {
 }
 
 // listMCPServer lists the tools of server s (ws is its sandbox's workspace
-// for a server inside one) and remembers them for this process.
+// for a server inside one) and remembers them, scrubbed, for this
+// process. Two tools the model would see under one name fail it.
 func (e *Engine) listMCPServer(ctx context.Context, s *config.MCPServer, ws *sandbox.Workspace) ([]mcphost.ToolInfo, error) {
 	t, err := mcphost.List(ctx, e.mcpServer(s, ws))
 	if err != nil {
 		return nil, fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
 	}
+	t = scrubMCPTools(e.scrubber(), t)
+	if err := checkMCPServerNames(s.Name, t); err != nil {
+		return nil, err
+	}
 	e.mcp.put(s.Name, t)
 	return t, nil
+}
+
+// scrubMCPTools returns listed as the model and plan may see it: the
+// sensitive values in each tool's name, description and input schema
+// (its strings and keys) masked. A masked name is made a function name
+// again; the server is still called by its own name.
+func scrubMCPTools(sc *sandbox.Scrubber, listed []mcphost.ToolInfo) []mcphost.ToolInfo {
+	if !sc.Active() {
+		return listed
+	}
+	out := make([]mcphost.ToolInfo, len(listed))
+	for i, t := range listed {
+		if name := sc.String(t.Name); name != t.Name {
+			t.Name, t.Exposed = name, model.SafeToolName(name)
+		}
+		t.Description = sc.String(t.Description)
+		t.InputSchema = scrubJSON(sc, t.InputSchema)
+		out[i] = t
+	}
+	return out
+}
+
+// checkMCPServerNames reports two tools of server that the model would
+// get under the same function name (sanitized or cut at 64 characters):
+// it could call only one of them.
+func checkMCPServerNames(server string, listed []mcphost.ToolInfo) error {
+	seen := map[string]string{}
+	for _, t := range listed {
+		if prev, ok := seen[t.Exposed]; ok {
+			return fmt.Errorf("mcp_server.%s lists the tools %q and %q, which the model would both get as %q (a function name is 1 to 64 letters, digits, _ and -), so one of them could not be called: list only one of them in mcp_server.%s's allowed_tools, or rename one in the server", server, prev, t.Name, t.Exposed, server)
+		}
+		seen[t.Exposed] = t.Name
+	}
+	return nil
 }
 
 // checkMCPClashes reports a listed MCP tool that an agent would get under
@@ -210,7 +251,10 @@ func builtinToolOwners(cfg *config.Config, a *config.Agent) map[string]string {
 		}
 		switch {
 		case c.Shell != nil:
+			// write_stdin comes with exec_command in a sandbox that runs
+			// interactive sessions.
 			owners["exec_command"] = addr
+			owners["write_stdin"] = addr
 		case c.Filesystem != nil:
 			owners["apply_patch"] = addr
 			owners["view_image"] = addr
@@ -342,13 +386,15 @@ func attributeEqual(a, b state.Attribute) bool {
 type mcpSessions struct {
 	sessions map[string]*mcphost.Session
 	logs     []*mcpLog
+	// sc masks sensitive values in the tools' definitions.
+	sc *sandbox.Scrubber
 }
 
 // startMCP starts the run's MCP servers: on the host, in their sandbox
 // (running by now) or over HTTP. Each server's stderr goes to its log
 // under the state directory, named for the state's lineage.
 func (e *Engine) startMCP(ctx context.Context, lineage string, ri *config.RunInstance, workspaces map[string]*sandbox.Workspace, resume bool) (*mcpSessions, error) {
-	ms := &mcpSessions{sessions: map[string]*mcphost.Session{}}
+	ms := &mcpSessions{sessions: map[string]*mcphost.Session{}, sc: e.scrubber()}
 	for _, name := range runMCPServers(e.Config, ri) {
 		s := e.Config.MCPServers[name]
 		if s == nil {
@@ -376,7 +422,7 @@ func (e *Engine) startMCP(ctx context.Context, lineage string, ri *config.RunIns
 			return nil, fmt.Errorf("starting %s: %w (its stderr is in %s)", s.Addr(), err, log.path)
 		}
 		ms.sessions[name] = sess
-		e.mcp.put(name, sess.Tools())
+		e.mcp.put(name, scrubMCPTools(ms.sc, sess.Tools()))
 	}
 	return ms, nil
 }
@@ -395,8 +441,9 @@ func (ms *mcpSessions) close() {
 	ms.sessions, ms.logs = nil, nil
 }
 
-// addTools gives each agent the tools of its MCP servers, checking that
-// no name clashes with another of its tools, and their approval policies.
+// addTools gives each agent the tools of its MCP servers, scrubbed,
+// checking that no name clashes with another of its tools, and their
+// approval policies.
 func (ms *mcpSessions) addTools(cfg *config.Config, agents map[string]*agentloop.Agent) error {
 	for _, name := range sortedKeys(agents) {
 		a := cfg.Agents[name]
@@ -410,18 +457,52 @@ func (ms *mcpSessions) addTools(cfg *config.Config, agents map[string]*agentloop
 			if sess == nil {
 				return fmt.Errorf("mcp_server.%s was not started", sn)
 			}
-			infos := sess.Tools()
+			listed := sess.Tools()
+			infos := scrubMCPTools(ms.sc, listed)
+			if err := checkMCPServerNames(sn, infos); err != nil {
+				return err
+			}
 			if err := addMCPOwners(owners, name, sn, infos); err != nil {
 				return err
 			}
 			policy := cfg.MCPServers[sn].NeedsApproval
 			for i, t := range sess.AgentTools() {
-				ra.Tools = append(ra.Tools, t)
-				setApproval(ra, infos[i].Exposed, policy.ForTool(infos[i].Name))
+				ra.Tools = append(ra.Tools, scrubbedTool{Tool: t, def: scrubDefinition(ms.sc, t.Definition(), infos[i]), sc: ms.sc})
+				setApproval(ra, infos[i].Exposed, policy.ForTool(listed[i].Name))
 			}
 		}
 	}
 	return nil
+}
+
+// scrubbedTool is an MCP tool offered to the model under a scrubbed
+// definition; calls still reach the server's tool by its own name, and
+// their errors, which name it, are scrubbed as its results are.
+type scrubbedTool struct {
+	tools.Tool
+	def model.Tool
+	sc  *sandbox.Scrubber
+}
+
+func (t scrubbedTool) Definition() model.Tool { return t.def }
+
+func (t scrubbedTool) Call(ctx context.Context, arguments string) (tools.Output, error) {
+	out, err := t.Tool.Call(ctx, arguments)
+	if err != nil {
+		if msg := t.sc.String(err.Error()); msg != err.Error() {
+			err = &scrubbedError{msg: msg, err: err}
+		}
+	}
+	return out, err
+}
+
+// scrubDefinition is def with the name, description and input schema of
+// info (scrubbed); a description def made up names the tool as info does.
+func scrubDefinition(sc *sandbox.Scrubber, def model.Tool, info mcphost.ToolInfo) model.Tool {
+	def.Name = info.Exposed
+	def.Description = sc.String(def.Description)
+	def.Parameters = info.InputSchema
+	return def
 }
 
 // mcpLogLimit bounds one server's log per run attempt.
