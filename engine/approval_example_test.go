@@ -61,3 +61,29 @@ func TestExamplePolicyResistsShellComposition(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCountsManifestEntries: the plan's manifest summary says
+// "1 entry", not "1 entries".
+func TestPlanCountsManifestEntries(t *testing.T) {
+	e, _ := newTestEngine(t, `
+provider "local" { isolation = "none" }
+manifest "one" {
+  file "a.txt" { content = "a" }
+}
+sandbox "s" {
+  provider = provider.local
+  manifest = manifest.one
+}
+`)
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(t.Context(), st, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Change("sandbox.s").Attributes["manifest"]; got != "manifest.one (1 entry)" {
+		t.Fatalf("manifest attribute %q", got)
+	}
+}

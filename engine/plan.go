@@ -196,7 +196,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Attributes["image"] = sb.Image
 	}
 	if sb.Manifest != "" {
-		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d entries%s)", sb.Manifest, len(m.Entries), accountsSummary(sandboxAccounts(e.Config, sb)))
+		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d %s%s)", sb.Manifest, len(m.Entries), plural(len(m.Entries), "entry", "entries"), accountsSummary(sandboxAccounts(e.Config, sb)))
 	}
 	digest := ""
 	if mdigest != "" {

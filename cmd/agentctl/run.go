@@ -18,6 +18,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/internal/telemetry"
 	"github.com/agentctl/agentctl/internal/termtext"
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // Exit codes, as Terraform's.
@@ -172,7 +173,7 @@ func runWith(m *meta, args []string) int {
 		for i, s := range root.Subcommands {
 			names[i] = s.Name
 		}
-		m.view().Error(fmt.Errorf("unknown command %q: the commands are %s", rest[0], strings.Join(names, ", ")))
+		m.view().Error(fmt.Errorf("unknown command %q.%s The commands are %s.", rest[0], didYouMean(rest[0], names), strings.Join(names, ", ")))
 		return exitError
 	}
 	c, err = m.dispatch(ctx, c, rest[1:])
@@ -268,4 +269,18 @@ func usage(c *command, fs *flag.FlagSet) string {
 		})
 	}
 	return b.String()
+}
+
+// didYouMean is " Did you mean "NAME"?" for the command closest to
+// given (a few edits away, or one it begins), or "".
+func didYouMean(given string, names []string) string {
+	if s := registry.Suggest(given, names); s != "" {
+		return s
+	}
+	for _, n := range names {
+		if len(given) >= 3 && (strings.HasPrefix(n, given) || strings.HasPrefix(given, n)) {
+			return fmt.Sprintf(" Did you mean %q?", n)
+		}
+	}
+	return ""
 }

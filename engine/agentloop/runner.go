@@ -665,7 +665,7 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 	result := func(text string, isErr bool) {
 		out.Output = text
 		toolResult(span, text, exitCode, isErr, handoff)
-		f.st.emit(Event{Type: EventToolResult, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Text: preview(text), IsError: isErr})
+		f.st.emit(Event{Type: EventToolResult, Path: f.path, Agent: a.Name, Name: call.Name, CallID: call.CallID, Text: preview(resultPreview(text, out.Images)), IsError: isErr})
 	}
 	if isHandoff {
 		if ignoreExtra {
@@ -720,6 +720,19 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 	}
 	result(fmt.Sprintf("error: unknown tool %q; the tools available to agent %q are: %s", call.Name, a.Name, strings.Join(names, ", ")), true)
 	return out, "", nil
+}
+
+// resultPreview is what a tool result event shows: the text, and a line
+// for each image (view_image returns an image and no text).
+func resultPreview(text string, images []model.Image) string {
+	parts := []string{}
+	if text != "" {
+		parts = append(parts, text)
+	}
+	for _, im := range images {
+		parts = append(parts, fmt.Sprintf("[image %s, %d bytes]", im.MediaType, len(im.Data)))
+	}
+	return strings.Join(parts, "\n")
 }
 
 // refuse answers a call that does not run: rejected by the reviewer, or

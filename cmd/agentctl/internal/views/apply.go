@@ -88,10 +88,12 @@ type humanEvents struct {
 	mu sync.Mutex
 	w  io.Writer
 	c  Colors
-	// pending holds, per speaker ("run.NAME agent"), model text streamed
-	// since its last newline: text is printed in whole lines, each with
-	// its speaker, so the answers of runs streaming at once never split
-	// each other's lines.
+	// pending holds, per speaker ("run.NAME agent", and for a nested
+	// agent-tool run its conversation's path after a NUL), model text
+	// streamed since its last newline: text is printed in whole lines,
+	// each with its speaker, so the answers of runs (or of one agent
+	// called as a tool twice at once) streaming at once never split or
+	// glue each other's lines.
 	pending map[string]string
 }
 
@@ -149,14 +151,15 @@ func (v *humanEvents) endText(addr string) {
 }
 
 // endSpeaker prints what is pending of one speaker.
-func (v *humanEvents) endSpeaker(who string) {
-	if text, ok := v.pending[who]; ok {
-		v.line(who, text)
-		delete(v.pending, who)
+func (v *humanEvents) endSpeaker(speaker string) {
+	if text, ok := v.pending[speaker]; ok {
+		v.line(speaker, text)
+		delete(v.pending, speaker)
 	}
 }
 
-func (v *humanEvents) line(who, text string) {
+func (v *humanEvents) line(speaker, text string) {
+	who, _, _ := strings.Cut(speaker, "\x00")
 	fmt.Fprintf(v.w, "%s%s:%s %s\n", v.c.Cyan, who, v.c.Reset, termtext.Printable(text))
 }
 
@@ -207,49 +210,51 @@ func (v *humanEvents) Event(ev engine.Event) {
 func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 	c := v.c
 	who := termtext.Printable(addr + " " + e.Agent)
+	speaker := who
 	if e.Path != "" {
 		who += " (via tool)"
+		speaker = who + "\x00" + e.Path
 	}
 	switch e.Type {
 	case agentloop.EventTextDelta:
 		if v.pending == nil {
 			v.pending = map[string]string{}
 		}
-		text := v.pending[who] + e.Text
+		text := v.pending[speaker] + e.Text
 		for {
 			line, rest, ok := strings.Cut(text, "\n")
 			if !ok {
 				break
 			}
-			v.line(who, line)
+			v.line(speaker, line)
 			text = rest
 		}
-		v.pending[who] = text
+		v.pending[speaker] = text
 		return
 	case agentloop.EventToolCall:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s%s → %s%s %s\n", c.Cyan, who, oneLine(e.Name, 100), c.Reset, oneLine(e.Arguments, 200))
 	case agentloop.EventToolResult:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 		mark := "←"
 		if e.IsError {
 			mark = c.Yellow + "← (error)" + c.Reset
 		}
 		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, oneLine(e.Name, 100), oneLine(e.Text, 200))
 	case agentloop.EventHandoff:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, oneLine(e.Text, 100), c.Reset)
 	case agentloop.EventAgentToolCall:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s calls agent %s as tool %s\n", who, oneLine(e.Text, 100), oneLine(e.Name, 100))
 	case agentloop.EventCompaction:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s compacts its conversation: %s\n", who, oneLine(e.Text, 200))
 	case agentloop.EventPolicyError:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%sWarning:%s %s: the approval policy of %s failed, so call %s was refused: %s\n", c.Yellow, c.Reset, who, oneLine(e.Name, 100), oneLine(e.CallID, 100), oneLine(e.Text, 400))
 	case agentloop.EventFinal:
-		v.endSpeaker(who)
+		v.endSpeaker(speaker)
 	}
 }
 

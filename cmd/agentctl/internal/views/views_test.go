@@ -196,3 +196,24 @@ func TestApplyStreamsWholeLines(t *testing.T) {
 		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestApplyKeepsConcurrentAgentToolOutputsApart: one agent called as a
+// tool twice at once streams two answers; each ends on a line of its own
+// instead of being glued to the other.
+func TestApplyKeepsConcurrentAgentToolOutputsApart(t *testing.T) {
+	view, out, _ := newTestView()
+	v := NewApply(arguments.ViewHuman, view)
+	ev := func(path string, typ agentloop.EventType, text string) {
+		v.Event(engine.Event{Type: engine.EventRuntime, Address: "run.r", Runtime: &agentloop.Event{Type: typ, Path: path, Agent: "scorer", Text: text}})
+	}
+	ev("call_1", agentloop.EventTextDelta, `{"score":`)
+	ev("call_2", agentloop.EventTextDelta, `{"score":`)
+	ev("call_1", agentloop.EventTextDelta, `"x"}`)
+	ev("call_2", agentloop.EventTextDelta, `7}`)
+	ev("call_1", agentloop.EventFinal, "")
+	ev("call_2", agentloop.EventFinal, "")
+	want := "run.r scorer (via tool): {\"score\":\"x\"}\nrun.r scorer (via tool): {\"score\":7}\n"
+	if got := out.String(); got != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
