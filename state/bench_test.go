@@ -146,7 +146,7 @@ func BenchmarkCheckpointEncryption(b *testing.B) {
 				if enc {
 					keys = testKeys(b, false)
 				}
-				j, err := openJournal(filepath.Join(b.TempDir(), "j.jsonl"), keys, kindJournal)
+				j, err := openJournal(filepath.Join(b.TempDir(), "j.jsonl"), keys, kindJournal, testBinding)
 				if err != nil {
 					b.Fatal(err)
 				}

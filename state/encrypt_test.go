@@ -259,7 +259,7 @@ func TestEncryptedJournalTornTail(t *testing.T) {
 	dir := t.TempDir()
 	keys := testKeys(t, false)
 	path := filepath.Join(dir, "j.jsonl")
-	j, err := openJournal(path, keys, kindJournal)
+	j, err := openJournal(path, keys, kindJournal, testBinding)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,18 +270,18 @@ func TestEncryptedJournalTornTail(t *testing.T) {
 	}
 	j.Close()
 	data := mustRead(t, path)
-	if !strings.HasPrefix(string(data), "AGENTCTL-JOURNAL 2 "+keys.Key().Check()+"\n") || bytes.Contains(data, []byte(canary)) {
+	if !strings.HasPrefix(string(data), "AGENTCTL-JOURNAL 3 "+keys.Key().Check()+"\n") || bytes.Contains(data, []byte(canary)) {
 		t.Fatalf("journal:\n%s", data)
 	}
 	// A crash tore the last record.
 	if err := os.WriteFile(path, data[:len(data)-7], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n, err := readJournal(path, keys, kindJournal, func(json.RawMessage) error { return nil })
+	n, err := readJournal(path, keys, kindJournal, testBinding, func(json.RawMessage) error { return nil })
 	if err != nil || n != 2 {
 		t.Fatalf("read %d records, %v", n, err)
 	}
-	j, err = openJournal(path, keys, kindJournal)
+	j, err = openJournal(path, keys, kindJournal, testBinding)
 	if err != nil || j.Len() != 2 {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -289,7 +289,7 @@ func TestEncryptedJournalTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	if n, err := readJournal(path, keys, kindJournal, func(json.RawMessage) error { return nil }); err != nil || n != 3 {
+	if n, err := readJournal(path, keys, kindJournal, testBinding, func(json.RawMessage) error { return nil }); err != nil || n != 3 {
 		t.Fatalf("after append: %d records, %v", n, err)
 	}
 	// A damaged record followed by others is corruption, not a tear.
@@ -299,7 +299,10 @@ func TestEncryptedJournalTornTail(t *testing.T) {
 	bad[20] ^= 1
 	os.WriteFile(path, bytes.Join([][]byte{lines[0], bad, lines[2], lines[3]}, nil), 0o600)
 	var je *JournalError
-	if _, err := readJournal(path, keys, kindJournal, func(json.RawMessage) error { return nil }); !errors.As(err, &je) {
+	if _, err := readJournal(path, keys, kindJournal, testBinding, func(json.RawMessage) error { return nil }); !errors.As(err, &je) {
 		t.Errorf("corrupt record: %v", err)
 	}
 }
+
+// testBinding binds a journal of the tests to a state of its own.
+var testBinding = fixedBinding("journals/j.jsonl", stateBinding{lineage: "0e5b8c1a-test"})

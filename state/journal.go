@@ -38,13 +38,75 @@ import (
 // come from a crash and is reported as corruption.
 
 // JournalFormatVersion is the version of the journal format written.
-// Version 2 is the encrypted journal: its header is followed by the key
-// check, and each record's JSON is sealed (seal.Key.Seal) and written in
-// base64, the CRC covering the base64 text (docs/state.md, "Encryption").
-const JournalFormatVersion = 2
+// Version 3 is the encrypted journal: its header is followed by the key
+// check, and each record's JSON is sealed (seal.Key.Seal) for its place
+// (the lineage of the state the journal belongs to, the journal's name
+// and the record's number) and written in base64, the CRC covering the
+// base64 text (docs/state.md, "Encryption"). Version 2, written before
+// records were bound to their place, is read, and rewritten as version
+// 3 when opened for appending.
+const JournalFormatVersion = 3
 
-// plainJournalVersion is the version of an unencrypted journal.
-const plainJournalVersion = 1
+const (
+	// plainJournalVersion is the version of an unencrypted journal.
+	plainJournalVersion = 1
+	// legacyJournalVersion is the encrypted journal whose records are
+	// not bound to their place.
+	legacyJournalVersion = 2
+)
+
+// stateLogName is the state log's name in its records' places.
+const stateLogName = "state log"
+
+// journalBinding is where a journal's sealed records belong: the
+// journal's name in its store and the state it belongs to, asked for
+// when first needed (the state of a new store is written after its
+// first journal is opened, before its first record is appended).
+type journalBinding struct {
+	name  string
+	state func() (stateBinding, error)
+}
+
+// stateBinding is what a store knows of the state its journals belong
+// to.
+type stateBinding struct {
+	// lineage is the state's lineage ("" when no state is written).
+	lineage string
+	// strict is set when the state is encrypted with its place bound,
+	// and encrypted so: every journal it refers to was rewritten with
+	// bound records when it was, so a journal in another form (plaintext,
+	// or encrypted without places) was put there, and is refused.
+	strict bool
+}
+
+// fixedBinding binds a journal named name to the state sb.
+func fixedBinding(name string, sb stateBinding) *journalBinding {
+	return &journalBinding{name: name, state: func() (stateBinding, error) { return sb, nil }}
+}
+
+// lineage returns the lineage the records of the journal path are bound
+// to; b is nil for a journal that is not a store's.
+func (b *journalBinding) lineage(path string) (string, error) {
+	if b == nil {
+		return "", fmt.Errorf("journal %s: its records are bound to a state, and none was given", path)
+	}
+	sb, err := b.state()
+	if err != nil {
+		return "", fmt.Errorf("journal %s: %w", path, err)
+	}
+	if sb.lineage == "" {
+		return "", fmt.Errorf("journal %s: its records are bound to the state it belongs to, and no state is written yet", path)
+	}
+	return sb.lineage, nil
+}
+
+// journalFormatFor is the format of a journal written with keys.
+func journalFormatFor(keys *seal.Keys) int {
+	if keys.Encrypting() {
+		return JournalFormatVersion
+	}
+	return plainJournalVersion
+}
 
 // Kinds of sealed journal records (the additional data of their
 // envelopes): a journal's record cannot pass for a state change.
@@ -161,9 +223,10 @@ func (d *Dir) JournalPath(runAddress string) string {
 type Journal struct {
 	path string
 	// keys seal the records when the journal is encrypted (sealed);
-	// kind is their envelopes' kind.
+	// kind is their envelopes' kind, bind their place.
 	keys   *seal.Keys
 	kind   string
+	bind   *journalBinding
 	sealed bool
 
 	mu     sync.Mutex
@@ -182,9 +245,10 @@ type Journal struct {
 	sync func(*os.File) error
 }
 
-// pendingRecord is one encoded record waiting for its group commit.
+// pendingRecord is one record's JSON waiting for its group commit,
+// which seals it once its position is known.
 type pendingRecord struct {
-	line []byte
+	data []byte
 	done chan error
 }
 
@@ -209,7 +273,7 @@ func (e *JournalError) Error() string {
 // torn last record left by a crash is truncated away; a corrupt record
 // before the end is an error.
 func OpenJournal(path string) (*Journal, error) {
-	return openJournal(path, nil, kindJournal)
+	return openJournal(path, nil, kindJournal, nil)
 }
 
 // journalHeaderFor is the header of a journal written with keys.
@@ -221,10 +285,11 @@ func journalHeaderFor(keys *seal.Keys) string {
 }
 
 // openJournal is OpenJournal for a journal whose records are sealed
-// with keys (nil: unencrypted) as kind. A journal written with another
-// setting (unencrypted before the key was configured, or encrypted when
-// decrypt is set) is first rewritten with this one.
-func openJournal(path string, keys *seal.Keys, kind string) (*Journal, error) {
+// with keys (nil: unencrypted) as kind, for their places in bind. A
+// journal written with another setting (unencrypted before the key was
+// configured, encrypted when decrypt is set, or encrypted without
+// places by an earlier agentctl) is first rewritten with this one.
+func openJournal(path string, keys *seal.Keys, kind string, bind *journalBinding) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
@@ -238,16 +303,16 @@ func openJournal(path string, keys *seal.Keys, kind string) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
-	n, good, sealed, err := scanJournal(path, f, keys, kind, nil)
+	n, good, format, err := scanJournal(path, f, keys, kind, bind, nil)
 	if err != nil {
 		return fail(err)
 	}
-	if good > 0 && sealed != keys.Encrypting() {
+	if good > 0 && format != journalFormatFor(keys) {
 		f.Close()
-		if err := rewriteJournal(path, keys, kind); err != nil {
+		if err := rewriteJournal(path, keys, kind, bind); err != nil {
 			return nil, err
 		}
-		return openJournal(path, keys, kind)
+		return openJournal(path, keys, kind, bind)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -263,7 +328,6 @@ func openJournal(path string, keys *seal.Keys, kind string) (*Journal, error) {
 			return fail(fmt.Errorf("opening journal %s: %w", path, err))
 		}
 		good = int64(len(header))
-		sealed = keys.Encrypting()
 	} else if good < fi.Size() {
 		if err := f.Truncate(good); err != nil {
 			return fail(fmt.Errorf("opening journal %s: removing a torn last record: %w", path, err))
@@ -282,7 +346,7 @@ func openJournal(path string, keys *seal.Keys, kind string) (*Journal, error) {
 	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		return fail(fmt.Errorf("opening journal %s: %w", path, err))
 	}
-	j := &Journal{path: path, keys: keys, kind: kind, sealed: sealed, f: f, size: good, n: n, sync: (*os.File).Sync}
+	j := &Journal{path: path, keys: keys, kind: kind, bind: bind, sealed: keys.Encrypting(), f: f, size: good, n: n, sync: (*os.File).Sync}
 	j.idle = sync.NewCond(&j.mu)
 	return j, nil
 }
@@ -310,14 +374,7 @@ func (j *Journal) Append(rec any) error {
 	if len(data) > MaxJournalRecord {
 		return fmt.Errorf("journal %s: record of %d bytes exceeds the limit of %d bytes", j.path, len(data), MaxJournalRecord)
 	}
-	if j.sealed {
-		env, err := j.keys.Seal(j.kind, data)
-		if err != nil {
-			return fmt.Errorf("journal %s: %w", j.path, err)
-		}
-		data = seal.EncodeText(env)
-	}
-	p := &pendingRecord{line: encodeRecord(make([]byte, 0, len(data)+10), data), done: make(chan error, 1)}
+	p := &pendingRecord{data: data, done: make(chan error, 1)}
 	j.mu.Lock()
 	if j.f == nil {
 		j.mu.Unlock()
@@ -356,19 +413,22 @@ func (j *Journal) commit(batch []*pendingRecord) {
 		answer(j.broken)
 		return
 	}
-	var buf []byte
-	for _, p := range batch {
-		buf = append(buf, p.line...)
-	}
-	f, size := j.f, j.size
+	// j.n and j.size change only here, and j.flushing keeps other
+	// writers out: the records' positions are known.
+	f, size, n := j.f, j.size, j.n
 	j.mu.Unlock()
-	_, werr := f.Write(buf)
-	var serr error
-	if werr == nil {
-		serr = j.sync(f)
+	buf, eerr := j.encode(batch, n)
+	var werr, serr error
+	if eerr == nil {
+		_, werr = f.Write(buf)
+		if werr == nil {
+			serr = j.sync(f)
+		}
 	}
 	j.mu.Lock()
 	switch {
+	case eerr != nil:
+		answer(eerr)
 	case werr != nil:
 		// Undo a partial write so the next record starts on a clean line.
 		if terr := f.Truncate(size); terr != nil {
@@ -387,6 +447,33 @@ func (j *Journal) commit(batch []*pendingRecord) {
 		j.n += len(batch)
 		answer(nil)
 	}
+}
+
+// encode returns the lines of batch, whose first record is record n+1:
+// each record sealed for its place when the journal is encrypted.
+func (j *Journal) encode(batch []*pendingRecord, n int) ([]byte, error) {
+	var at seal.Place
+	if j.sealed {
+		lineage, err := j.bind.lineage(j.path)
+		if err != nil {
+			return nil, err
+		}
+		at = seal.Place{Lineage: lineage, Name: j.bind.name}
+	}
+	var buf []byte
+	for i, p := range batch {
+		data := p.data
+		if j.sealed {
+			at.Position = uint64(n + i + 1)
+			env, err := j.keys.Seal(j.kind, at, data)
+			if err != nil {
+				return nil, fmt.Errorf("journal %s: %w", j.path, err)
+			}
+			data = seal.EncodeText(env)
+		}
+		buf = encodeRecord(buf, data)
+	}
+	return buf, nil
 }
 
 // Close closes the journal file.
@@ -433,26 +520,26 @@ func encodeRecord(dst, data []byte) []byte {
 // *JournalError. An error from fn stops the read and is returned wrapped.
 // The raw message passed to fn may be retained.
 func ReadJournal(path string, fn func(raw json.RawMessage) error) (int, error) {
-	return readJournal(path, nil, kindJournal, fn)
+	return readJournal(path, nil, kindJournal, nil, fn)
 }
 
 // readJournal is ReadJournal for a journal that may be encrypted with
-// keys.
-func readJournal(path string, keys *seal.Keys, kind string, fn func(raw json.RawMessage) error) (int, error) {
+// keys, its records for their places in bind.
+func readJournal(path string, keys *seal.Keys, kind string, bind *journalBinding, fn func(raw json.RawMessage) error) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("reading journal: %w", err)
 	}
 	defer f.Close()
-	n, _, _, err := scanJournal(path, f, keys, kind, fn)
+	n, _, _, err := scanJournal(path, f, keys, kind, bind, fn)
 	return n, err
 }
 
 // rewriteJournal rewrites the journal at path with keys: its records
-// sealed when keys encrypt, in plaintext otherwise. The new file
-// replaces the old one atomically (a temporary file, fsynced and
-// renamed); a torn last record is dropped.
-func rewriteJournal(path string, keys *seal.Keys, kind string) (err error) {
+// sealed for their places in bind when keys encrypt, in plaintext
+// otherwise. The new file replaces the old one atomically (a temporary
+// file, fsynced and renamed); a torn last record is dropped.
+func rewriteJournal(path string, keys *seal.Keys, kind string, bind *journalBinding) (err error) {
 	src, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("converting journal %s: %w", path, err)
@@ -473,10 +560,19 @@ func rewriteJournal(path string, keys *seal.Keys, kind string) (err error) {
 		return fmt.Errorf("converting journal %s: %w", path, err)
 	}
 	var line []byte
-	if _, _, _, err := scanJournal(path, src, keys, kind, func(raw json.RawMessage) error {
+	var at seal.Place
+	if keys.Encrypting() {
+		lineage, err := bind.lineage(path)
+		if err != nil {
+			return fmt.Errorf("converting journal: %w", err)
+		}
+		at = seal.Place{Lineage: lineage, Name: bind.name}
+	}
+	if _, _, _, err := scanJournal(path, src, keys, kind, bind, func(raw json.RawMessage) error {
 		data := []byte(raw)
 		if keys.Encrypting() {
-			env, err := keys.Seal(kind, data)
+			at.Position++
+			env, err := keys.Seal(kind, at, data)
 			if err != nil {
 				return err
 			}
@@ -507,53 +603,30 @@ func rewriteJournal(path string, keys *seal.Keys, kind string) (err error) {
 }
 
 // scanJournal reads a journal, calling fn (if not nil) for each valid
-// record, decrypted with keys when the journal is encrypted (sealed).
-// It returns the number of records and the length of the valid prefix
-// (0 when even the header is missing or torn).
-func scanJournal(name string, r io.Reader, keys *seal.Keys, kind string, fn func(json.RawMessage) error) (n int, good int64, sealed bool, err error) {
+// record, decrypted with keys when the journal is encrypted, for its
+// place in bind. It returns the number of records, the length of the
+// valid prefix (0 when even the header is missing or torn) and the
+// journal's format version.
+func scanJournal(name string, r io.Reader, keys *seal.Keys, kind string, bind *journalBinding, fn func(json.RawMessage) error) (n int, good int64, format int, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	line, complete, tooLong, err := readLine(br, 64)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("reading journal %s: %w", name, err)
+		return 0, 0, 0, fmt.Errorf("reading journal %s: %w", name, err)
 	}
 	if !complete {
-		if !tooLong && (strings.HasPrefix(journalHeader, string(line)) || strings.HasPrefix(string(line), journalMagic+" 2")) {
-			return 0, 0, false, nil // empty, or a header torn by a crash at creation
+		if !tooLong && (strings.HasPrefix(journalHeader, string(line)) || strings.HasPrefix(string(line), journalMagic+" ")) {
+			return 0, 0, 0, nil // empty, or a header torn by a crash at creation
 		}
-		return 0, 0, false, &JournalError{Path: name, Reason: "not an agentctl journal"}
+		return 0, 0, 0, &JournalError{Path: name, Reason: "not an agentctl journal"}
 	}
-	if tooLong || !bytes.HasPrefix(line, []byte(journalMagic+" ")) {
-		return 0, 0, false, fmt.Errorf("%s is not an agentctl journal (it does not start with %q)", name, journalMagic)
-	}
-	fields := strings.Fields(string(line[len(journalMagic)+1:]))
-	v, perr := 0, error(nil)
-	if len(fields) > 0 {
-		v, perr = strconv.Atoi(fields[0])
-	}
-	if len(fields) == 0 || perr != nil || v < 1 {
-		return 0, 0, false, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
-	}
-	if v > JournalFormatVersion {
-		return 0, 0, false, &NewerFormatError{File: name, What: "journal", Format: v}
-	}
-	var key *seal.Key
-	if v == JournalFormatVersion {
-		if len(fields) != 2 {
-			return 0, 0, false, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
-		}
-		key = keys.Key()
-		if key == nil {
-			return 0, 0, false, seal.NoKeyError("journal "+name, fields[1])
-		}
-		if fields[1] != key.Check() {
-			return 0, 0, false, seal.WrongKeyError("journal "+name, fields[1], key.Check())
-		}
-		sealed = true
+	format, opener, err := journalHeaderOpener(name, line, keys, kind, bind)
+	if err != nil {
+		return 0, 0, format, err
 	}
 	good = int64(len(line)) + 1
 	offset := good
 	maxLine := MaxJournalRecord + 10
-	if sealed {
+	if opener != nil {
 		// base64 of the envelope: 4/3 of the record and its overhead.
 		maxLine = (MaxJournalRecord+64)/3*4 + 20
 	}
@@ -561,28 +634,38 @@ func scanJournal(name string, r io.Reader, keys *seal.Keys, kind string, fn func
 	for {
 		line, complete, tooLong, err := readLine(br, maxLine)
 		if err != nil {
-			return n, good, sealed, fmt.Errorf("reading journal %s: %w", name, err)
+			return n, good, format, fmt.Errorf("reading journal %s: %w", name, err)
 		}
 		if !complete {
 			// EOF: an incomplete line is a torn tail.
-			return n, good, sealed, nil
+			return n, good, format, nil
 		}
 		if bad != nil {
-			return n, good, sealed, bad
+			return n, good, format, bad
 		}
 		var reason string
 		var rec []byte
 		if tooLong {
 			reason = "record too long"
 		} else {
-			rec, reason = parseRecord(line, key, name, kind)
+			rec, reason = parseRecord(line)
+		}
+		if reason == "" && opener != nil {
+			// The CRC holds, so this is no write torn by a crash: a
+			// record that does not authenticate is refused even last.
+			if rec, err = opener(rec, n+1); err != nil {
+				return n, good, format, fmt.Errorf("journal %s: record %d (byte offset %d): %w", name, n+1, offset, err)
+			}
+		}
+		if reason == "" && !json.Valid(rec) {
+			reason = "invalid JSON"
 		}
 		if reason != "" {
 			bad = &JournalError{Path: name, Offset: offset, Record: n + 1, Reason: reason}
 		} else {
 			if fn != nil {
 				if err := fn(json.RawMessage(rec)); err != nil {
-					return n, good, sealed, fmt.Errorf("journal %s: record %d: %w", name, n+1, err)
+					return n, good, format, fmt.Errorf("journal %s: record %d: %w", name, n+1, err)
 				}
 			}
 			n++
@@ -590,6 +673,99 @@ func scanJournal(name string, r io.Reader, keys *seal.Keys, kind string, fn func
 		}
 		offset += int64(len(line)) + 1
 	}
+}
+
+// journalHeaderOpener checks the header line of the journal name and
+// returns its format version and, when it is encrypted, the function
+// that decrypts its records (nil otherwise). A journal encrypted with
+// another key, or while none is configured, is refused; so is, when its
+// state is strict (stateBinding), a journal in another form than bound
+// records.
+func journalHeaderOpener(name string, line []byte, keys *seal.Keys, kind string, bind *journalBinding) (int, func(data []byte, pos int) ([]byte, error), error) {
+	if !bytes.HasPrefix(line, []byte(journalMagic+" ")) {
+		return 0, nil, fmt.Errorf("%s is not an agentctl journal (it does not start with %q)", name, journalMagic)
+	}
+	fields := strings.Fields(string(line[len(journalMagic)+1:]))
+	v, perr := 0, error(nil)
+	if len(fields) > 0 {
+		v, perr = strconv.Atoi(fields[0])
+	}
+	if len(fields) == 0 || perr != nil || v < 1 {
+		return 0, nil, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
+	}
+	if v > JournalFormatVersion {
+		return v, nil, &NewerFormatError{File: name, What: "journal", Format: v}
+	}
+	if v != JournalFormatVersion && keys.Encrypting() && bind != nil {
+		sb, err := bind.state()
+		if err != nil {
+			return v, nil, fmt.Errorf("journal %s: %w", name, err)
+		}
+		if sb.strict {
+			return v, nil, unboundJournalError(name, kind, v)
+		}
+	}
+	if v == plainJournalVersion {
+		return v, nil, nil
+	}
+	if len(fields) != 2 {
+		return v, nil, &JournalError{Path: name, Reason: "bad header " + strconv.Quote(string(line))}
+	}
+	key := keys.Key()
+	if key == nil {
+		return v, nil, seal.NoKeyError("journal "+name, fields[1])
+	}
+	if fields[1] != key.Check() {
+		return v, nil, seal.WrongKeyError("journal "+name, fields[1], key.Check())
+	}
+	if v == legacyJournalVersion {
+		return v, func(data []byte, _ int) ([]byte, error) {
+			env, err := seal.DecodeText(data)
+			if err == nil {
+				data, err = key.Open("the encrypted record", kind, seal.Place{}, env)
+			}
+			if err != nil || seal.Bound(env) {
+				return nil, fmt.Errorf("%w; %s", seal.ErrDamaged, restoreHint(kind))
+			}
+			return data, nil
+		}, nil
+	}
+	lineage, err := bind.lineage(name)
+	if err != nil {
+		return v, nil, err
+	}
+	return v, func(data []byte, pos int) ([]byte, error) {
+		env, err := seal.DecodeText(data)
+		if err == nil && !seal.Bound(env) {
+			err = seal.ErrDamaged
+		}
+		if err == nil {
+			data, err = key.Open("the encrypted record", kind, seal.Place{Lineage: lineage, Name: bind.name, Position: uint64(pos)}, env)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w, or it was moved here from another position, journal or state (each encrypted record is bound to its state's lineage, its journal and its position in it); %s", seal.ErrDamaged, restoreHint(kind))
+		}
+		return data, nil
+	}, nil
+}
+
+// restoreHint says what to do about a journal of kind that was altered.
+func restoreHint(kind string) string {
+	if kind == kindStateLog {
+		return "put back the state log as it was, or remove it to use the state file as it is (the changes it records are then lost)"
+	}
+	return "put back the journal as it was, or start its run over (apply -replace)"
+}
+
+// unboundJournalError refuses the journal name of kind, in format v
+// (plaintext, or encrypted without places), read for a state whose
+// journals are all encrypted with their places.
+func unboundJournalError(name, kind string, v int) error {
+	form := "is not encrypted"
+	if v == legacyJournalVersion {
+		form = "is encrypted the way agentctl did before each record was bound to its place"
+	}
+	return fmt.Errorf("journal %s %s, but the state it belongs to is encrypted, and every journal it refers to was encrypted with its records bound to their places when it was: this file was put there since; %s", name, form, restoreHint(kind))
 }
 
 // readLine reads one line, without its newline. complete is false when
@@ -624,9 +800,9 @@ func readLine(br *bufio.Reader, max int) (line []byte, complete, tooLong bool, e
 	}
 }
 
-// parseRecord checks one record line and returns its JSON (decrypted
-// with key when it is not nil), or the reason it is invalid.
-func parseRecord(line []byte, key *seal.Key, name, kind string) ([]byte, string) {
+// parseRecord checks one record line and returns its data (the JSON,
+// or the base64 of its envelope), or the reason it is invalid.
+func parseRecord(line []byte) ([]byte, string) {
 	if len(line) < 10 || line[8] != ' ' {
 		return nil, "malformed record"
 	}
@@ -637,18 +813,6 @@ func parseRecord(line []byte, key *seal.Key, name, kind string) ([]byte, string)
 	data := line[9:]
 	if crc32.Checksum(data, castagnoli()) != uint32(sum) {
 		return nil, "checksum mismatch"
-	}
-	if key != nil {
-		env, err := seal.DecodeText(data)
-		if err == nil {
-			data, err = key.Open(name, kind, env)
-		}
-		if err != nil {
-			return nil, "the encrypted record does not authenticate"
-		}
-	}
-	if !json.Valid(data) {
-		return nil, "invalid JSON"
 	}
 	return data, ""
 }

@@ -266,7 +266,7 @@ func FuzzReadJournal(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var recs []json.RawMessage
-		n, good, _, err := scanJournal("j", bytes.NewReader(data), nil, kindJournal, func(raw json.RawMessage) error {
+		n, good, _, err := scanJournal("j", bytes.NewReader(data), nil, kindJournal, nil, func(raw json.RawMessage) error {
 			if !json.Valid(raw) {
 				return fmt.Errorf("invalid record passed on: %q", raw)
 			}
@@ -287,7 +287,7 @@ func FuzzReadJournal(f *testing.F) {
 		}
 		// The valid prefix reads as the same records ...
 		prefix := data[:good]
-		n2, good2, _, err := scanJournal("j", bytes.NewReader(prefix), nil, kindJournal, nil)
+		n2, good2, _, err := scanJournal("j", bytes.NewReader(prefix), nil, kindJournal, nil, nil)
 		if err != nil || n2 != n || good2 != good {
 			t.Fatalf("prefix: n=%d/%d good=%d/%d err=%v", n2, n, good2, good, err)
 		}
@@ -299,7 +299,7 @@ func FuzzReadJournal(f *testing.F) {
 		}
 		next = encodeRecord(next, []byte(`{"appended":true}`))
 		var lastRec json.RawMessage
-		n3, _, _, err := scanJournal("j", bytes.NewReader(next), nil, kindJournal, func(raw json.RawMessage) error { lastRec = raw; return nil })
+		n3, _, _, err := scanJournal("j", bytes.NewReader(next), nil, kindJournal, nil, func(raw json.RawMessage) error { lastRec = raw; return nil })
 		if err != nil || n3 != n+1 || string(lastRec) != `{"appended":true}` {
 			t.Fatalf("after append: n=%d (want %d) last=%s err=%v", n3, n+1, lastRec, err)
 		}

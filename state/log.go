@@ -113,7 +113,12 @@ func (d *Dir) Append(s *State, refs ...Ref) error {
 		return fmt.Errorf("writing state %s: %w", d.LogFile(), err)
 	}
 	if d.log == nil {
-		j, err := openJournal(d.LogFile(), d.keys, kindStateLog)
+		sb, err := d.stateBinding()
+		if err != nil {
+			return fmt.Errorf("writing state: %w", err)
+		}
+		sb.lineage = s.Lineage
+		j, err := openJournal(d.LogFile(), d.keys, kindStateLog, fixedBinding(stateLogName, sb))
 		if err != nil {
 			return fmt.Errorf("writing state: %w", err)
 		}
@@ -218,10 +223,11 @@ func (e *errLogGap) Error() string {
 }
 
 // replayLog applies the records of the state log to s, read from the
-// state file. It returns how many it applied.
-func (d *Dir) replayLog(s *State) (int, error) {
+// state file in form. It returns how many it applied.
+func (d *Dir) replayLog(s *State, form stateForm) (int, error) {
 	applied := 0
-	_, err := readJournal(d.LogFile(), d.keys, kindStateLog, func(raw json.RawMessage) error {
+	bind := fixedBinding(stateLogName, d.bindingOf(s.Lineage, form))
+	_, err := readJournal(d.LogFile(), d.keys, kindStateLog, bind, func(raw json.RawMessage) error {
 		ok, err := applyRecord(s, raw)
 		if gap, isGap := errors.AsType[*errLogGap](err); isGap {
 			gap.log = d.LogFile()
@@ -346,11 +352,11 @@ func (d *Dir) verifyLog(s *State, refs []Ref) error {
 	if err != nil {
 		return fmt.Errorf("verifying the state log: %w", err)
 	}
-	back, err := d.decodeStateFile(d.stateFile, data)
+	back, form, err := d.decodeStateFileForm(d.stateFile, data)
 	if err != nil {
 		return fmt.Errorf("verifying the state log: %w", err)
 	}
-	if _, err := d.replayLog(back); err != nil {
+	if _, err := d.replayLog(back, form); err != nil {
 		return fmt.Errorf("verifying the state log: %w", err)
 	}
 	var diff []string

@@ -6,10 +6,20 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/agentctl/agentctl/internal/seal"
 )
 
-// PlanFormatVersion is the version of the saved plan format written.
+// PlanFormatVersion is the version of the saved plan format written
+// unencrypted.
 const PlanFormatVersion = 1
+
+// sealedPlanFormat is the version of an encrypted saved plan
+// (sealedPlanFile).
+const sealedPlanFormat = 2
+
+// kindPlan is the kind of a sealed saved plan's envelope.
+const kindPlan = "plan"
 
 // planKind marks a saved plan file, so that a state file or anything else
 // given to `apply PLANFILE` is recognised as not being a plan.
@@ -20,6 +30,9 @@ const planKind = "agentctl-plan"
 // state it was made against, so apply can refuse it once the state has
 // changed. It never holds sensitive values: Vars carries only
 // non-sensitive variables, and the engine-owned Plan must not contain any.
+// It does hold what the plan shows of the state (run inputs and
+// outputs): when the state is encrypted, so is the file
+// (sealedPlanFile).
 type PlanFile struct {
 	// Kind is always "agentctl-plan"; WritePlanFile sets it.
 	Kind            string `json:"kind"`
@@ -33,11 +46,53 @@ type PlanFile struct {
 	Vars         map[string]json.RawMessage `json:"vars,omitempty"`
 	// Plan is owned by the engine.
 	Plan json.RawMessage `json:"plan"`
+	// Encrypted is set when the file was encrypted.
+	Encrypted bool `json:"-"`
 }
 
-// WritePlanFile writes p to path atomically. Kind and FormatVersion are
-// set by it.
-func WritePlanFile(path string, p PlanFile) error {
+// sealedPlanFile is an encrypted saved plan: the configuration
+// directory in clear (apply finds the key in its configuration), and the
+// saved plan's JSON sealed (kind "plan", bound to that directory) in
+// base64. Its format_version, 2, makes an agentctl that predates it
+// refuse it as newer.
+type sealedPlanFile struct {
+	Kind          string `json:"kind"`
+	FormatVersion int    `json:"format_version"`
+	ConfigDir     string `json:"config_dir"`
+	Encryption    string `json:"encryption"`
+	KeyCheck      string `json:"key_check"`
+	Data          string `json:"data"`
+}
+
+// PlanHead is what a saved plan says of itself before it is opened.
+type PlanHead struct {
+	// ConfigDir is the configuration the plan was made from, whose
+	// encryption block has the key of an encrypted plan.
+	ConfigDir string
+	Encrypted bool
+}
+
+// ReadPlanHead reads the head of the saved plan at path; ok is false
+// when path is not a saved plan (or cannot be read).
+func ReadPlanHead(path string) (head PlanHead, ok bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return head, false
+	}
+	var h struct {
+		Kind          string `json:"kind"`
+		FormatVersion int    `json:"format_version"`
+		ConfigDir     string `json:"config_dir"`
+	}
+	if json.Unmarshal(data, &h) != nil || h.Kind != planKind {
+		return head, false
+	}
+	return PlanHead{ConfigDir: h.ConfigDir, Encrypted: h.FormatVersion == sealedPlanFormat}, true
+}
+
+// WritePlanFile writes p to path atomically, encrypted when keys
+// encrypt. Kind and FormatVersion are set by it.
+func WritePlanFile(path string, p PlanFile, keys *seal.Keys) error {
 	p.Kind = planKind
 	p.FormatVersion = PlanFormatVersion
 	if p.Lineage == "" {
@@ -48,6 +103,9 @@ func WritePlanFile(path string, p PlanFile) error {
 	}
 	// Compact, so the engine-owned plan reads back byte for byte.
 	data, err := json.Marshal(p)
+	if err == nil && keys.Encrypting() {
+		data, err = sealPlan(p.ConfigDir, data, keys.Key())
+	}
 	if err != nil {
 		return fmt.Errorf("writing saved plan %s: %w", path, err)
 	}
@@ -57,10 +115,26 @@ func WritePlanFile(path string, p PlanFile) error {
 	return nil
 }
 
-// ReadPlanFile reads a saved plan. A file that is not a saved plan, is
-// damaged, or was written by a newer agentctl is refused with a message
-// saying so.
-func ReadPlanFile(path string) (*PlanFile, error) {
+// sealPlan returns the encrypted saved plan file holding data, the JSON
+// of the saved plan made from configDir.
+func sealPlan(configDir string, data []byte, key *seal.Key) ([]byte, error) {
+	env, err := key.Seal(kindPlan, seal.Place{Name: configDir}, data)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(sealedPlanFile{
+		Kind: planKind, FormatVersion: sealedPlanFormat, ConfigDir: configDir,
+		Encryption: encryptionMethod, KeyCheck: key.Check(), Data: string(seal.EncodeText(env)),
+	})
+}
+
+// ReadPlanFile reads a saved plan; keys are the encryption setting of
+// the configuration it was made from (ReadPlanHead). An encrypted plan
+// is opened with their key; an unencrypted one is refused when they
+// encrypt, as plan -out would have encrypted it. A file that is not a
+// saved plan, is damaged, was encrypted with another key, or was
+// written by a newer agentctl is refused with a message saying so.
+func ReadPlanFile(path string, keys *seal.Keys) (*PlanFile, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("saved plan %s does not exist; create one with `agentctl plan -out %s`", path, path)
@@ -68,10 +142,10 @@ func ReadPlanFile(path string) (*PlanFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading saved plan: %w", err)
 	}
-	return decodePlanFile(path, data)
+	return decodePlanFile(path, data, keys)
 }
 
-func decodePlanFile(path string, data []byte) (*PlanFile, error) {
+func decodePlanFile(path string, data []byte, keys *seal.Keys) (*PlanFile, error) {
 	var head struct {
 		Kind          string `json:"kind"`
 		FormatVersion int    `json:"format_version"`
@@ -86,11 +160,17 @@ func decodePlanFile(path string, data []byte) (*PlanFile, error) {
 	if head.Kind != planKind {
 		return nil, fmt.Errorf("%s is not an agentctl saved plan; give the file written by `agentctl plan -out`", path)
 	}
-	if head.FormatVersion > PlanFormatVersion {
+	if head.FormatVersion > sealedPlanFormat {
 		return nil, &NewerFormatError{File: path, What: "saved plan", Format: head.FormatVersion}
 	}
 	if head.FormatVersion < 1 {
 		return nil, fmt.Errorf("%s: unsupported saved plan format_version %d; create the plan again", path, head.FormatVersion)
+	}
+	if head.FormatVersion == sealedPlanFormat {
+		return openPlan(path, data, keys)
+	}
+	if keys.Encrypting() {
+		return nil, fmt.Errorf("saved plan %s is not encrypted, but the configuration encrypts the state, so agentctl plan -out would have encrypted it (it was made before the key was configured, or the file was replaced); run agentctl plan -out again", path)
 	}
 	p := &PlanFile{}
 	if err := json.Unmarshal(data, p); err != nil {
@@ -99,6 +179,37 @@ func decodePlanFile(path string, data []byte) (*PlanFile, error) {
 	if p.Lineage == "" {
 		return nil, fmt.Errorf("%s: saved plan has no state lineage; the file is damaged, create the plan again", path)
 	}
+	return p, nil
+}
+
+// openPlan opens the encrypted saved plan data read from path with keys.
+func openPlan(path string, data []byte, keys *seal.Keys) (*PlanFile, error) {
+	var f sealedPlanFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, jsonError(path, "saved plan", data, err)
+	}
+	if f.Encryption != encryptionMethod {
+		return nil, &NewerFormatError{File: path, What: "saved plan", Format: f.FormatVersion}
+	}
+	env, err := seal.DecodeText([]byte(f.Data))
+	if err != nil {
+		return nil, fmt.Errorf("saved plan %s: %w", path, err)
+	}
+	plain, err := keys.Key().Open("saved plan "+path, kindPlan, seal.Place{Name: f.ConfigDir}, env)
+	if errors.Is(err, seal.ErrDamaged) {
+		return nil, fmt.Errorf("%w; run agentctl plan -out again", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodePlanFile(path, plain, nil)
+	if err == nil && (p.FormatVersion != PlanFormatVersion || p.ConfigDir != f.ConfigDir) {
+		err = fmt.Errorf("saved plan %s: the encrypted plan is not the plan of %s; run agentctl plan -out again", path, f.ConfigDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.Encrypted = true
 	return p, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentctl/agentctl/internal/seal"
 )
 
 func TestPlanFileRoundTripAndStaleness(t *testing.T) {
@@ -24,10 +26,10 @@ func TestPlanFileRoundTripAndStaleness(t *testing.T) {
 		Vars: map[string]json.RawMessage{"region": json.RawMessage(`"eu"`)},
 		Plan: json.RawMessage(`{"actions":[{"addr":"run.a","action":"execute"}]}`),
 	}
-	if err := WritePlanFile(path, p); err != nil {
+	if err := WritePlanFile(path, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadPlanFile(path)
+	got, err := ReadPlanFile(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +94,73 @@ func TestReadPlanFileRefusals(t *testing.T) {
 	for name, c := range cases {
 		path := filepath.Join(dir, name)
 		os.WriteFile(path, []byte(c.content), 0o600)
-		_, err := ReadPlanFile(path)
+		_, err := ReadPlanFile(path, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
-	if _, err := ReadPlanFile(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "plan -out") {
+	if _, err := ReadPlanFile(filepath.Join(dir, "missing"), nil); err == nil || !strings.Contains(err.Error(), "plan -out") {
 		t.Errorf("missing: %v", err)
+	}
+}
+
+func TestEncryptedPlanFile(t *testing.T) {
+	keys := testKeys(t, false)
+	path := filepath.Join(t.TempDir(), "tfplan")
+	p := PlanFile{
+		Lineage: "l-1", Serial: 3, ConfigDir: "/src/pipeline",
+		Plan: json.RawMessage(`{"actions":[{"addr":"run.a","output":"` + canary + `"}]}`),
+	}
+	if err := WritePlanFile(path, p, keys); err != nil {
+		t.Fatal(err)
+	}
+	data := mustRead(t, path)
+	if strings.Contains(string(data), canary) {
+		t.Fatalf("the encrypted plan holds the plan in clear:\n%s", data)
+	}
+	if head, ok := ReadPlanHead(path); !ok || !head.Encrypted || head.ConfigDir != p.ConfigDir {
+		t.Fatalf("head %+v, %v", head, ok)
+	}
+	got, err := ReadPlanFile(path, keys)
+	if err != nil || !got.Encrypted || string(got.Plan) != string(p.Plan) || got.Lineage != "l-1" {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	// decrypt = true still reads it.
+	if _, err := ReadPlanFile(path, seal.NewKeys(keys.Key(), true)); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		keys *seal.Keys
+		want error
+	}{"no key": {nil, seal.ErrNoKey}, "another key": {testKeys(t, false), seal.ErrWrongKey}} {
+		if _, err := ReadPlanFile(path, c.keys); !errors.Is(err, c.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Another configuration directory written in clear does not
+	// authenticate, nor does an altered plan.
+	var f sealedPlanFile
+	json.Unmarshal(data, &f)
+	f.ConfigDir = "/src/other"
+	moved, _ := json.Marshal(f)
+	env, _ := seal.DecodeText([]byte(f.Data))
+	env[len(env)-3] ^= 1
+	f.ConfigDir, f.Data = p.ConfigDir, string(seal.EncodeText(env))
+	altered, _ := json.Marshal(f)
+	for name, data := range map[string][]byte{"moved": moved, "altered": altered} {
+		os.WriteFile(path, data, 0o600)
+		if _, err := ReadPlanFile(path, keys); !errors.Is(err, seal.ErrDamaged) || !strings.Contains(err.Error(), "plan -out again") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// An unencrypted plan is refused when the configuration encrypts.
+	if err := WritePlanFile(path, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPlanFile(path, keys); err == nil || !strings.Contains(err.Error(), "is not encrypted") {
+		t.Errorf("unencrypted plan: %v", err)
+	}
+	if _, err := ReadPlanFile(path, seal.NewKeys(keys.Key(), true)); err != nil {
+		t.Errorf("unencrypted plan with decrypt = true: %v", err)
 	}
 }

@@ -23,10 +23,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -513,6 +515,9 @@ type Dir struct {
 	// keys encrypt the state file, the state log, the journals and the
 	// snapshots (WithEncryption); nil for none.
 	keys *seal.Keys
+	// bound is the state the journals' records are bound to, as last
+	// read from or written to the state file (nil before).
+	bound atomic.Pointer[stateBinding]
 }
 
 // Option configures OpenDir.
@@ -657,7 +662,7 @@ func (d *Dir) readOnce() (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading state: %w", err)
 	}
-	s, err := d.decodeStateFile(d.stateFile, data)
+	s, form, err := d.decodeStateFileForm(d.stateFile, data)
 	var nf *NewerFormatError
 	if err != nil && (errors.Is(err, seal.ErrNoKey) || errors.Is(err, seal.ErrWrongKey)) {
 		return nil, fmt.Errorf("reading state: %w", err)
@@ -668,7 +673,7 @@ func (d *Dir) readOnce() (*State, error) {
 	if err != nil {
 		return s, err
 	}
-	n, err := d.replayLog(s)
+	n, err := d.replayLog(s, form)
 	if err != nil {
 		var gap *errLogGap
 		if errors.As(err, &gap) {
@@ -681,7 +686,39 @@ func (d *Dir) readOnce() (*State, error) {
 			return nil, fmt.Errorf("reading state: %w", err)
 		}
 	}
+	sb := d.bindingOf(s.Lineage, form)
+	d.bound.Store(&sb)
 	return s, nil
+}
+
+// bindingOf is the binding of the journals of the state of lineage,
+// its file in form.
+func (d *Dir) bindingOf(lineage string, form stateForm) stateBinding {
+	return stateBinding{lineage: lineage, strict: form == formBound && d.keys.Encrypting()}
+}
+
+// stateBinding returns the state the journals belong to: as last read
+// or written, or as the state file says now. With no state file, it has
+// no lineage.
+func (d *Dir) stateBinding() (stateBinding, error) {
+	if sb := d.bound.Load(); sb != nil {
+		return *sb, nil
+	}
+	if _, err := os.Stat(d.stateFile); errors.Is(err, fs.ErrNotExist) {
+		return stateBinding{}, nil
+	}
+	if _, err := d.Read(); err != nil {
+		return stateBinding{}, err
+	}
+	if sb := d.bound.Load(); sb != nil {
+		return *sb, nil
+	}
+	return stateBinding{}, nil
+}
+
+// journalBinding binds the journal name of this directory to its state.
+func (d *Dir) journalBinding(name string) *journalBinding {
+	return &journalBinding{name: path.Clean(filepath.ToSlash(name)), state: d.stateBinding}
 }
 
 // recoveryHint tells how to recover from a damaged state file: from the
@@ -756,6 +793,12 @@ func (d *Dir) Write(s *State) error {
 		s.Serial--
 		return fmt.Errorf("writing state: %w", err)
 	}
+	form := formPlain
+	if d.keys.Encrypting() {
+		form = formBound
+	}
+	sb := d.bindingOf(s.Lineage, form)
+	d.bound.Store(&sb)
 	lerr := d.closeLog()
 	if err := removeDurable(d.LogFile()); err != nil {
 		lerr = errors.Join(lerr, err)
@@ -1007,13 +1050,35 @@ const (
 	encryptionMethod     = "aes-256-gcm"
 )
 
+// stateForm is the form a state file is in.
+type stateForm int
+
+const (
+	formPlain stateForm = iota
+	// formLegacy is encrypted by an agentctl that did not bind
+	// records to their places (a version 1 envelope).
+	formLegacy
+	// formBound is encrypted by one that does: its journals' records
+	// are all bound.
+	formBound
+)
+
+// wantForm is the form the directory writes.
+func (d *Dir) wantForm() stateForm {
+	if d.keys.Encrypting() {
+		return formBound
+	}
+	return formPlain
+}
+
 // sealStateFile returns the state file's bytes as written: data, or
-// its encrypted form when the directory encrypts.
+// its encrypted form when the directory encrypts. The state file has no
+// place of its own (its lineage is inside it).
 func (d *Dir) sealStateFile(data []byte) ([]byte, error) {
 	if !d.keys.Encrypting() {
 		return data, nil
 	}
-	env, err := d.keys.Seal(kindState, data)
+	env, err := d.keys.Seal(kindState, seal.Place{}, data)
 	if err != nil {
 		return nil, err
 	}
@@ -1029,45 +1094,58 @@ func (d *Dir) sealStateFile(data []byte) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// openStateFile returns the plaintext of a state file's content: data
-// itself when it is not encrypted; encrypted is set when it was.
-func (d *Dir) openStateFile(name string, data []byte) (plain []byte, encrypted bool, err error) {
+// openStateFile returns the plaintext of a state file's content (data
+// itself when it is not encrypted) and the form it was in.
+func (d *Dir) openStateFile(name string, data []byte) (plain []byte, form stateForm, err error) {
 	trimmed := bytes.TrimSpace(data)
 	if !bytes.HasPrefix(trimmed, []byte("{")) || !bytes.Contains(trimmed, []byte(`"encryption"`)) {
-		return data, false, nil
+		return data, formPlain, nil
 	}
 	var f encryptedStateFile
 	if err := json.Unmarshal(data, &f); err != nil || f.Encryption == "" {
-		return data, false, nil // a plaintext state; decodeState reports it
+		return data, formPlain, nil // a plaintext state; decodeState reports it
 	}
 	if f.FormatVersion != encryptedStateFormat || f.Encryption != encryptionMethod {
-		return nil, true, &NewerFormatError{File: name, What: "encrypted state", Format: f.FormatVersion}
+		return nil, formLegacy, &NewerFormatError{File: name, What: "encrypted state", Format: f.FormatVersion}
 	}
 	env, err := seal.DecodeText([]byte(f.Data))
 	if err != nil {
-		return nil, true, fmt.Errorf("%s: %w", name, err)
+		return nil, formLegacy, fmt.Errorf("%s: %w", name, err)
 	}
-	plain, err = d.keys.Key().Open("the state file "+name, kindState, env)
-	return plain, true, err
+	form = formLegacy
+	if seal.Bound(env) {
+		form = formBound
+	}
+	plain, err = d.keys.Key().Open("the state file "+name, kindState, seal.Place{}, env)
+	return plain, form, err
 }
 
 // decodeStateFile is decodeState for the content of a state file that
 // may be encrypted.
 func (d *Dir) decodeStateFile(name string, data []byte) (*State, error) {
-	plain, _, err := d.openStateFile(name, data)
+	s, _, err := d.decodeStateFileForm(name, data)
+	return s, err
+}
+
+// decodeStateFileForm is decodeStateFile, also returning the form the
+// file was in.
+func (d *Dir) decodeStateFileForm(name string, data []byte) (*State, stateForm, error) {
+	plain, form, err := d.openStateFile(name, data)
 	if err != nil {
-		return nil, err
+		return nil, form, err
 	}
-	return decodeState(name, plain)
+	s, err := decodeState(name, plain)
+	return s, form, err
 }
 
 // replaceStateFile replaces the state file with data (Write), keeping
 // the previous file as the backup. When the previous file was written
-// with another encryption setting (before the key was configured, or
-// before decrypt was set), the backup is written re-encoded with this
+// with another encryption setting (before the key was configured,
+// before decrypt was set, or encrypted by an agentctl that did not bind
+// records to their places), the backup is written re-encoded with this
 // one rather than linked, and the journals s refers to are converted
 // too, so that nothing is left behind unencrypted (or, with decrypt,
-// encrypted) once the state is.
+// encrypted; or unbound) once the state is.
 //
 // A state file encrypted with another key, or encrypted while no key is
 // configured, is not replaced: the state it holds would be lost.
@@ -1079,11 +1157,11 @@ func (d *Dir) replaceStateFile(s *State, data []byte) error {
 	if err != nil {
 		return err
 	}
-	plain, encrypted, err := d.openStateFile(d.stateFile, old)
+	plain, form, err := d.openStateFile(d.stateFile, old)
 	if errors.Is(err, seal.ErrNoKey) || errors.Is(err, seal.ErrWrongKey) {
 		return err
 	}
-	if err != nil || encrypted == d.keys.Encrypting() {
+	if err != nil || form == d.wantForm() {
 		// Unreadable (kept as it is, as the backup) or already as wanted.
 		return replaceFile(d.stateFile, d.BackupFile(), data, 0o600)
 	}
@@ -1133,7 +1211,9 @@ func (d *Dir) convertFiles(s *State) error {
 		if _, err := os.Stat(path); err != nil {
 			continue // a lost journal is reported where it is needed
 		}
-		j, err := openJournal(path, d.keys, kindJournal)
+		bind := d.journalBinding(name)
+		bind.state = func() (stateBinding, error) { return stateBinding{lineage: s.Lineage}, nil }
+		j, err := openJournal(path, d.keys, kindJournal, bind)
 		if err != nil {
 			return fmt.Errorf("converting journal %s: %w", path, err)
 		}

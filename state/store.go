@@ -105,7 +105,7 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
-	j, err := openJournal(path, d.keys, kindJournal)
+	j, err := openJournal(path, d.keys, kindJournal, d.journalBinding(name))
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
 // ReadJournal is ReadJournal for the journal at name, relative to the
 // state directory.
 func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
-	return readJournal(d.Abs(name), d.keys, kindJournal, fn)
+	return readJournal(d.Abs(name), d.keys, kindJournal, d.journalBinding(name), fn)
 }
 
 // Locate is the absolute path of name: the local store keeps journals

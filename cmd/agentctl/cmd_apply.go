@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/sandbox/archive"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
@@ -42,18 +43,27 @@ func destroyCommand() *command {
 	}
 }
 
-// isPlanFile reports whether path is a saved plan rather than a
-// configuration.
-func isPlanFile(path string) (*state.PlanFile, bool) {
+// readSavedPlan reads the saved plan at path: nil when path is a
+// configuration rather than a saved plan. The plan is read with the
+// encryption setting of the configuration it was made from (an
+// encrypted plan needs its key; an unencrypted one is refused when the
+// configuration encrypts).
+func (m *meta) readSavedPlan(path string, vars arguments.Vars) (*state.PlanFile, error) {
 	fi, err := os.Stat(path)
 	if err != nil || fi.IsDir() || strings.HasSuffix(path, ".hcl") {
-		return nil, false
+		return nil, nil
 	}
-	pf, err := state.ReadPlanFile(path)
-	if err != nil {
-		return nil, false
+	head, ok := state.ReadPlanHead(path)
+	if !ok {
+		return nil, nil
 	}
-	return pf, true
+	var keys *seal.Keys
+	// The encryption block is decoded before variables, so the plan's
+	// own (inside it) are not needed to find the key.
+	if cfg, _ := m.loadConfig(head.ConfigDir, vars); cfg != nil {
+		keys = cfg.Settings.Encryption.Keys()
+	}
+	return state.ReadPlanFile(path, keys)
 }
 
 // apply runs agentctl apply, or agentctl destroy when args.Destroy.
@@ -63,7 +73,11 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	path, vars, autoApprove := args.Path, args.Vars, args.AutoApprove
 	var saved *state.PlanFile
 	if !destroy {
-		if pf, ok := isPlanFile(path); ok {
+		pf, err := m.readSavedPlan(path, vars)
+		if err != nil {
+			return err
+		}
+		if pf != nil {
 			saved = pf
 			path = pf.ConfigDir
 			vars.Vars = append(planVars(pf), vars.Vars...)

@@ -183,7 +183,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *stat
 		}); err != nil {
 			return fmt.Errorf("moving journal %s: %w", dir.Abs(name), err)
 		}
-		if err := store.ImportJournal(ctx, name, recs); err != nil {
+		if err := store.ImportJournal(ctx, local.Lineage, name, recs); err != nil {
 			return err
 		}
 	}

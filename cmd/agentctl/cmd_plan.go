@@ -12,6 +12,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -53,7 +54,7 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 	}
 	view.Plan(p)
 	if args.Out != "" {
-		if err := writePlanFile(args.Out, args.Path, b.cfg, e, p); err != nil {
+		if err := writePlanFile(args.Out, args.Path, b.cfg, e, p, state.EncryptionOf(b.store)); err != nil {
 			return err
 		}
 		view.Saved(args.Out)
@@ -66,8 +67,10 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 
 // writePlanFile saves p with the state's lineage and serial and the
 // non-sensitive variable values, so apply can reload the same
-// configuration and refuse the plan once the state moved on.
-func writePlanFile(out, cfgPath string, cfg *config.Config, e *engine.Engine, p *engine.Plan) error {
+// configuration and refuse the plan once the state moved on; encrypted
+// with keys when they encrypt the state, as the plan shows what the
+// state holds.
+func writePlanFile(out, cfgPath string, cfg *config.Config, e *engine.Engine, p *engine.Plan, keys *seal.Keys) error {
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -95,7 +98,7 @@ func writePlanFile(out, cfgPath string, cfg *config.Config, e *engine.Engine, p 
 		ConfigDigest:    e.ConfigDigest(),
 		Vars:            vars,
 		Plan:            body,
-	})
+	}, keys)
 }
 
 // planVars turns a saved plan's variables back into -var arguments.

@@ -23,7 +23,11 @@ func (m *meta) show(_ context.Context, args *arguments.Show) error {
 	m.noColor = args.NoColor
 	view := views.NewShow(args.ViewType, m.view())
 	if args.Target != "" {
-		if pf, ok := isPlanFile(args.Target); ok {
+		pf, err := m.readSavedPlan(args.Target, args.Vars)
+		if err != nil {
+			return err
+		}
+		if pf != nil {
 			return view.SavedPlan(pf)
 		}
 	}

@@ -2,7 +2,9 @@
 // "Encryption at rest"): AES-256-GCM under subkeys derived with
 // HKDF-SHA256 from one 256-bit key the user supplies (base64, from the
 // environment). Small payloads (the state, a state change, a journal
-// record) are sealed whole as self-describing envelopes; snapshots are
+// record) are sealed whole as self-describing envelopes, bound to their
+// kind and their Place (the state's lineage, the journal, the position),
+// so that one cannot be moved to another place; snapshots are
 // sealed as a stream of chunks (stream.go), so that an archive is never
 // held whole in memory and a truncated one is detected.
 //
@@ -20,6 +22,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -122,15 +125,37 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 
 // Envelope layout: magic (4) | version (1) | key check (8) | nonce (12) |
 // AES-256-GCM ciphertext and tag. The additional data is the first 13
-// bytes and the kind of payload ("state", "journal", ...), so a payload
-// of one kind cannot pass for another. The magic starts with a zero
-// byte, which no JSON document starts with.
+// bytes, the kind of payload ("state", "journal", ...) and, from version
+// 2, its Place: a payload of one kind cannot pass for another, nor be
+// moved to another place. Version 1 envelopes (written before places
+// were bound) are still opened, without a place. The magic starts with
+// a zero byte, which no JSON document starts with.
 const (
 	envMagic   = "\x00ACS"
-	envVersion = 1
-	envHead    = len(envMagic) + 1 + checkSize
-	nonceSize  = 12
+	envVersion = 2
+	// legacyVersion is the envelope version without a place.
+	legacyVersion = 1
+	envHead       = len(envMagic) + 1 + checkSize
+	nonceSize     = 12
 )
+
+// Place is where a sealed payload belongs: the lineage of the state it
+// belongs to, the name of what holds it (a journal) and its position
+// there (a record's number, from 1; a state version's serial). It is
+// authenticated with the payload (the AEAD's additional data), so a
+// payload opened at another place than the one it was sealed for does
+// not authenticate. The zero Place binds to nothing more than the kind.
+type Place struct {
+	Lineage  string
+	Name     string
+	Position uint64
+}
+
+// Bound reports whether data is an envelope sealed with its Place
+// (version 2), rather than plaintext or a version 1 envelope.
+func Bound(data []byte) bool {
+	return Sealed(data) && len(data) > len(envMagic) && data[len(envMagic)] == envVersion
+}
 
 // Sealed reports whether data is an envelope (Seal).
 func Sealed(data []byte) bool {
@@ -175,28 +200,29 @@ func (k *Keys) WriteKey() *Key {
 	return k.key
 }
 
-// Seal returns plain as written: an envelope of kind when encrypting,
-// plain itself otherwise.
-func (k *Keys) Seal(kind string, plain []byte) ([]byte, error) {
+// Seal returns plain as written: an envelope of kind sealed for at when
+// encrypting, plain itself otherwise.
+func (k *Keys) Seal(kind string, at Place, plain []byte) ([]byte, error) {
 	if !k.Encrypting() {
 		return plain, nil
 	}
-	return k.key.Seal(kind, plain)
+	return k.key.Seal(kind, at, plain)
 }
 
 // Open returns the plaintext of data as read: data itself when it is
 // not an envelope (written before encryption was configured), its
-// plaintext when it is one of kind sealed with the key. what names the
-// data in errors (a file, a table row).
-func (k *Keys) Open(what, kind string, data []byte) ([]byte, error) {
+// plaintext when it is one of kind sealed with the key for at (or a
+// version 1 envelope, which has no place). what names the data in
+// errors (a file, a table row).
+func (k *Keys) Open(what, kind string, at Place, data []byte) ([]byte, error) {
 	if !Sealed(data) {
 		return data, nil
 	}
-	return k.Key().Open(what, kind, data)
+	return k.Key().Open(what, kind, at, data)
 }
 
-// Seal returns an envelope of kind holding plain.
-func (k *Key) Seal(kind string, plain []byte) ([]byte, error) {
+// Seal returns an envelope of kind holding plain, bound to at.
+func (k *Key) Seal(kind string, at Place, plain []byte) ([]byte, error) {
 	out := make([]byte, envHead+nonceSize, envHead+nonceSize+len(plain)+k.aead.Overhead())
 	copy(out, envMagic)
 	out[len(envMagic)] = envVersion
@@ -204,16 +230,19 @@ func (k *Key) Seal(kind string, plain []byte) ([]byte, error) {
 	if _, err := rand.Read(out[envHead:]); err != nil {
 		return nil, fmt.Errorf("encryption: %w", err)
 	}
-	return k.aead.Seal(out, out[envHead:], plain, aad(out[:envHead], kind)), nil
+	return k.aead.Seal(out, out[envHead:], plain, aad(out[:envHead], kind, at)), nil
 }
 
-// Open returns the plaintext of the envelope data of kind; what names
-// it in errors. A nil key refuses with ErrNoKey.
-func (k *Key) Open(what, kind string, data []byte) ([]byte, error) {
+// Open returns the plaintext of the envelope data of kind, sealed for
+// at; what names it in errors. A version 1 envelope is opened without a
+// place (callers that must refuse one check Bound first). A nil key
+// refuses with ErrNoKey.
+func (k *Key) Open(what, kind string, at Place, data []byte) ([]byte, error) {
 	if len(data) < envHead+nonceSize+16 || !Sealed(data) {
 		return nil, fmt.Errorf("%s: %w", what, ErrDamaged)
 	}
-	if v := data[len(envMagic)]; v != envVersion {
+	v := data[len(envMagic)]
+	if v != envVersion && v != legacyVersion {
 		return nil, fmt.Errorf("%s is encrypted in format %d, which this agentctl does not read; upgrade agentctl", what, v)
 	}
 	check := data[len(envMagic)+1 : envHead]
@@ -223,15 +252,30 @@ func (k *Key) Open(what, kind string, data []byte) ([]byte, error) {
 	if !bytes.Equal(check, k.check[:]) {
 		return nil, WrongKeyError(what, hex.EncodeToString(check), k.Check())
 	}
-	plain, err := k.aead.Open(nil, data[envHead:envHead+nonceSize], data[envHead+nonceSize:], aad(data[:envHead], kind))
+	var ad []byte
+	if v == legacyVersion {
+		ad = append(append(make([]byte, 0, envHead+len(kind)), data[:envHead]...), kind...)
+	} else {
+		ad = aad(data[:envHead], kind, at)
+	}
+	plain, err := k.aead.Open(nil, data[envHead:envHead+nonceSize], data[envHead+nonceSize:], ad)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, ErrDamaged)
 	}
 	return plain, nil
 }
 
-func aad(head []byte, kind string) []byte {
-	return append(append(make([]byte, 0, len(head)+len(kind)), head...), kind...)
+// aad is the additional data of a version 2 envelope: its head, then
+// the kind, the lineage and the name, each preceded by its length, and
+// the position, so that no two (kind, place) pairs give the same bytes.
+func aad(head []byte, kind string, at Place) []byte {
+	ad := make([]byte, 0, len(head)+3*binary.MaxVarintLen64+len(kind)+len(at.Lineage)+len(at.Name)+8)
+	ad = append(ad, head...)
+	for _, s := range []string{kind, at.Lineage, at.Name} {
+		ad = binary.AppendUvarint(ad, uint64(len(s)))
+		ad = append(ad, s...)
+	}
+	return binary.BigEndian.AppendUint64(ad, at.Position)
 }
 
 // NoKeyError says that what, sealed with the key whose check is check,

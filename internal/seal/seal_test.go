@@ -45,36 +45,36 @@ func TestEnvelope(t *testing.T) {
 	k, _ := newKey(t)
 	other, _ := newKey(t)
 	plain := []byte(`{"canary":"secret-canary"}`)
-	env, err := k.Seal("state", plain)
+	env, err := k.Seal("state", Place{}, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(env, []byte("canary")) || !Sealed(env) {
 		t.Fatalf("envelope %q", env)
 	}
-	got, err := NewKeys(k, false).Open("f", "state", env)
+	got, err := NewKeys(k, false).Open("f", "state", Place{}, env)
 	if err != nil || !bytes.Equal(got, plain) {
 		t.Fatalf("Open = %q, %v", got, err)
 	}
-	if _, err := k.Open("f", "journal", env); !errors.Is(err, ErrDamaged) {
+	if _, err := k.Open("f", "journal", Place{}, env); !errors.Is(err, ErrDamaged) {
 		t.Errorf("another kind: %v", err)
 	}
-	if _, err := other.Open("f", "state", env); !errors.Is(err, ErrWrongKey) || !strings.Contains(err.Error(), k.Check()) {
+	if _, err := other.Open("f", "state", Place{}, env); !errors.Is(err, ErrWrongKey) || !strings.Contains(err.Error(), k.Check()) {
 		t.Errorf("wrong key: %v", err)
 	}
 	var none *Keys
-	if _, err := none.Open("f", "state", env); !errors.Is(err, ErrNoKey) {
+	if _, err := none.Open("f", "state", Place{}, env); !errors.Is(err, ErrNoKey) {
 		t.Errorf("no key: %v", err)
 	}
-	if got, err := none.Open("f", "state", plain); err != nil || !bytes.Equal(got, plain) {
+	if got, err := none.Open("f", "state", Place{}, plain); err != nil || !bytes.Equal(got, plain) {
 		t.Errorf("plaintext read: %q, %v", got, err)
 	}
 	bad := bytes.Clone(env)
 	bad[len(bad)-1] ^= 1
-	if _, err := k.Open("f", "state", bad); !errors.Is(err, ErrDamaged) {
+	if _, err := k.Open("f", "state", Place{}, bad); !errors.Is(err, ErrDamaged) {
 		t.Errorf("tampered: %v", err)
 	}
-	if w, _ := NewKeys(k, true).Seal("state", plain); !bytes.Equal(w, plain) {
+	if w, _ := NewKeys(k, true).Seal("state", Place{}, plain); !bytes.Equal(w, plain) {
 		t.Errorf("decrypt mode sealed")
 	}
 }
@@ -173,5 +173,56 @@ func BenchmarkStreamRead(b *testing.B) {
 		if _, err := io.Copy(io.Discard, io.NewSectionReader(r, 0, r.Size())); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestEnvelopePlace(t *testing.T) {
+	k, _ := newKey(t)
+	at := Place{Lineage: "5d7c2a0e", Name: "journals/run.a.jsonl", Position: 2}
+	plain := []byte(`{"step":2}`)
+	env, err := k.Seal("journal", at, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Bound(env) || Bound(plain) {
+		t.Fatalf("Bound: %v, %v", Bound(env), Bound(plain))
+	}
+	if got, err := k.Open("f", "journal", at, env); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	for _, other := range []Place{
+		{Lineage: at.Lineage, Name: at.Name, Position: 1},
+		{Lineage: at.Lineage, Name: "journals/run.b.jsonl", Position: 2},
+		{Lineage: "9f00aa11", Name: at.Name, Position: 2},
+		// The fields are delimited: moving bytes from one to the other
+		// is another place.
+		{Lineage: at.Lineage + "j", Name: "ournals/run.a.jsonl", Position: 2},
+		{},
+	} {
+		if _, err := k.Open("f", "journal", other, env); !errors.Is(err, ErrDamaged) {
+			t.Errorf("opened at %+v: %v", other, err)
+		}
+	}
+}
+
+// TestLegacyEnvelope opens a version 1 envelope (no place), as agentctl
+// wrote them before places were bound.
+func TestLegacyEnvelope(t *testing.T) {
+	k, _ := newKey(t)
+	plain := []byte(`{"serial":3}`)
+	env := make([]byte, envHead+nonceSize)
+	copy(env, envMagic)
+	env[len(envMagic)] = legacyVersion
+	copy(env[len(envMagic)+1:], k.check[:])
+	rand.Read(env[envHead:])
+	env = k.aead.Seal(env, env[envHead:], plain, append(bytes.Clone(env[:envHead]), "state"...))
+	if Bound(env) || !Sealed(env) {
+		t.Fatal("a version 1 envelope is not bound")
+	}
+	if got, err := k.Open("f", "state", Place{Lineage: "x", Position: 9}, env); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	if _, err := k.Open("f", "journal", Place{}, env); !errors.Is(err, ErrDamaged) {
+		t.Errorf("another kind: %v", err)
 	}
 }

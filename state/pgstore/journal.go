@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -30,10 +31,39 @@ type journal struct {
 	s    *Store
 	name string
 
-	mu     sync.Mutex
-	n      int64
-	broken error
-	closed bool
+	mu sync.Mutex
+	n  int64
+	// lineage is the lineage of the state the records are bound to,
+	// looked up at the first sealed append ("" before).
+	lineage string
+	broken  error
+	closed  bool
+}
+
+// recordPlace is the place a journal record is sealed for: the lineage
+// of the state, the journal's name and the record's number.
+func recordPlace(lineage, name string, seq int64) seal.Place {
+	return seal.Place{Lineage: lineage, Name: name, Position: uint64(seq)}
+}
+
+// stateBinding returns the lineage of the latest state version ("" when
+// there is none) and whether the store is strict: the version was
+// written encrypted with places and the store encrypts, so every
+// journal record was converted to that form then, and a record in
+// another form (plaintext, or sealed without its place) was put there.
+func (s *Store) stateBinding(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (lineage string, strict bool, err error) {
+	var head []byte
+	row := q.QueryRow(ctx, `SELECT lineage, substring(data from 1 for 5) FROM `+s.t.versions+` ORDER BY serial DESC LIMIT 1`)
+	err = row.Scan(&lineage, &head)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, s.fail("reading the state's lineage", err)
+	}
+	return lineage, seal.Bound(head) && s.cfg.Encryption.Encrypting(), nil
 }
 
 var _ state.JournalWriter = (*journal)(nil)
@@ -74,9 +104,6 @@ func (j *journal) Append(rec any) error {
 	if len(data) > state.MaxJournalRecord {
 		return fmt.Errorf("journal %s: record of %d bytes exceeds the %d byte limit", j.name, len(data), state.MaxJournalRecord)
 	}
-	if data, err = j.s.cfg.Encryption.Seal(kindJournal, data); err != nil {
-		return fmt.Errorf("journal %s: %w", j.name, err)
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -91,6 +118,9 @@ func (j *journal) Append(rec any) error {
 		return fmt.Errorf("journal %s: %w", j.name, err)
 	}
 	seq := j.n + 1
+	if data, err = j.seal(seq, data); err != nil {
+		return err
+	}
 	var last error
 	for attempt := 0; ; attempt++ {
 		last = j.insert(seq, data)
@@ -109,6 +139,31 @@ func (j *journal) Append(rec any) error {
 		j.broken = last
 	}
 	return last
+}
+
+// seal returns record seq's data as stored: sealed for its place when
+// the store encrypts. j.mu is held.
+func (j *journal) seal(seq int64, data []byte) ([]byte, error) {
+	if !j.s.cfg.Encryption.Encrypting() {
+		return data, nil
+	}
+	if j.lineage == "" {
+		ctx, cancel := opCtx(context.Background())
+		defer cancel()
+		lineage, _, err := j.s.stateBinding(ctx, j.s.pool)
+		if err != nil {
+			return nil, fmt.Errorf("journal %s: %w", j.name, err)
+		}
+		if lineage == "" {
+			return nil, fmt.Errorf("%s: journal %s: its records are bound to the state it belongs to, and no state is written yet", j.s.where, j.name)
+		}
+		j.lineage = lineage
+	}
+	data, err := j.s.cfg.Encryption.Seal(kindJournal, recordPlace(j.lineage, j.name, seq), data)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", j.name, err)
+	}
+	return data, nil
 }
 
 func (j *journal) insert(seq int64, data []byte) error {
@@ -177,20 +232,28 @@ func (s *Store) readJournal(name string, fn func(raw json.RawMessage) error) (in
 	if !exists {
 		return 0, fmt.Errorf("reading journal: %s: journal %s: %w", s.where, name, fs.ErrNotExist)
 	}
-	rows, err := tx.Query(ctx, `SELECT record FROM `+s.t.records+` WHERE name = $1 ORDER BY seq`, name)
+	lineage, strict, err := s.stateBinding(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := tx.Query(ctx, `SELECT seq, record FROM `+s.t.records+` WHERE name = $1 ORDER BY seq`, name)
 	if err != nil {
 		return 0, s.fail("reading journal "+name, err)
 	}
 	defer rows.Close()
 	n := 0
 	for rows.Next() {
+		var seq int64
 		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
+		if err := rows.Scan(&seq, &raw); err != nil {
 			return n, s.fail("reading journal "+name, err)
+		}
+		if seq != int64(n+1) {
+			return n, fmt.Errorf("%s: journal %s: record %d is missing (the next one is record %d): rows were removed; restore the table from a database backup, or start its run over (apply -replace)", s.where, name, n+1, seq)
 		}
 		n++
 		if fn != nil {
-			raw, err := s.cfg.Encryption.Open(fmt.Sprintf("journal %s in the %s", name, s.where), kindJournal, raw)
+			raw, err := s.openRecord(name, lineage, strict, seq, raw)
 			if err != nil {
 				return n - 1, err
 			}
@@ -203,6 +266,22 @@ func (s *Store) readJournal(name string, fn func(raw json.RawMessage) error) (in
 		return n, s.fail("reading journal "+name, err)
 	}
 	return n, nil
+}
+
+// openRecord returns the plaintext of the record seq of the journal
+// name, sealed for its place in the state of lineage; strict refuses a
+// record in another form (stateBinding).
+func (s *Store) openRecord(name, lineage string, strict bool, seq int64, raw []byte) ([]byte, error) {
+	what := fmt.Sprintf("%s: journal %s: record %d", s.where, name, seq)
+	hint := "restore the table from a database backup, or start its run over (apply -replace)"
+	if strict && !seal.Bound(raw) {
+		return nil, fmt.Errorf("%s is not encrypted with its place, but the state is, and every journal record was encrypted so when it was: the row was put there since; %s", what, hint)
+	}
+	plain, err := s.cfg.Encryption.Open(what, kindJournal, recordPlace(lineage, name, seq), raw)
+	if errors.Is(err, seal.ErrDamaged) {
+		return nil, fmt.Errorf("%w, or it was moved there from another position, journal or state (each encrypted record is bound to its state's lineage, its journal and its position in it); %s", err, hint)
+	}
+	return plain, err
 }
 
 // RemoveJournal removes the journal name; a missing one is not an error.
@@ -219,8 +298,9 @@ func (s *Store) RemoveJournal(name string) error {
 
 // ImportJournal replaces the journal name with records, in one
 // transaction (agentctl init -migrate-state moves local journals with
-// it).
-func (s *Store) ImportJournal(ctx context.Context, name string, records [][]byte) error {
+// it); encrypted, they are bound to the state of lineage, which is
+// written after them.
+func (s *Store) ImportJournal(ctx context.Context, lineage, name string, records [][]byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*opTimeout)
 	defer cancel()
 	tx, err := s.pool.Begin(ctx)
@@ -236,7 +316,7 @@ func (s *Store) ImportJournal(ctx context.Context, name string, records [][]byte
 	}
 	rows := make([][]any, len(records))
 	for i, r := range records {
-		r, err := s.cfg.Encryption.Seal(kindJournal, r)
+		r, err := s.cfg.Encryption.Seal(kindJournal, recordPlace(lineage, name, int64(i+1)), r)
 		if err != nil {
 			return err
 		}

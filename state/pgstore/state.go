@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -49,7 +50,9 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 	}
 	defer tx.Rollback(context.Background())
 	var data []byte
-	err = tx.QueryRow(ctx, `SELECT data FROM `+s.t.versions+` ORDER BY serial DESC LIMIT 1`).Scan(&data)
+	var serial int64
+	var lineage string
+	err = tx.QueryRow(ctx, `SELECT serial, lineage, data FROM `+s.t.versions+` ORDER BY serial DESC LIMIT 1`).Scan(&serial, &lineage, &data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+s.t.changes).Scan(&n); err != nil {
@@ -63,26 +66,22 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 	if err != nil {
 		return nil, s.fail("reading the state", err)
 	}
-	data, err = s.cfg.Encryption.Open("the state in the "+s.where, kindState, data)
+	st, err := s.openVersion(serial, lineage, data)
 	if err != nil {
 		return nil, err
 	}
-	st, err := state.DecodeStateVersion(s.where, data)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.Query(ctx, `SELECT record FROM `+s.t.changes+` WHERE serial > $1 ORDER BY serial`, int64(st.Serial))
+	rows, err := tx.Query(ctx, `SELECT serial, lineage, record FROM `+s.t.changes+` WHERE serial > $1 ORDER BY serial`, int64(st.Serial))
 	if err != nil {
 		return nil, s.fail("reading the state", err)
 	}
 	var recs [][]byte
 	for rows.Next() {
 		var r []byte
-		if err := rows.Scan(&r); err != nil {
+		if err := rows.Scan(&serial, &lineage, &r); err != nil {
 			rows.Close()
 			return nil, s.fail("reading the state", err)
 		}
-		r, err = s.cfg.Encryption.Open("a state change in the "+s.where, kindChange, r)
+		r, err = s.open(fmt.Sprintf("the state change of serial %d in the %s", serial, s.where), kindChange, versionPlace(lineage, serial), r)
 		if err != nil {
 			rows.Close()
 			return nil, err
@@ -96,6 +95,40 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 		return nil, fmt.Errorf("reading state: %w", err)
 	}
 	return st, nil
+}
+
+// versionPlace is the place a state version or change is sealed for:
+// its state's lineage and its serial.
+func versionPlace(lineage string, serial int64) seal.Place {
+	return seal.Place{Lineage: lineage, Position: uint64(serial)}
+}
+
+// openVersion decrypts and decodes the state version of the row serial,
+// lineage, data, and checks that it is the state version of that row.
+func (s *Store) openVersion(serial int64, lineage string, data []byte) (*state.State, error) {
+	where := fmt.Sprintf("the state version of serial %d in the %s", serial, s.where)
+	data, err := s.open(where, kindState, versionPlace(lineage, serial), data)
+	if err != nil {
+		return nil, err
+	}
+	st, err := state.DecodeStateVersion(s.where, data)
+	if err != nil {
+		return nil, err
+	}
+	if st.Serial != uint64(serial) || st.Lineage != lineage {
+		return nil, fmt.Errorf("%s holds the state of lineage %s and serial %d: the row was altered; restore the table from a database backup", where, st.Lineage, st.Serial)
+	}
+	return st, nil
+}
+
+// open is Encryption.Open for a state version or change, whose damage
+// is explained.
+func (s *Store) open(where, kind string, at seal.Place, data []byte) ([]byte, error) {
+	plain, err := s.cfg.Encryption.Open(where, kind, at, data)
+	if errors.Is(err, seal.ErrDamaged) {
+		return nil, fmt.Errorf("%w, or it was moved there from another row (each is bound to its state's lineage and serial); restore the table from a database backup", err)
+	}
+	return plain, err
 }
 
 // writer returns where state writes go: the lock's own connection while
@@ -126,12 +159,12 @@ func (s *Store) Write(st *state.State) error {
 }
 
 func (s *Store) write(ctx context.Context, st *state.State) error {
-	if err := s.checkEncryption(ctx); err != nil {
+	if err := s.checkEncryption(ctx, st.Lineage); err != nil {
 		return err
 	}
 	data, err := state.EncodeStateVersion(st, s.cfg.Version)
 	if err == nil {
-		data, err = s.cfg.Encryption.Seal(kindState, data)
+		data, err = s.cfg.Encryption.Seal(kindState, versionPlace(st.Lineage, int64(st.Serial)), data)
 	}
 	if err != nil {
 		st.Serial--
@@ -226,7 +259,7 @@ func (s *Store) Append(st *state.State, refs ...state.Ref) error {
 	defer s.mu.Unlock()
 	rec, err := state.EncodeChange(st, s.cfg.Version, refs...)
 	if err == nil {
-		rec, err = s.cfg.Encryption.Seal(kindChange, rec)
+		rec, err = s.cfg.Encryption.Seal(kindChange, versionPlace(st.Lineage, int64(st.Serial+1)), rec)
 	}
 	if err != nil {
 		return err
