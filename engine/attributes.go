@@ -242,8 +242,32 @@ func attributeReasons(sc *sandbox.Scrubber, old, cur map[string]state.Attribute,
 	return out
 }
 
+// sameAttribute reports whether two recorded attributes hold the same
+// value. Values compare as JSON texts in one form: the state file escapes
+// <, > and & in strings (\u0026), the attributes computed now do not.
 func sameAttribute(a, b state.Attribute) bool {
-	return bytes.Equal(a.Value, b.Value) && a.Digest == b.Digest && a.Sensitive == b.Sensitive
+	return bytes.Equal(plainJSON(a.Value), plainJSON(b.Value)) && a.Digest == b.Digest && a.Sensitive == b.Sensitive
+}
+
+// plainJSON is the JSON text v in the form attributes are computed in:
+// compact, no HTML escapes. Text that is not JSON is returned as it is.
+func plainJSON(v json.RawMessage) []byte {
+	if !bytes.Contains(v, []byte(`\u00`)) {
+		return v
+	}
+	var x any
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	if err := dec.Decode(&x); err != nil {
+		return v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return v
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // attributeChange is one reason: LABEL OLD → NEW, or LABEL changed when
@@ -272,7 +296,7 @@ func attributeText(a state.Attribute, in bool) string {
 	case len(a.Value) == 0:
 		return "(a value too long to show)"
 	}
-	return string(a.Value)
+	return string(plainJSON(a.Value))
 }
 
 // excerptRunes is how much of a long value a reason shows.

@@ -365,7 +365,7 @@ func sameAttributes(a, b map[string]state.Attribute, prefix, skip string) bool {
 		return strings.HasPrefix(p, prefix) && p != skip && !strings.HasPrefix(p, skip+".")
 	}
 	for p, v := range b {
-		if under(p) && !attributeEqual(a[p], v) {
+		if under(p) && !sameAttribute(a[p], v) {
 			return false
 		}
 	}
@@ -375,10 +375,6 @@ func sameAttributes(a, b map[string]state.Attribute, prefix, skip string) bool {
 		}
 	}
 	return true
-}
-
-func attributeEqual(a, b state.Attribute) bool {
-	return string(a.Value) == string(b.Value) && a.Digest == b.Digest && a.Sensitive == b.Sensitive
 }
 
 // mcpSessions are the MCP servers of one run, started when the run
