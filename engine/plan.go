@@ -292,6 +292,19 @@ func restorePendingReason(p *state.RestorePending) string {
 	return "a previous restore did not finish: " + why + "; the sandbox is recreated from its latest snapshot"
 }
 
+// ownReasons are the changes of a run's own inputs (its agent, its
+// settings, ...) while an upstream run it reads executes first: its
+// inputs are computed with the upstream outputs the state has now, so
+// every difference found is the run's own. None when they cannot be
+// computed yet.
+func (e *Engine) ownReasons(st *state.State, prev *state.Run, ri *config.RunInstance, sbDigest map[string]string, eval *planEvaluators) []string {
+	in, err := e.runInputs(st, ri, sbDigest, eval.standIns)
+	if err != nil || runDigest(in.digests) == prev.Digest {
+		return nil
+	}
+	return inputReasons(e.scrubber(), prev, in.digests, in.attrs)
+}
+
 // planRun decides one run's action, in dependency order so upstream
 // actions are known.
 func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval *planEvaluators, addr string, replace bool) (*Change, error) {
@@ -336,7 +349,12 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		c.Reasons = []string{"forced by -replace"}
 	case len(pending) > 0:
 		c.Action = ActionRerun
-		c.Reasons = []string{"upstream " + strings.Join(pending, ", ") + " executes first; this run is skipped during apply if its inputs turn out unchanged"}
+		c.Reasons = e.ownReasons(st, prev, ri, sbDigest, eval)
+		upstream := "upstream " + strings.Join(pending, ", ") + " executes first"
+		if len(c.Reasons) == 0 {
+			upstream += "; this run is skipped during apply if its inputs turn out unchanged"
+		}
+		c.Reasons = append(c.Reasons, upstream)
 	case len(creating) > 0:
 		c.Action = ActionRerun
 		c.Reasons = []string{strings.Join(creating, ", ") + " is created first and its manifest's digest is known once it is copied; this run is skipped during apply if its inputs turn out unchanged"}

@@ -259,3 +259,36 @@ run "rr" {
 		}
 	}
 }
+
+// TestPlanReasonOwnChangeBesideUpstream: a run whose agent changed and
+// which reads an upstream run that executes first names its own change
+// too, not only the upstream one.
+func TestPlanReasonOwnChangeBesideUpstream(t *testing.T) {
+	withDown := reasonsConfig + `
+agent "b" {
+  provider     = provider.scripted
+  instructions = "Summarize."
+}
+run "down" {
+  agent = agent.b
+  input = "summarize ${run.r.output}"
+}
+`
+	withDown = strings.Replace(withDown, `script "a" {`, "script \"b\" {\n    reply { text = \"summary\" }\n  }\n  script \"a\" {", 1)
+	e, dir := newTestEngine(t, withDown)
+	planApply(t, e, PlanOptions{})
+	src := strings.Replace(withDown, `input = "old question"`, `input = "new question"`, 1)
+	src = strings.Replace(src, `instructions = "Summarize."`, `instructions = "Summarize in one line."`, 1)
+	e = reloaded(t, e, dir, src)
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(context.Background(), st, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReasons(t, p.Change("run.down"), ActionRerun,
+		`agent.b: instructions "Summarize." → "Summarize in one line."`,
+		"upstream run.r executes first")
+}
