@@ -62,18 +62,21 @@ func (l *loader) decodeEncryption(blocks hcl.Blocks) {
 			ok = false
 		} else {
 			l.col.add(s)
-			if !v.IsMarked() && s != "" {
+			switch k, err := seal.ParseKey(s); {
+			case s == "" && l.opts.NoSecrets:
+				// validate: the key is not needed to check the configuration.
+			case !v.IsMarked() && s != "":
 				l.errorf(a.Expr.Range(), "Encryption key written in the configuration",
 					"The key encrypts the state: it must not be in a file you commit. Write key = env(\"AGENTCTL_STATE_KEY\") and set that variable to the key (openssl rand -base64 32 makes one).")
 				ok = false
-			} else if k, err := seal.ParseKey(s); err != nil {
+			case err != nil:
 				detail := err.Error() + "."
 				if s == "" {
 					detail = "The key is empty: is the environment variable it reads set? Set it to the key the state is encrypted with (a new one: openssl rand -base64 32), or remove the encryption block to keep the state unencrypted."
 				}
 				l.errorf(a.Expr.Range(), "Invalid encryption key", "%s", detail)
 				ok = false
-			} else {
+			default:
 				enc.Key = k
 			}
 		}

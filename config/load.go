@@ -41,6 +41,10 @@ type Options struct {
 	// "scripted" block; the provider keeps its address, so the agents
 	// that use it get the scripted replies.
 	ProviderOverrides map[string]ProviderOverride
+	// NoSecrets loads for validate: an encryption key whose environment
+	// variable is unset is not an error (a CI validate step has no
+	// secrets); a key that is set is still checked.
+	NoSecrets bool
 }
 
 // Value is a variable value given with where it was written.

@@ -18,6 +18,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1222,4 +1223,19 @@ func (d *Dir) convertFiles(s *State) error {
 		}
 	}
 	return nil
+}
+
+// PendingConversion implements EncodingReporter.
+func (d *Dir) PendingConversion(context.Context) (string, error) {
+	data, err := os.ReadFile(d.stateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, form, err := d.openStateFile(d.stateFile, data); err == nil {
+		return conversion(form, d.wantForm()), nil
+	}
+	return "", nil // unreadable: Read reports it
 }

@@ -178,3 +178,30 @@ func EncryptionOf(s Store) *seal.Keys {
 	}
 	return nil
 }
+
+// EncodingReporter is a store that can say, before a write, that the
+// state it holds is stored with another encryption setting than the
+// configured one, so that the next whole write converts it (with its
+// journals and snapshots): encrypting a state written before the key was
+// configured, decrypting one under decrypt = true, binding records
+// written by an agentctl that did not. An apply with nothing else to do
+// still writes the state then (docs/security.md).
+type EncodingReporter interface {
+	// PendingConversion says what the next write does to the stored
+	// state ("encrypts", "decrypts", "binds each record to its place"),
+	// or "" when it is stored as configured.
+	PendingConversion(ctx context.Context) (string, error)
+}
+
+// conversion names the change from the stored form to the wanted one.
+func conversion(stored, want stateForm) string {
+	switch {
+	case stored == want:
+		return ""
+	case want == formPlain:
+		return "decrypts"
+	case stored == formPlain:
+		return "encrypts"
+	}
+	return "binds each record to its place"
+}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
@@ -153,10 +155,15 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		}
 		view.Plan(p)
 		if !p.HasChanges() {
-			if !destroy && e.RefreshOutputs(st) {
+			conv := pendingConversion(ctx, b.store)
+			if !destroy && (e.RefreshOutputs(st) || conv != "") {
 				if err := b.store.Write(st); err != nil {
 					return err
 				}
+			}
+			if conv != "" {
+				m.view().Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "The state was converted",
+					Detail: fmt.Sprintf("The state, its journals and its snapshots were written again, as the configuration's encryption says (the write %s them); nothing else changed.", conv)}}, nil)
 			}
 			view.Unchanged(st.Outputs)
 			return nil

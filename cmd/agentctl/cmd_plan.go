@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sort"
 
+	"github.com/hashicorp/hcl/v2"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
@@ -53,6 +55,10 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 		return errDiagnostics
 	}
 	view.Plan(p)
+	if conv := pendingConversion(ctx, b.store); conv != "" {
+		m.view().Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "The state is not stored as the configuration's encryption says",
+			Detail: fmt.Sprintf("The next apply %s the state, its journals and its snapshots, even when nothing else changes.", conv)}}, nil)
+	}
 	if args.Out != "" {
 		if err := writePlanFile(args.Out, args.Path, b.cfg, e, p, state.EncryptionOf(b.store)); err != nil {
 			return err
@@ -119,4 +125,19 @@ func planVars(pf *state.PlanFile) []string {
 		}
 	}
 	return out
+}
+
+// pendingConversion is what the next write does to the stored state's
+// encryption (state.EncodingReporter), or "" when nothing, or when the
+// store cannot say.
+func pendingConversion(ctx context.Context, store state.Store) string {
+	r, ok := store.(state.EncodingReporter)
+	if !ok {
+		return ""
+	}
+	conv, err := r.PendingConversion(ctx)
+	if err != nil {
+		return ""
+	}
+	return conv
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/builtin"
 )
 
 func validateCommand() *command {
@@ -23,7 +25,7 @@ func validateCommand() *command {
 func (m *meta) validate(_ context.Context, args *arguments.Validate) error {
 	m.noColor = args.NoColor
 	view := views.NewValidate(args.ViewType, m.view())
-	cfg, diags := m.loadConfig(args.Path, args.Vars)
+	cfg, diags := config.Load(args.Path, config.Options{Vars: args.Vars.Vars, VarFiles: args.Vars.VarFiles, Environ: m.Environ, Registry: builtin.Registry(), NoSecrets: true})
 	view.Results(diags, files(cfg))
 	if diags.HasErrors() {
 		return exitCode(exitError)

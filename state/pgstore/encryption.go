@@ -120,3 +120,28 @@ func (s *Store) convertRows(ctx context.Context, table, key, col, kind string, a
 	}
 	return nil
 }
+
+// PendingConversion implements state.EncodingReporter: what the next
+// whole write does to the latest state version (checkEncryption).
+func (s *Store) PendingConversion(ctx context.Context) (string, error) {
+	cctx, cancel := opCtx(ctx)
+	defer cancel()
+	var head []byte
+	err := s.pool.QueryRow(cctx, `SELECT substring(data from 1 for 64) FROM `+s.t.versions+` ORDER BY serial DESC LIMIT 1`).Scan(&head)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.fail("reading the state", err)
+	}
+	keys := s.cfg.Encryption
+	switch {
+	case keys == nil || seal.Sealed(head) == keys.Encrypting() && seal.Bound(head) == keys.Encrypting():
+		return "", nil
+	case !keys.Encrypting():
+		return "decrypts", nil
+	case !seal.Sealed(head):
+		return "encrypts", nil
+	}
+	return "binds each record to its place", nil
+}
