@@ -37,6 +37,9 @@ func Printable(s string) string {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case r == '\r' && strings.HasPrefix(s[i+1:], "\n"):
+			// CR LF (a terminal's line ending, as a PTY writes it) is a
+			// line end; a lone CR, which overwrites the line, is escaped.
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, "\\x%02x", s[i])
 		case printableRune(r):

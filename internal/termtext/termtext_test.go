@@ -17,6 +17,9 @@ func TestPrintable(t *testing.T) {
 		{"bad \xff byte", `bad \xff byte`},
 		{"\U000f0000", `\U000f0000`},
 		{"\u200b", `\u200b`},
+		// A PTY's CR LF line ends are line ends; a lone CR is not.
+		{"tty\r\nline 2\r\n", "tty\nline 2\n"},
+		{"over\rwrite\r", `over\x0dwrite\x0d`},
 	} {
 		if got := Printable(tc.in); got != tc.want {
 			t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
