@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +103,76 @@ func TestExecCancelForkBomb(t *testing.T) {
 	}
 	t.Logf("fork bomb cancelled: %v", err)
 	assertBombGone(t, sb)
+}
+
+// forkBombHCL is a run whose agent runs the fork bomb (each process with
+// a 64 KiB environment variable, exported before the bomb's shell is
+// exec'd) under a 3-second shell timeout, then one more command.
+const forkBombHCL = `
+provider "scripted" {
+  script "worker" {
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "x=x; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do x=$x$x; done; export BIG=$x; exec /bin/sh -c '` + forkBombShell + `'" }
+      }
+    }
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "echo after the bomb > after.txt" }
+      }
+    }
+    reply { text = "survived" }
+  }
+}
+
+provider "docker" {}
+
+sandbox "box" {
+  provider = provider.docker
+  image    = "` + TestImage + `"
+  on_exit  = "stop"
+  resources {
+    pids = 128
+  }
+}
+
+capability "shell" "default" {
+  timeout = "3s"
+}
+
+agent "worker" {
+  provider     = provider.scripted
+  instructions = "Run the commands."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.default]
+}
+
+run "bomb" {
+  agent = agent.worker
+  input = "Go."
+}
+`
+
+// TestDockerForkBombApply: an apply whose agent runs a fork bomb ends (it
+// used to hang for minutes past the shell timeout), the agent's next
+// command runs, and the run completes.
+func TestDockerForkBombApply(t *testing.T) {
+	p := testProvider(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bomb.hcl"), []byte(forkBombHCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, dir, "bomb.hcl")
+	c.destroyOnCleanup(p)
+	c.Timeout = hangGuard
+	out, code := c.Run("apply", "-auto-approve", "bomb.hcl")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	if r := c.MustState().Runs["run.bomb"]; r == nil || r.Status != "completed" {
+		t.Fatalf("run.bomb: %+v\n%s", r, out)
+	}
+	if got := c.Exec("sandbox.box", "cat after.txt; ps -o args"); !strings.HasPrefix(got, "after the bomb\n") || strings.Contains(got, "bomb-1007") {
+		t.Fatalf("the sandbox after the apply:\n%s", got)
+	}
 }
