@@ -23,7 +23,10 @@
 //     /proc/*/environ, stops then kills every process holding the marker,
 //     and repeats until none is left. This catches children that changed
 //     their process group or session, which a process-group kill would
-//     miss.
+//     miss, and spares the processes of other execs. A fork bomb starves
+//     that helper (and any exec) of CPU and pids: when it has not finished
+//     within a few seconds, the container is restarted through the Engine
+//     API, which kills every process in it from outside.
 package docker
 
 import (

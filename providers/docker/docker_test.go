@@ -321,6 +321,10 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	spec.Resources.PIDs = 64 // the fork bomb below must stay small
 	sb := newSandbox(t, spec)
 	ctx := context.Background()
+	// Another command's background process, which the timeout below must
+	// leave alone (the container is not restarted for an ordinary
+	// timeout).
+	execOK(t, sb, "setsid sleep 2009 >/dev/null 2>&1 &")
 	// A child in its own session and a grandchild in the background: a
 	// process-group kill would miss the first.
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{
@@ -337,6 +341,10 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if strings.Contains(ps, "sleep 100") {
 		t.Fatalf("processes left after timeout:\n%s", ps)
 	}
+	if !strings.Contains(ps, "sleep 2009") {
+		t.Fatalf("the timeout killed another command's process too:\n%s", ps)
+	}
+	execOK(t, sb, `ps -o pid,args | while read -r p a; do [ "$a" != "sleep 2009" ] || kill "$p"; done`)
 	// A fork bomb bounded by the timeout (and the pids limit of the test).
 	// The bomb starts in a subshell and the shell execs its sleep: once
 	// the bomb holds every pid, a fork by the shell itself would fail and
