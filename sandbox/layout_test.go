@@ -510,11 +510,14 @@ func xxdDump(data []byte) string {
 }
 
 // FuzzStreamLayouts checks that whatever the text and however it is cut
-// into pieces, a Stream passes on nothing the matcher still finds.
+// into pieces, a Stream passes on nothing the matcher still finds (and
+// that masking either end of a cut text does not fail).
 func FuzzStreamLayouts(f *testing.F) {
 	f.Add("the-secret-value", "00000000: 7468 652d 7365 6372 6574 2d76 616c 7565  the-secret-value\n", uint8(3))
 	f.Add("the-secret-value", wrap(base64.StdEncoding.EncodeToString([]byte("xx the-secret-value yy")), 16, "", "\n"), uint8(5))
 	f.Add("abcdef", "0000000   a   b   c\n0000003   d   e   f\n", uint8(1))
+	f.Add("abcdef", "00000000  61 62 63 64 65 66  |abcdef|\n00000006\n", uint8(7))
+	f.Add("abcdef", "0000000 061141 062143 063145\n0000006\n", uint8(2))
 	f.Fuzz(func(t *testing.T, secret, text string, size uint8) {
 		if len(secret) < MinSensitiveLen || size == 0 || strings.ContainsAny(secret, "()") {
 			return
@@ -523,5 +526,7 @@ func FuzzStreamLayouts(f *testing.F) {
 		if got := streamPieces(s, text, int(size)); s.Contains([]byte(got)) {
 			t.Fatalf("streamed in pieces of %d, %q gives %q, which still holds a match", size, text, got)
 		}
+		s.MaskCutEnd(text[:len(text)/2])
+		s.MaskCutStart(text[len(text)/2:])
 	})
 }

@@ -35,7 +35,10 @@ const MinSensitiveLen = 3
 // its upper- and lower-case forms too), hex, base64 in the standard and
 // URL alphabets at each of the three offsets a value can start at inside
 // a longer encoded text, URL query and path escaping, and JSON string
-// escaping (once, and twice for JSON held in a JSON string). The zero value and nil scrub nothing.
+// escaping (once, and twice for JSON held in a JSON string). They are
+// also found where tools lay them out over lines: base64 or hex wrapped
+// at any width, and the bytes of hex, octal and character dumps (xxd,
+// hexdump, od; see layout.go). The zero value and nil scrub nothing.
 type Scrubber struct {
 	ac     *ahocorasick.AhoCorasick
 	maxLen int
