@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -207,5 +208,61 @@ func TestScrubbingTwiceChangesNothing(t *testing.T) {
 		if v != Redacted && s.Contains([]byte(Redacted)) {
 			t.Errorf("%q: Contains(%q)", v, Redacted)
 		}
+	}
+}
+
+// BenchmarkScrubberShort scrubs the short texts most calls get (a tool
+// call's arguments, a line of a journal), ten values configured.
+func BenchmarkScrubberShort(b *testing.B) {
+	var vals []string
+	for i := range 10 {
+		vals = append(vals, strings.Repeat(string(rune('a'+i)), 8)+"-secret-token")
+	}
+	s := NewScrubber(vals)
+	text := `{"cmd":"go test ./... 2>&1 | tail -20","workdir":"/work/src/app"}` + "\nok  \tgithub.com/x/y\t0.42s\n"
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		s.String(text)
+	}
+}
+
+// BenchmarkScrubberLayouts scrubs 1 MiB of layouts the scrubber reads
+// across lines (base64 wrapped at 76 columns, an xxd dump), one of them
+// holding a value: the worst case, every line part of a view.
+func BenchmarkScrubberLayouts(b *testing.B) {
+	secret := "abcdefgh-secret-token"
+	s := NewScrubber([]string{secret})
+	data := make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i*7 + i/251)
+	}
+	copy(data[100<<10:], secret)
+	enc := base64.StdEncoding.EncodeToString(data)
+	var text strings.Builder
+	for i := 0; i < len(enc); i += 76 {
+		text.WriteString(enc[i:min(i+76, len(enc))] + "\n")
+	}
+	for off := 0; off < 64<<10; off += 16 {
+		fmt.Fprintf(&text, "%08x: %x  ................\n", off, data[off:off+16])
+	}
+	in := []byte(text.String())
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		s.Bytes(in)
+	}
+}
+
+// BenchmarkStream passes 64 KiB of streamed text through a Stream in
+// pieces of 16 bytes, as a model's streamed text comes.
+func BenchmarkStream(b *testing.B) {
+	s := NewScrubber([]string{"hunter2-secret-token"})
+	text := strings.Repeat("The answer is forty-two, and here is why it matters.\n", (64<<10)/54)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		st := s.NewStream()
+		for i := 0; i < len(text); i += 16 {
+			st.Write(text[i:min(i+16, len(text))])
+		}
+		st.Flush()
 	}
 }

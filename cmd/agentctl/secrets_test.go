@@ -10,23 +10,134 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-// The secret corpus: two sensitive variables, one with every character
-// an encoding treats specially, one that ends up in a file name.
+// The secret corpus: three sensitive variables, one with every character
+// an encoding treats specially, one that ends up in a file name, and a
+// long one (corpusLong) that tools wrap and dump over lines.
 const (
 	corpusToken = `S3cr3t/T0k+en"x&y?z=`
 	corpusName  = "FileNam3Secret"
 )
+
+// corpusLong is a value of 94 random printable bytes (without the quotes
+// and backslash the corpus's shell commands would need to escape), the
+// same on every run; with other, it returns another such value that
+// differs from it in both hex digits of every byte.
+func corpusLong(other bool) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#%&*+,-./:;<=>?@^_~"
+	r := rand.New(rand.NewChaCha8([32]byte{'c', 'o', 'r', 'p', 'u', 's'}))
+	b := make([]byte, 94)
+	for i := range b {
+		b[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	for i, c := range b {
+		for other {
+			if d := alphabet[r.IntN(len(alphabet))]; d>>4 != c>>4 && d&15 != c&15 {
+				b[i] = d
+				break
+			}
+		}
+	}
+	return string(b)
+}
+
+// corpusTools are the commands that wrap or dump a value over lines.
+var corpusTools = []string{
+	"base64", "base64 -w0 | fold", "base64 | fold -w 64", "xxd", "xxd -p",
+	"hexdump -C", "od", "od -c", "od -An -tx1",
+}
+
+// layoutCommand is a shell command writing the values of the variables
+// vars (after two bytes, so that they start inside a base64 group and a
+// dump line) through every corpus tool.
+func layoutCommand(vars ...string) string {
+	var cmds []string
+	for _, v := range vars {
+		for _, tool := range corpusTools {
+			cmds = append(cmds, fmt.Sprintf(`printf 'xy%%s' "$%s" | %s`, v, tool))
+		}
+	}
+	return strings.Join(cmds, "; ")
+}
+
+// layoutForms runs the corpus tools over v and returns, for every line
+// of their output, the text from the first to the last character that
+// v determines, and every such stretch between two blanks or an ASCII
+// column's delimiters: none may survive scrubbing. A character is v's
+// when the same tool writes another at its place for another value.
+func layoutForms(t *testing.T, v, other string) []string {
+	t.Helper()
+	var forms []string
+	for _, tool := range corpusTools {
+		for _, name := range strings.Fields(tool) {
+			if _, err := exec.LookPath(name); err != nil && (name == "base64" || name == "fold" || name == "xxd" || name == "hexdump" || name == "od") {
+				testenv.Missing(t, "%s is not installed", name)
+			}
+		}
+		outs := make([][]byte, 2)
+		for i, val := range []string{v, other} {
+			cmd := exec.Command("sh", "-c", fmt.Sprintf(`printf 'xy%%s' "$V" | %s`, tool))
+			cmd.Env = append(os.Environ(), "V="+val)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: %v", tool, err)
+			}
+			outs[i] = out
+		}
+		lines, others := bytes.Split(outs[0], []byte("\n")), bytes.Split(outs[1], []byte("\n"))
+		for i, l := range lines {
+			if i >= len(others) || len(others[i]) != len(l) {
+				t.Fatalf("%s: the layout depends on the value", tool)
+			}
+			forms = append(forms, derivedStretches(l, others[i])...)
+		}
+	}
+	return forms
+}
+
+// derivedStretches returns, of line l, the stretch from the first to
+// the last byte that differs in o, and each such stretch of its parts
+// between two blanks or '|', '>', '<', when it holds six differing bytes
+// or more.
+func derivedStretches(l, o []byte) []string {
+	var out []string
+	stretch := func(lo, hi int) {
+		first, last, n := -1, -1, 0
+		for i := lo; i < hi; i++ {
+			if l[i] != o[i] {
+				if first < 0 {
+					first = i
+				}
+				last, n = i, n+1
+			}
+		}
+		if n >= 6 {
+			out = append(out, string(l[first:last+1]))
+		}
+	}
+	stretch(0, len(l))
+	start := 0
+	for i := 0; i <= len(l); i++ {
+		if i == len(l) || bytes.IndexByte([]byte("|<>"), l[i]) >= 0 || i+1 < len(l) && l[i] == ' ' && l[i+1] == ' ' {
+			stretch(start, i)
+			start = i + 1
+		}
+	}
+	return out
+}
 
 // secretForms is every form of v the corpus writes and then greps for:
 // the encodings with their padding and the stable parts the scrubber
@@ -55,9 +166,10 @@ func hclString(s string) string {
 }
 
 func corpusConfig(forms []string) string {
+	// printf, not echo: dash's echo rewrites backslashes.
 	echo := "echo start"
 	for _, f := range forms {
-		echo += " && echo '" + f + "'"
+		echo += " && printf '%s\\n' '" + f + "'"
 	}
 	patch := "*** Begin Patch\n*** Add File: leak.txt\n"
 	for _, f := range forms {
@@ -75,6 +187,10 @@ variable "name" {
   type      = string
   sensitive = true
 }
+variable "long" {
+  type      = string
+  sensitive = true
+}
 
 provider "scripted" {
   script "leaker" {
@@ -84,8 +200,18 @@ provider "scripted" {
       }
     }
     reply {
+      call "exec_command" {
+        arguments = { cmd = %[5]s }
+      }
+    }
+    reply {
+      call "exec_command" {
+        arguments = { cmd = %[5]s, yield_time_ms = 10000 }
+      }
+    }
+    reply {
       call "apply_patch" {
-        arguments = { input = %s }
+        arguments = { input = %[2]s }
       }
     }
     reply {
@@ -113,6 +239,10 @@ manifest "ws" {
     value     = var.name
     ephemeral = true
   }
+  env "LONG" {
+    value     = var.long
+    ephemeral = true
+  }
 }
 
 sandbox "box" {
@@ -137,22 +267,29 @@ run "leak" {
 }
 
 output "said" { value = run.leak.output }
-`, hclString(echo), hclString(patch), hclString(write), hclString("done: "+strings.Join(forms, " ")))
+`, hclString(echo), hclString(patch), hclString(write), hclString("done: "+strings.Join(forms, " ")), hclString(layoutCommand("LONG", "TOKEN")))
 }
 
-// TestSecretCorpus runs every encoding of two sensitive values through
+// TestSecretCorpus runs every encoding of three sensitive values through
 // every path out of agentctl (tool output, apply_patch, file names,
 // images, the model's text, the run output, outputs, journals, events)
-// and greps every byte agentctl wrote for each of them.
+// and greps every byte agentctl wrote for each of them; two of them also
+// through base64, fold, xxd, hexdump and od (as a command's output and
+// as a session's streamed output), grepping for each line's part of the
+// value.
 func TestSecretCorpus(t *testing.T) {
 	dir := t.TempDir()
+	long := corpusLong(false)
 	var forms []string
 	forms = append(forms, secretForms(corpusToken)...)
 	forms = append(forms, secretForms(corpusName)...)
+	forms = append(forms, secretForms(long)...)
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(corpusConfig(forms)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "AGENTCTL_VAR_token="+corpusToken, "AGENTCTL_VAR_name="+corpusName, "AGENTCTL_LOG=debug")
+	forms = append(forms, layoutForms(t, long, corpusLong(true))...)
+	forms = append(forms, layoutForms(t, corpusToken, `x0M&_e!t-P)i\]q%Kt;G`)...)
+	env := append(os.Environ(), "AGENTCTL_VAR_token="+corpusToken, "AGENTCTL_VAR_name="+corpusName, "AGENTCTL_VAR_long="+long, "AGENTCTL_LOG=debug")
 	// run's -chdir changes this process's working directory, which the
 	// temporary directory's removal would leave dangling for the tests
 	// after this one: t.Chdir puts the old one back when the test ends.
@@ -239,6 +376,13 @@ func TestSecretCorpus(t *testing.T) {
 	}
 	if journals == 0 || stateFiles < 2 {
 		t.Fatalf("checked %d journals and %d state files (with its backup), want them all: %v", journals, stateFiles, sortedNames(files))
+	}
+	// The tools ran, and their layout is kept around the value: xxd's
+	// and hexdump -C's last line of the long value, with its end.
+	for _, want := range []string{"00000050: (sensitive)", "00000050  (sensitive)"} {
+		if !bytes.Contains(all.Bytes(), []byte(want)) {
+			t.Errorf("the output of the layout tools lacks %q", want)
+		}
 	}
 	for name, b := range files {
 		for _, f := range forms {
