@@ -17,12 +17,13 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentctl/agentctl/engine/tools"
@@ -33,9 +34,12 @@ import (
 // Version is the client version sent in the MCP handshake.
 const Version = "1"
 
-// maxRestarts bounds how often a crashed server is started again in one
-// session.
+// maxRestarts bounds how often a server that stopped or hung is started
+// again in one session.
 const maxRestarts = 3
+
+// maxPingWait bounds the ping that tells a hung server from a slow tool.
+const maxPingWait = 5 * time.Second
 
 // Server is how to reach one MCP server.
 type Server struct {
@@ -91,9 +95,12 @@ type Session struct {
 	// stderr keeps the end of the server's stderr for error messages.
 	stderr tailBuffer
 
+	// restartMu lets one call at a time start the server again.
+	restartMu sync.Mutex
+
 	mu       sync.Mutex
 	cs       *mcp.ClientSession
-	closeFn  func() // ends the transport's process, if any
+	proc     *serverProc // the server's process, if any
 	restarts int
 	closed   bool
 	tools    []ToolInfo
@@ -140,31 +147,52 @@ func (s *Session) logf(format string, args ...any) {
 func (s *Session) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, s.srv.timeout())
 	defer cancel()
-	transport, closeFn, err := s.transport(ctx)
+	transport, proc, err := s.transport(ctx)
 	if err != nil {
 		return err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentctl", Version: Version}, nil)
 	cs, err := client.Connect(cctx, transport, nil)
 	if err != nil {
-		if closeFn != nil {
-			closeFn()
-		}
+		proc.end()
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("mcp_server.%s did not complete the MCP handshake within %s (raise timeout in its block if it starts slowly)%s", s.srv.Name, s.srv.timeout(), s.stderr.note())
 		}
 		return fmt.Errorf("mcp_server.%s did not start: %w%s", s.srv.Name, err, s.stderr.note())
 	}
 	s.mu.Lock()
-	s.cs, s.closeFn = cs, closeFn
+	closed := s.closed
+	if !closed {
+		s.cs, s.proc = cs, proc
+	}
 	s.mu.Unlock()
+	if closed {
+		// Closed while the server started.
+		cs.Close()
+		proc.end()
+		return fmt.Errorf("mcp_server.%s: the session is closed", s.srv.Name)
+	}
 	return nil
 }
 
+// serverProc is a stdio server's process (nil for an HTTP server).
+type serverProc struct {
+	// stop ends the process.
+	stop func()
+	// running reports whether the process still runs.
+	running func() bool
+}
+
+// end stops the process, if any.
+func (p *serverProc) end() {
+	if p != nil {
+		p.stop()
+	}
+}
+
 // transport builds the connection to the server: a host process, a
-// process in the sandbox, or HTTP. closeFn, when set, ends the process
-// once the session is closed.
-func (s *Session) transport(ctx context.Context) (mcp.Transport, func(), error) {
+// process in the sandbox, or HTTP (without a process).
+func (s *Session) transport(ctx context.Context) (mcp.Transport, *serverProc, error) {
 	srv := &s.srv
 	switch {
 	case srv.URL != "":
@@ -207,18 +235,31 @@ func (s *Session) transport(ctx context.Context) (mcp.Transport, func(), error) 
 				<-exited
 			}
 		}
-		return &mcp.IOTransport{Reader: io.NopCloser(p.Stdout()), Writer: p.Stdin()}, stop, nil
-	default:
-		cmd := exec.CommandContext(ctx, srv.Command[0], srv.Command[1:]...)
-		cmd.Dir = srv.Dir
-		cmd.Env = os.Environ()
-		for _, k := range slices.Sorted(maps.Keys(srv.Env)) {
-			cmd.Env = append(cmd.Env, k+"="+srv.Env[k])
+		running := func() bool {
+			select {
+			case <-exited:
+				return false
+			default:
+				return true
+			}
 		}
-		cmd.Stderr = s.stderrWriter()
-		cmd.WaitDelay = 2 * time.Second
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil, nil
+		return &mcp.IOTransport{Reader: io.NopCloser(p.Stdout()), Writer: p.Stdin()}, &serverProc{stop: stop, running: running}, nil
+	default:
+		h, err := startHostServer(srv, s.stderrWriter(), s.logf)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.IOTransport{Reader: h.stdout, Writer: h.stdin}, &serverProc{stop: h.stop, running: h.running}, nil
 	}
+}
+
+// serverEnv is agentctl's environment plus env, for a host server.
+func serverEnv(env map[string]string) []string {
+	out := os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 func (s *Session) copyStderr(r io.Reader) {
@@ -305,35 +346,51 @@ func (s *Session) listTools(ctx context.Context) ([]ToolInfo, error) {
 // Close ends the session and the server's process.
 func (s *Session) Close() error {
 	s.mu.Lock()
-	cs, closeFn := s.cs, s.closeFn
-	s.cs, s.closeFn, s.closed = nil, nil, true
+	cs, proc := s.cs, s.proc
+	s.cs, s.proc, s.closed = nil, nil, true
 	s.mu.Unlock()
 	var err error
 	if cs != nil {
 		err = cs.Close()
 	}
-	if closeFn != nil {
-		closeFn()
-	}
+	proc.end()
 	return err
 }
 
-// session returns the live session, starting the server again when it
-// crashed (at most maxRestarts times).
-func (s *Session) session(ctx context.Context) (*mcp.ClientSession, error) {
+// live returns the session while its server runs (nil when there is
+// none); a session whose server stopped since the last call (it exited,
+// or crashed while idle) is dropped.
+func (s *Session) live() (*mcp.ClientSession, error) {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	cs, proc, closed := s.cs, s.proc, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
 		return nil, fmt.Errorf("mcp_server.%s: the session is closed", s.srv.Name)
-	}
-	if s.cs != nil {
-		cs := s.cs
-		s.mu.Unlock()
+	case cs == nil || proc == nil || proc.running():
 		return cs, nil
 	}
+	s.logf("the server stopped since the last call")
+	s.dropSession(cs)
+	return nil, nil
+}
+
+// session returns the live session, starting the server again when it
+// stopped or hung (at most maxRestarts times).
+func (s *Session) session(ctx context.Context) (*mcp.ClientSession, error) {
+	if cs, err := s.live(); cs != nil || err != nil {
+		return cs, err
+	}
+	// One call starts the server again; calls waiting here then use it.
+	s.restartMu.Lock()
+	defer s.restartMu.Unlock()
+	if cs, err := s.live(); cs != nil || err != nil {
+		return cs, err
+	}
+	s.mu.Lock()
 	if s.restarts >= maxRestarts {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("mcp_server.%s crashed %d times in this run; it is not started again", s.srv.Name, maxRestarts)
+		return nil, fmt.Errorf("mcp_server.%s was started again %d times in this run, the limit; it is not started again", s.srv.Name, maxRestarts)
 	}
 	s.restarts++
 	n := s.restarts
@@ -342,25 +399,35 @@ func (s *Session) session(ctx context.Context) (*mcp.ClientSession, error) {
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cs, nil
+	cs, err := s.live()
+	if cs == nil && err == nil {
+		err = fmt.Errorf("mcp_server.%s stopped as soon as it started again%s", s.srv.Name, s.stderr.note())
+	}
+	return cs, err
 }
 
-// dropSession forgets cs after its connection failed, so the next call
-// starts the server again.
+// dropSession forgets cs and stops its server, so the next call starts
+// the server again.
 func (s *Session) dropSession(cs *mcp.ClientSession) {
 	s.mu.Lock()
-	var closeFn func()
+	var proc *serverProc
 	if s.cs == cs {
 		s.cs = nil
-		closeFn, s.closeFn = s.closeFn, nil
+		proc, s.proc = s.proc, nil
 	}
 	s.mu.Unlock()
 	cs.Close()
-	if closeFn != nil {
-		closeFn()
+	proc.end()
+}
+
+// againNote says whether the next call starts the server again.
+func (s *Session) againNote() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.restarts >= maxRestarts {
+		return fmt.Sprintf("it was started again %d times in this run, the limit, and is not started again", maxRestarts)
 	}
+	return "it is started again for the next call"
 }
 
 // Call calls the server's tool name with JSON arguments. A tool result
@@ -374,27 +441,82 @@ func (s *Session) Call(ctx context.Context, name string, arguments string) (tool
 	if !json.Valid(args) {
 		return tools.Output{}, fmt.Errorf("the arguments are not JSON: %s", arguments)
 	}
-	cs, err := s.session(ctx)
-	if err != nil {
-		return tools.Output{}, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.srv.timeout())
-	defer cancel()
-	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return tools.Output{}, ctx.Err()
-		case cctx.Err() != nil:
-			s.logf("tool %s did not answer within %s", name, s.srv.timeout())
-			return tools.Output{}, fmt.Errorf("mcp_server.%s: tool %s did not answer within %s", s.srv.Name, name, s.srv.timeout())
-		case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe):
-			s.logf("the connection failed during tool %s: %v", name, err)
-			s.dropSession(cs)
-			return tools.Output{}, fmt.Errorf("mcp_server.%s stopped during the call of %s (its stderr is in the run's MCP log); it is started again for the next call", s.srv.Name, name)
+	for again := false; ; again = true {
+		cs, err := s.session(ctx)
+		if err != nil {
+			return tools.Output{}, err
 		}
-		return tools.Output{}, fmt.Errorf("mcp_server.%s: tool %s: %w", s.srv.Name, name, err)
+		cctx, cancel := context.WithTimeout(ctx, s.srv.timeout())
+		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		timedOut := cctx.Err() != nil
+		cancel()
+		if err == nil {
+			return s.output(res)
+		}
+		if !again && !timedOut && notSent(err) {
+			// The server stopped since the last call (it exited or
+			// crashed while idle): the call never reached it, so it is
+			// made again, to the server started again.
+			s.logf("the server had stopped before the call of %s: %v", name, err)
+			s.dropSession(cs)
+			continue
+		}
+		return tools.Output{}, s.callFailed(ctx, cs, name, err, timedOut)
 	}
+}
+
+// notSent reports whether err says a call could not be sent: the
+// connection had ended (the client refuses new calls once it read the
+// end of the server's output), or writing to the server's stdin failed as
+// nothing reads it any more.
+func notSent(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE)
+}
+
+// callFailed turns a call's failure into the error the model sees. A
+// server that stopped, or that answers neither the call within the
+// timeout nor a ping after it (hung), is stopped, and started again for
+// the next call.
+func (s *Session) callFailed(ctx context.Context, cs *mcp.ClientSession, name string, err error, timedOut bool) error {
+	var wire *jsonrpc.Error
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case timedOut:
+		s.logf("tool %s did not answer within %s", name, s.srv.timeout())
+		alive := s.answers(ctx, cs)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if alive {
+			return fmt.Errorf("mcp_server.%s: tool %s did not answer within %s", s.srv.Name, name, s.srv.timeout())
+		}
+		s.logf("the server does not answer a ping either: it is stopped")
+		s.dropSession(cs)
+		return fmt.Errorf("mcp_server.%s: tool %s did not answer within %s, nor did the server answer a ping after it (its stderr is in the run's MCP log); %s", s.srv.Name, name, s.srv.timeout(), s.againNote())
+	case errors.As(err, &wire), !errors.Is(err, mcp.ErrConnectionClosed) && s.answers(ctx, cs):
+		// The server answered with an error, or is still there.
+		return fmt.Errorf("mcp_server.%s: tool %s: %w", s.srv.Name, name, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.logf("the connection failed during tool %s: %v", name, err)
+	s.dropSession(cs)
+	return fmt.Errorf("mcp_server.%s stopped during the call of %s (its stderr is in the run's MCP log); %s", s.srv.Name, name, s.againNote())
+}
+
+// answers reports whether the server answers a ping within
+// min(timeout, maxPingWait): whether it still serves.
+func (s *Session) answers(ctx context.Context, cs *mcp.ClientSession) bool {
+	pctx, cancel := context.WithTimeout(ctx, min(s.srv.timeout(), maxPingWait))
+	defer cancel()
+	return cs.Ping(pctx, nil) == nil
+}
+
+// output is a tool result as the model sees it: scrubbed, and an error
+// when the result is marked as one.
+func (s *Session) output(res *mcp.CallToolResult) (tools.Output, error) {
 	out := resultOutput(res)
 	if s.srv.Scrub != nil {
 		out.Text = s.srv.Scrub.String(out.Text)

@@ -3,6 +3,7 @@ package mcphost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,22 @@ func runMisbehavingServer() {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "a tool error"}, func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such entity"}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash_mid_answer", Description: "exit halfway through the answer"}, func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
+		os.Stdout.WriteString(`{"jsonrpc":"2.0","id":`)
+		os.Exit(3)
+		return nil, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "exit_after_answer", Description: "answer, then exit"}, func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			os.Exit(4)
+		}()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "freeze", Description: "hang the whole server"}, func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
+		stopSelf()
+		select {}
 	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		os.Exit(1)
@@ -240,8 +258,8 @@ func TestServerThatNeverAnswersTimesOut(t *testing.T) {
 	if out, err := s.Call(ctx, "echo", `{"text":"x"}`); err != nil || out.Text != "echo: x" {
 		t.Fatalf("echo after a timeout: %q, %v", out.Text, err)
 	}
-	if !strings.Contains(log.String(), "did not answer within") {
-		t.Errorf("the timeout is not logged:\n%s", log.String())
+	if l := log.String(); !strings.Contains(l, "did not answer within") || strings.Contains(l, "starting the server again") {
+		t.Errorf("the timeout is not logged, or the server that still answers was restarted:\n%s", l)
 	}
 	// A cancelled run ends its call at once.
 	cctx, cancel := context.WithCancel(ctx)
@@ -255,5 +273,100 @@ func TestServerThatCannotStart(t *testing.T) {
 	_, err := Connect(context.Background(), Server{Name: "nope", Command: []string{"/nonexistent/mcp-server"}, Timeout: 5 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "mcp_server.nope") {
 		t.Fatalf("a missing program gave %v", err)
+	}
+}
+
+// running reports whether process pid runs: false once it has exited,
+// all its threads with it (a zombie whose leader thread alone exited still
+// runs).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+		return true
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return len(tasks) > 1
+}
+
+func TestCallAfterACrashMidAnswerRestartsTheServer(t *testing.T) {
+	log := &testfiles.SyncBuffer{}
+	s := misbehaving(t, 20*time.Second, log)
+	ctx := context.Background()
+	_, err := s.Call(ctx, "crash_mid_answer", `{}`)
+	if err == nil || !strings.Contains(err.Error(), "mcp_server.bad stopped during the call of crash_mid_answer") || !strings.Contains(err.Error(), "it is started again for the next call") {
+		t.Fatalf("a crash halfway through an answer gave %v", err)
+	}
+	out, err := s.Call(ctx, "echo", `{"text":"again"}`)
+	if err != nil || out.Text != "echo: again" {
+		t.Fatalf("the call after the crash: %q, %v", out.Text, err)
+	}
+}
+
+func TestCallAfterTheServerExitedRestartsIt(t *testing.T) {
+	log := &testfiles.SyncBuffer{}
+	s := misbehaving(t, 20*time.Second, log)
+	ctx := context.Background()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc to see the server exit in")
+	}
+	out, err := s.Call(ctx, "exit_after_answer", `{}`)
+	pid, perr := strconv.Atoi(out.Text)
+	if err != nil || perr != nil {
+		t.Fatalf("exit_after_answer: %q, %v", out.Text, err)
+	}
+	// The server is gone between two calls.
+	for deadline := time.Now().Add(time.Minute); running(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server (pid %d) did not exit", pid)
+		}
+	}
+	out, err = s.Call(ctx, "echo", `{"text":"again"}`)
+	if err != nil || out.Text != "echo: again" {
+		t.Fatalf("the call after the server exited: %q, %v\n%s", out.Text, err, log.String())
+	}
+	if l := log.String(); !strings.Contains(l, "the server stopped since the last call") || !strings.Contains(l, "restart 1 of 3") {
+		t.Errorf("the log lacks the stop or the restart:\n%s", l)
+	}
+}
+
+func TestCallAfterTheServerHungRestartsIt(t *testing.T) {
+	if !canStopSelf {
+		t.Skip("no SIGSTOP to hang the server with")
+	}
+	log := &testfiles.SyncBuffer{}
+	s := misbehaving(t, time.Second, log)
+	ctx := context.Background()
+	_, err := s.Call(ctx, "freeze", `{}`)
+	if err == nil || !strings.Contains(err.Error(), "tool freeze did not answer within 1s, nor did the server answer a ping") || !strings.Contains(err.Error(), "it is started again for the next call") {
+		t.Fatalf("a hung server gave %v\n%s", err, log.String())
+	}
+	out, err := s.Call(ctx, "echo", `{"text":"again"}`)
+	if err != nil || out.Text != "echo: again" {
+		t.Fatalf("the call after the server hung: %q, %v", out.Text, err)
+	}
+}
+
+func TestRestartsAreLimited(t *testing.T) {
+	log := &testfiles.SyncBuffer{}
+	s := misbehaving(t, 20*time.Second, log)
+	ctx := context.Background()
+	for i := 1; i <= maxRestarts; i++ {
+		if _, err := s.Call(ctx, "crash", `{}`); err == nil || !strings.Contains(err.Error(), "it is started again for the next call") {
+			t.Fatalf("crash %d gave %v", i, err)
+		}
+		if out, err := s.Call(ctx, "echo", `{"text":"x"}`); err != nil || out.Text != "echo: x" {
+			t.Fatalf("the call after crash %d: %q, %v", i, out.Text, err)
+		}
+	}
+	if _, err := s.Call(ctx, "crash", `{}`); err == nil || !strings.Contains(err.Error(), "is not started again") {
+		t.Fatalf("the crash after the last restart gave %v", err)
+	}
+	_, err := s.Call(ctx, "echo", `{"text":"x"}`)
+	if err == nil || !strings.Contains(err.Error(), "mcp_server.bad was started again 3 times in this run, the limit") {
+		t.Fatalf("the call after the last restart gave %v", err)
 	}
 }
