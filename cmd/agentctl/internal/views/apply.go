@@ -316,13 +316,17 @@ func (j *jsonEvents) Event(ev engine.Event) {
 	j.emit(m)
 }
 
-// plan writes each planned change and the summary as events.
+// plan writes each planned change, the plan's warnings (as diagnostics)
+// and the summary as events.
 func (j *jsonEvents) plan(p *engine.Plan) {
 	for _, c := range p.Changes {
 		if c.Action == engine.ActionNoop {
 			continue
 		}
 		j.emit(map[string]any{"type": "planned_change", "change": c})
+	}
+	for _, msg := range p.Warnings {
+		j.emit(map[string]any{"type": "diagnostic", "severity": "warning", "summary": msg})
 	}
 	s := p.Summary()
 	j.emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})
