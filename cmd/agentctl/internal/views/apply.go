@@ -245,6 +245,9 @@ func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 	case agentloop.EventCompaction:
 		v.endSpeaker(who)
 		fmt.Fprintf(v.w, "%s compacts its conversation: %s\n", who, oneLine(e.Text, 200))
+	case agentloop.EventRetry:
+		v.endSpeaker(who)
+		fmt.Fprintf(v.w, "%s%s:%s %s\n", c.Yellow, who, c.Reset, oneLine(e.Text, 200))
 	case agentloop.EventPolicyError:
 		v.endSpeaker(who)
 		fmt.Fprintf(v.w, "%sWarning:%s %s: the approval policy of %s failed, so call %s was refused: %s\n", c.Yellow, c.Reset, who, oneLine(e.Name, 100), oneLine(e.CallID, 100), oneLine(e.Text, 400))
