@@ -171,7 +171,12 @@ func (v *humanEvents) Event(ev engine.Event) {
 		fmt.Fprintf(v.w, "%s%s: %s...%s\n", c.Bold, ev.Address, ing(ev.Action), c.Reset)
 	case engine.EventApplyProgress:
 		v.endText(ev.Address)
-		if ev.Message != "" {
+		switch {
+		case ev.Message != "" && ev.Address == "":
+			// About the apply as a whole (-record's summary).
+			fmt.Fprintln(v.w, termtext.Printable(ev.Message))
+			return
+		case ev.Message != "":
 			fmt.Fprintf(v.w, "%s: %s\n", ev.Address, termtext.Printable(ev.Message))
 			return
 		}
