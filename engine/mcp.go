@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -73,9 +74,11 @@ func (e *Engine) mcpServer(s *config.MCPServer, ws *sandbox.Workspace) mcphost.S
 // refreshMCP lists the tools of every MCP server the runs use, as plan's
 // refresh: host and HTTP servers are started or reached; a server inside
 // a sandbox is listed when the sandbox runs (live), otherwise the run
-// keeps the list recorded when it last ran. A server that cannot be
-// listed fails the plan, naming it.
-func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]sandbox.Status) error {
+// keeps the list recorded when it last ran. It returns the servers that
+// could not be reached, with why: whether a plan needs them depends on
+// which runs execute (unreachableMCP). A server that answers with tools
+// the configuration cannot use fails the plan, naming it.
+func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]sandbox.Status) (map[string]error, error) {
 	needed := map[string]bool{}
 	for _, ri := range e.Config.RunInstances {
 		for _, s := range runMCPServers(e.Config, ri) {
@@ -84,6 +87,7 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 	}
 	names := sortedKeys(needed)
 	errs := make([]error, len(names))
+	unreached := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		s := e.Config.MCPServers[name]
@@ -105,8 +109,12 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 			ws = e.workspace(s.Sandbox, sb)
 		}
 		wg.Go(func() {
-			t, err := e.listMCPServer(ctx, s, ws)
+			t, err := e.reachMCPServer(ctx, s, ws)
 			if err != nil {
+				unreached[i] = err
+				return
+			}
+			if t, err = e.keepMCPTools(s, t); err != nil {
 				errs[i] = err
 				return
 			}
@@ -116,9 +124,69 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 	wg.Wait()
 	// The messages may quote a server's stderr or a tool's name.
 	if err := errors.Join(errs...); err != nil {
-		return e.scrubErr(err)
+		return nil, e.scrubErr(err)
 	}
-	return e.scrubErr(e.checkMCPClashes())
+	var down map[string]error
+	for i, err := range unreached {
+		if err != nil {
+			if down == nil {
+				down = map[string]error{}
+			}
+			down[names[i]] = e.scrubErr(err)
+		}
+	}
+	return down, e.scrubErr(e.checkMCPClashes())
+}
+
+// unreachableMCP decides what a plan does about the MCP servers that
+// refreshMCP could not reach (down). A run that stays as it is does not
+// need them. A run that executes with the tools it recorded when it last
+// ran (the server's settings unchanged) gets a warning: apply needs the
+// server. A run with no such record fails the plan: what its agents
+// would get is unknown, and plan exists to say that before apply.
+func (e *Engine) unreachableMCP(st *state.State, p *Plan, down map[string]error) error {
+	var errs []error
+	for _, name := range sortedKeys(down) {
+		s := e.Config.MCPServers[name]
+		var recorded, unknown []string
+		for _, c := range p.Changes {
+			ri := e.Config.RunInstances[c.Address]
+			if c.Kind != KindRun || !executes(c.Action) || ri == nil || !slices.Contains(runMCPServers(e.Config, ri), name) {
+				continue
+			}
+			if prev := st.Runs[c.Address]; e.recordedMCPTools(prev, s) {
+				recorded = append(recorded, c.Address)
+				c.Attributes[s.Addr()] = "(unreachable; recorded tools: " + recordedToolSummary(prev, s.Addr()) + ")"
+			} else {
+				unknown = append(unknown, c.Address)
+			}
+		}
+		if n := len(unknown); n > 0 {
+			errs = append(errs, fmt.Errorf("%s %s %s, which is unreachable, and %s no list of its tools from an earlier run to plan with: make the server reachable and plan again, or plan with -refresh=false to leave listing its tools to apply (%w)",
+				strings.Join(unknown, ", "), plural(n, "uses", "use"), s.Addr(), plural(n, "has", "have"), down[name]))
+			continue
+		}
+		if n := len(recorded); n > 0 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s is unreachable, so %s %s planned with the tools %s recorded when %s last ran; apply needs the server to run %s. Plan with -refresh=false to skip reaching MCP servers. (%v)",
+				s.Addr(), strings.Join(recorded, ", "), plural(n, "is", "are"), plural(n, "it", "they"), plural(n, "it", "they"), plural(n, "it", "them"), down[name]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recordedToolSummary is the tools of the server at key that run prev
+// recorded, as plan lists them.
+func recordedToolSummary(prev *state.Run, key string) string {
+	a := prev.Attributes[key+".tools"]
+	if a.Sensitive {
+		return "(sensitive)"
+	}
+	var names []string
+	if err := json.Unmarshal(a.Value, &names); err != nil {
+		return "(not readable)"
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // listMCP lists the tools of the run's MCP servers that this process has
@@ -143,20 +211,57 @@ func (a *applier) listMCP(ctx context.Context, ri *config.RunInstance) error {
 			}
 			ws = e.workspace(s.Sandbox, sb)
 		}
-		if _, err := e.listMCPServer(ctx, s, ws); err != nil {
+		t, err := e.reachMCPServer(ctx, s, ws)
+		if err != nil {
+			return err
+		}
+		if _, err := e.keepMCPTools(s, t); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// listMCPServer lists the tools of server s (ws is its sandbox's workspace
-// for a server inside one) and remembers them, scrubbed, for this
-// process. Two tools the model would see under one name fail it.
-func (e *Engine) listMCPServer(ctx context.Context, s *config.MCPServer, ws *sandbox.Workspace) ([]mcphost.ToolInfo, error) {
-	t, err := mcphost.List(ctx, e.mcpServer(s, ws))
+// reachMCPServer lists every tool of server s (ws is its sandbox's
+// workspace for a server inside one). An error means the server could
+// not be reached or did not list its tools: one that answered is
+// checked against its allowed_tools by keepMCPTools, so a plan can tell
+// the two apart.
+func (e *Engine) reachMCPServer(ctx context.Context, s *config.MCPServer, ws *sandbox.Workspace) ([]mcphost.ToolInfo, error) {
+	srv := e.mcpServer(s, ws)
+	srv.AllowedTools = nil
+	t, err := mcphost.List(ctx, srv)
 	if err != nil {
 		return nil, fmt.Errorf("listing the tools of %s: %w", s.Addr(), err)
+	}
+	return t, nil
+}
+
+// keepMCPTools keeps, of the tools server s offers, those its
+// allowed_tools name (all of them without it), in the server's order as
+// mcphost.Connect does, and remembers them, scrubbed, for this process.
+// An allowed tool the server does not offer fails it, and so do two
+// tools the model would see under one name.
+func (e *Engine) keepMCPTools(s *config.MCPServer, offered []mcphost.ToolInfo) ([]mcphost.ToolInfo, error) {
+	t := offered
+	if s.AllowedTools != nil {
+		t = nil
+		names := map[string]bool{}
+		for _, o := range offered {
+			names[o.Name] = true
+			if slices.Contains(s.AllowedTools, o.Name) {
+				t = append(t, o)
+			}
+		}
+		var missing []string
+		for _, a := range s.AllowedTools {
+			if !names[a] {
+				missing = append(missing, fmt.Sprintf("%q", a))
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("%s offers no tool named %s (allowed_tools); it offers: %s", s.Addr(), strings.Join(missing, ", "), strings.Join(sortedKeys(names), ", "))
+		}
 	}
 	t = scrubMCPTools(e.scrubber(), t)
 	if err := checkMCPServerNames(s.Name, t); err != nil {
@@ -286,13 +391,10 @@ func (e *Engine) mcpInputs(st *state.State, ri *config.RunInstance, inputs map[s
 			continue
 		}
 		key := s.Addr()
-		settings := mcpSettings(s)
-		for _, k := range sortedKeys(settings) {
-			attrs.set(key+"."+k, settings[k])
-		}
+		settings := setMCPSettings(attrs, s)
 		listed, ok := e.mcp.get(name)
 		if !ok {
-			if prev != nil && prev.DigestInputs[key] != "" && sameAttributes(prev.Attributes, attrs.m, key+".", key+".tools") {
+			if recordedMCPTools(prev, attrs, key) {
 				inputs[key] = prev.DigestInputs[key]
 				for p, v := range prev.Attributes {
 					if p == key+".tools" || strings.HasPrefix(p, key+".tools.") {
@@ -310,6 +412,21 @@ func (e *Engine) mcpInputs(st *state.State, ri *config.RunInstance, inputs map[s
 	}
 }
 
+// recordedMCPTools reports whether run prev recorded the tools of the
+// server at key with the settings attrs holds, so a plan that cannot
+// list the server may take them.
+func recordedMCPTools(prev *state.Run, attrs *attributes, key string) bool {
+	return prev != nil && prev.DigestInputs[key] != "" && sameAttributes(prev.Attributes, attrs.m, key+".", key+".tools")
+}
+
+// recordedMCPTools reports whether run prev recorded the tools of server
+// s under its present settings (mcpInputs takes them then).
+func (e *Engine) recordedMCPTools(prev *state.Run, s *config.MCPServer) bool {
+	attrs := newAttributes(e.scrubber())
+	setMCPSettings(attrs, s)
+	return recordedMCPTools(prev, attrs, s.Addr())
+}
+
 func setMCPToolAttributes(attrs *attributes, key string, listed []mcphost.ToolInfo) {
 	names := make([]string, 0, len(listed))
 	for _, t := range listed {
@@ -317,6 +434,15 @@ func setMCPToolAttributes(attrs *attributes, key string, listed []mcphost.ToolIn
 		attrs.setDigest(key+".tools."+t.Exposed, map[string]any{"name": t.Name, "description": t.Description, "input_schema": string(t.InputSchema)})
 	}
 	attrs.set(key+".tools", names)
+}
+
+// setMCPSettings records the settings of s in attrs and returns them.
+func setMCPSettings(attrs *attributes, s *config.MCPServer) map[string]any {
+	settings := mcpSettings(s)
+	for _, k := range sortedKeys(settings) {
+		attrs.set(s.Addr()+"."+k, settings[k])
+	}
+	return settings
 }
 
 func mcpDigest(settings map[string]any, listed []mcphost.ToolInfo) string {

@@ -85,8 +85,9 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	var unreachable map[string]error // MCP servers plan could not list
 	if opts.Refresh {
-		if err := e.refreshMCP(ctx, st, live); err != nil {
+		if unreachable, err = e.refreshMCP(ctx, st, live); err != nil {
 			return nil, err
 		}
 	}
@@ -117,6 +118,9 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		p.Memory = memoryWork(st)
 	}
 	if err := e.resumeReasons(st, p); err != nil {
+		return nil, err
+	}
+	if err := e.unreachableMCP(st, p, unreachable); err != nil {
 		return nil, err
 	}
 	if err := e.checkModels(p); err != nil {
@@ -638,7 +642,7 @@ func (p *Plan) filterTargets(cfg *config.Config, targets []string) {
 func (e *Engine) checkModels(p *Plan) error {
 	checked := map[string]bool{}
 	for _, c := range p.Changes {
-		if c.Kind != KindRun || (c.Action != ActionExecute && c.Action != ActionRerun && c.Action != ActionResume) {
+		if c.Kind != KindRun || !executes(c.Action) {
 			continue
 		}
 		ri := e.Config.RunInstances[c.Address]
@@ -657,6 +661,12 @@ func (e *Engine) checkModels(p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// executes reports whether a run planned for action a runs its agents in
+// apply.
+func executes(a Action) bool {
+	return a == ActionExecute || a == ActionRerun || a == ActionResume
 }
 
 // accountsSummary is ", N users, M groups" for a manifest that declares

@@ -63,6 +63,9 @@ type Plan struct {
 	// Memory is the memory work waiting from an earlier apply, which this
 	// apply finishes (agentmemory.go).
 	Memory []MemoryWork `json:"memory,omitempty"`
+	// Warnings are what the plan could not check but apply will need
+	// (an MCP server that could not be reached), each a sentence or two.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MemoryWork is a memory capability's memory with work waiting.

@@ -6,6 +6,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // ItemType is the kind of one conversation item; the names follow the
@@ -144,6 +145,10 @@ const (
 	EventTextDelta     EventType = "text_delta"
 	EventToolCallStart EventType = "tool_call"
 	EventReasoning     EventType = "reasoning_delta"
+	// EventRetry: an attempt failed and the provider waits Delay before
+	// the next; After says what failed ("429", "a timeout"). What the
+	// failed attempt streamed may be streamed again.
+	EventRetry EventType = "retry"
 )
 
 // Event is a streaming event emitted while a response is produced.
@@ -153,6 +158,9 @@ type Event struct {
 	// Name and CallID are set for tool call events.
 	Name   string
 	CallID string
+	// Delay and After are set for retry events.
+	Delay time.Duration
+	After string
 }
 
 // Model is one configured model provider.

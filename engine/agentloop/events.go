@@ -1,5 +1,10 @@
 package agentloop
 
+import (
+	"fmt"
+	"time"
+)
+
 // EventType names a runtime event shown to the user as it happens.
 type EventType string
 
@@ -19,7 +24,22 @@ const (
 	// was refused; Text is the policy's located error, for the operator
 	// (the model reads PolicyRefusal).
 	EventPolicyError EventType = "policy_error"
+	// EventRetry: a model call failed and is retried; Text says when and
+	// why ("retrying in 12s after 429", RetryText).
+	EventRetry EventType = "retry"
 )
+
+// RetryText is the notice of a model call retried after delay because of
+// after ("429", "a timeout"): "retrying in 12s after 429".
+func RetryText(delay time.Duration, after string) string {
+	switch {
+	case delay >= time.Second:
+		delay = delay.Round(100 * time.Millisecond)
+	default:
+		delay = delay.Round(time.Millisecond)
+	}
+	return fmt.Sprintf("retrying in %s after %s", delay, after)
+}
 
 // Event is one runtime event. Path is the nested conversation's path as
 // in Step.

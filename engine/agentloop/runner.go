@@ -495,8 +495,11 @@ func (f *frame) callModel(ctx context.Context) error {
 	defer stop()
 	began := time.Now()
 	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
-		if e.Type == model.EventTextDelta {
+		switch e.Type {
+		case model.EventTextDelta:
 			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
+		case model.EventRetry:
+			f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: RetryText(e.Delay, e.After)})
 		}
 	})
 	chatResult(span, resp)

@@ -5,8 +5,9 @@
 // helpers the engine uses to describe values in span attributes without
 // putting them there (lengths and digests).
 //
-// Nothing here sets the OpenTelemetry globals: the provider is handed to
-// the engine explicitly (engine.Engine.TracerProvider).
+// The provider is handed to the engine explicitly
+// (engine.Engine.TracerProvider); the one OpenTelemetry global set here
+// is its error handler (New says why).
 package telemetry
 
 import (
@@ -17,7 +18,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -32,21 +35,67 @@ type Provider struct {
 	// Endpoint is where spans are exported ("" when tracing is off).
 	Endpoint string
 	sdk      *sdktrace.TracerProvider
+	errs     *exportErrors
 }
 
 // Enabled reports whether spans are recorded and exported.
 func (p *Provider) Enabled() bool { return p.sdk != nil }
 
-// Shutdown exports the spans still buffered and stops the exporter; it
-// returns the export's error, if any. It is a no-op when tracing is off.
+// Shutdown exports the spans still buffered and stops the exporter. It
+// returns one error for every export of the command that failed: the
+// first, and how many more. It is a no-op when tracing is off.
 func (p *Provider) Shutdown(ctx context.Context) error {
 	if p.sdk == nil {
 		return nil
 	}
 	if err := p.sdk.Shutdown(ctx); err != nil {
-		return fmt.Errorf("exporting traces to %s: %w", p.Endpoint, err)
+		p.errs.Handle(err)
 	}
-	return nil
+	more, first := p.errs.get()
+	switch {
+	case first == nil:
+		return nil
+	case more > 0:
+		return fmt.Errorf("exporting traces to %s: %w (and %d more %s)", p.Endpoint, first, more, plural(more, "failure", "failures"))
+	}
+	return fmt.Errorf("exporting traces to %s: %w", p.Endpoint, first)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// exportErrors is the OpenTelemetry error handler of a command: it keeps
+// the first error (a batch of spans that could not be exported, mostly)
+// and counts the others, for Shutdown to report once.
+type exportErrors struct {
+	mu    sync.Mutex
+	first error
+	more  int
+}
+
+// Handle implements otel.ErrorHandler.
+func (e *exportErrors) Handle(err error) {
+	if err == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.first == nil {
+		e.first = err
+		return
+	}
+	e.more++
+}
+
+// get returns how many errors came after the first, and the first.
+func (e *exportErrors) get() (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.more, e.first
 }
 
 // Off is the provider when tracing is not configured.
@@ -133,7 +182,18 @@ func New(ctx context.Context, environ []string, version string) (*Provider, erro
 	}
 	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service), semconv.ServiceVersion(version))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &Provider{TracerProvider: tp, Endpoint: u.Redacted(), sdk: tp}, nil
+	// The batch span processor reports a failed export to OpenTelemetry's
+	// error handler, whose default prints a Go log line per failure: a
+	// flood on stderr for a collector that is down. That handler is
+	// process-global by OpenTelemetry's design (otel.SetErrorHandler, read
+	// by every otel.Handle), so it cannot be handed to the provider as
+	// everything else is: it is set here, once per command, where the
+	// command's provider is built, and Shutdown reports what it gathered
+	// as one error. A later command in the same process (tests) sets its
+	// own.
+	errs := &exportErrors{}
+	otel.SetErrorHandler(errs)
+	return &Provider{TracerProvider: tp, Endpoint: u.Redacted(), sdk: tp, errs: errs}, nil
 }
 
 // parseHeaders reads the W3C-baggage-like list OTLP headers are given in:

@@ -13,9 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +43,12 @@ const (
 	DefaultBaseURL    = "https://api.openai.com/v1"
 	DefaultMaxRetries = 3
 	DefaultTimeout    = 10 * time.Minute
+	// NoRetries is the Config.MaxRetries that disables retries (0 gives
+	// DefaultMaxRetries).
+	NoRetries = -1
+	// maxServerDelay is the longest wait an error status may ask for
+	// (Retry-After); one that asks for more gets its error back at once.
+	maxServerDelay = 2 * time.Minute
 )
 
 // Config configures a Client.
@@ -58,8 +67,8 @@ type Config struct {
 	// Timeout bounds one HTTP request including its streamed body
 	// (default 10 minutes); a request that times out is retried.
 	Timeout time.Duration
-	// MaxRetries is the number of retries after the first attempt
-	// (default 3; negative disables retries).
+	// MaxRetries is the number of retries after the first attempt: 0
+	// gives DefaultMaxRetries, NoRetries (or any negative value) none.
 	MaxRetries int
 	// HTTPClient replaces the default HTTP client (tests).
 	HTTPClient *http.Client
@@ -71,9 +80,9 @@ type Config struct {
 	// records every exchange. They exclude each other.
 	Replay *cassette.Player
 	Record *cassette.Recorder
-	// RetryBaseDelay is the first backoff delay of the retries this
-	// package makes itself (timeouts, dropped streams; default 500ms).
-	// Retries of HTTP error statuses follow the server's Retry-After.
+	// RetryBaseDelay is the first delay of the exponential backoff
+	// between retries (default 500ms). An error status that says how
+	// long to wait (Retry-After) is followed instead.
 	RetryBaseDelay time.Duration
 }
 
@@ -190,11 +199,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	// The services are built directly (not through openai.NewClient) so
 	// that no ambient OPENAI_* variable is read behind LookupEnv's back.
+	// Respond makes every retry itself, so it can say what it waits for.
 	opts := []option.RequestOption{
 		option.WithBaseURL(baseURL + "/"),
 		option.WithAPIKey(key),
 		option.WithHTTPClient(hc),
-		option.WithMaxRetries(c.maxRetries),
+		option.WithMaxRetries(0),
 		option.WithRequestTimeout(c.timeout),
 		option.WithMiddleware(countAttempts),
 	}
@@ -217,11 +227,13 @@ func (c *Client) API() string { return c.api }
 // agent loop compacts client-side.
 func (c *Client) CompactsServerSide() bool { return c.api == APIResponses }
 
-// Respond runs one turn. HTTP error statuses 408, 409, 429 and 5xx and
-// connection errors are retried by openai-go, honouring Retry-After and
-// retry-after-ms; a request that times out or a stream that breaks off
-// before the response completed is retried here, since nothing of it has
-// been committed.
+// Respond runs one turn. HTTP error statuses 408, 409, 429 and 5xx,
+// connection errors, a request that times out and a stream that breaks
+// off before the response completed are retried (nothing of an attempt
+// is committed before it completes), up to MaxRetries times, after the
+// wait the server asks for (retry-after-ms, Retry-After) or an
+// exponential backoff. Each wait is announced to sink first
+// (model.EventRetry).
 func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(model.Event)) (*model.Response, error) {
 	if req == nil {
 		return nil, errors.New("nil model request")
@@ -238,7 +250,6 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 	if c.replaying {
 		ctx, missed = cassette.WithMissSlot(ctx)
 	}
-	var lastErr error
 	for attempt := 0; ; attempt++ {
 		var resp *model.Response
 		var err error
@@ -254,14 +265,19 @@ func (c *Client) Respond(ctx context.Context, req *model.Request, sink func(mode
 		if miss := missed(); miss != nil {
 			return nil, miss
 		}
-		lastErr = err
 		if ctx.Err() != nil {
 			return nil, c.wrap(req, tally, ctx.Err())
 		}
-		if !retryHere(err, tally) || attempt >= c.maxRetries {
-			return nil, c.wrap(req, tally, lastErr)
+		after, ok := retryable(err, tally)
+		var delay time.Duration
+		if ok {
+			delay, ok = c.retryDelay(err, attempt)
 		}
-		if err := sleep(ctx, c.backoff(attempt)); err != nil {
+		if !ok || attempt >= c.maxRetries {
+			return nil, c.wrap(req, tally, err)
+		}
+		sink(model.Event{Type: model.EventRetry, Delay: delay, After: after})
+		if err := sleep(ctx, delay); err != nil {
 			return nil, c.wrap(req, tally, err)
 		}
 	}
@@ -279,20 +295,82 @@ func permanent(err error) error { return &permanentError{err} }
 // errIncomplete is a stream that ended before response.completed.
 var errIncomplete = errors.New("the response stream ended before the response completed")
 
-// retryHere reports whether this package retries err itself: a timeout,
-// or any failure after the server accepted the request (a stream that
-// broke off, a server error event). HTTP error statuses and connection
-// failures before an answer are not: openai-go already retried those.
-func retryHere(err error, tally *attemptTally) bool {
+// errFailed is a response the server reported failed in its stream.
+var errFailed = errors.New("the response failed")
+
+// retryable reports whether err may go away on a retry, and what failed
+// in the words of a retry notice: the HTTP status ("429"), "a timeout",
+// "a connection error", "a broken stream" (an accepted request's stream
+// ended early) or "a failed response" (the server's error event). A bad request we built, an undecodable reply and an error status
+// that retrying cannot fix are not retried.
+func retryable(err error, tally *attemptTally) (string, bool) {
 	var apiErr *oai.Error
 	var p *permanentError
+	var urlErr *url.Error
 	switch {
-	case errors.As(err, &apiErr), errors.As(err, &p):
-		return false
+	case errors.As(err, &p):
+		return "", false
+	case errors.As(err, &apiErr):
+		return strconv.Itoa(apiErr.StatusCode), retryableStatus(apiErr)
+	case errors.Is(err, errFailed):
+		return "a failed response", true
+	case errors.Is(err, context.DeadlineExceeded):
+		return "a timeout", true
 	case tally.opened.Load():
-		return true
+		return "a broken stream", true
+	case errors.As(err, &urlErr):
+		return "a connection error", true
 	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return "", false
+}
+
+// retryableStatus reports whether an error status may go away: 408, 409,
+// 429 and 5xx, unless the server says otherwise (x-should-retry).
+func retryableStatus(e *oai.Error) bool {
+	if e.Response != nil {
+		switch e.Response.Header.Get("x-should-retry") {
+		case "true":
+			return true
+		case "false":
+			return false
+		}
+	}
+	s := e.StatusCode
+	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+}
+
+// retryDelay is how long to wait before retrying after err: what an
+// error status asks for (retry-after-ms, then Retry-After in seconds or
+// as an HTTP date), else the backoff of attempt. A status asking for more
+// than maxServerDelay is not retried.
+func (c *Client) retryDelay(err error, attempt int) (time.Duration, bool) {
+	var apiErr *oai.Error
+	if errors.As(err, &apiErr) && apiErr.Response != nil {
+		if d, ok := serverDelay(apiErr.Response.Header, time.Now()); ok {
+			return d, d <= maxServerDelay
+		}
+	}
+	return c.backoff(attempt), true
+}
+
+// serverDelay is the wait h asks for, if it says one.
+func serverDelay(h http.Header, now time.Time) (time.Duration, bool) {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+			return time.Duration(min(ms, float64(time.Hour/time.Millisecond)) * float64(time.Millisecond)), true
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if sec, err := strconv.ParseFloat(v, 64); err == nil && sec >= 0 && !math.IsInf(sec, 0) {
+		return time.Duration(min(sec, float64(time.Hour/time.Second)) * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 func (c *Client) backoff(attempt int) time.Duration {
@@ -386,8 +464,7 @@ func plural(n int) string {
 	return "s"
 }
 
-// attemptTally counts the HTTP requests of one Respond call, including
-// the retries openai-go makes on its own, and notes whether the current
+// attemptTally counts the HTTP requests of one Respond call and notes whether the current
 // attempt got a successful answer (so that a later failure happened
 // mid-stream).
 type attemptTally struct {

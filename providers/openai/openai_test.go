@@ -463,7 +463,7 @@ func TestResponsesRetryAfterTooLongNotRetriedEarly(t *testing.T) {
 
 func TestResponses500ThenSuccess(t *testing.T) {
 	h := newHarness(t, "", nil)
-	// No Retry-After: openai-go's exponential backoff applies.
+	// No Retry-After: the exponential backoff applies.
 	h.fake.Enqueue(fakeopenai.Status(500), fakeopenai.Status(503), fakeopenai.Text("recovered"))
 	resp := mustRespond(t, h, baseRequest(), nil)
 	if resp.Text() != "recovered" {
@@ -537,8 +537,7 @@ func TestResponsesConnectionRefusedNoKey(t *testing.T) {
 	if !errors.As(err, &e) || e.StatusCode != 0 || !e.Temporary() {
 		t.Fatalf("got %v", err)
 	}
-	// openai-go retries connection failures; they are not retried again
-	// on top of that.
+	// A connection failure is retried max_retries times, once each.
 	if e.Attempts != 2 {
 		t.Fatalf("%d attempts, want 2: %v", e.Attempts, err)
 	}

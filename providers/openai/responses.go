@@ -104,7 +104,7 @@ func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink f
 // streamFailure turns an in-stream error into an error; server-side
 // failures are retried, everything else (invalid prompt, ...) is not.
 func streamFailure(code, msg string) error {
-	err := fmt.Errorf("the response failed: %s (%s)", msg, code)
+	err := fmt.Errorf("%w: %s (%s)", errFailed, msg, code)
 	switch code {
 	case "server_error", "rate_limit_exceeded", "":
 		return err

@@ -24,7 +24,9 @@ type ProviderSettings struct {
 	Organization string
 	Project      string
 	Timeout      time.Duration
-	MaxRetries   int
+	// MaxRetries is the retries after a turn's first attempt: nil gives
+	// DefaultMaxRetries, 0 none.
+	MaxRetries *int
 	// Replay is a directory of recorded cassettes (agentctl apply
 	// -record) to answer from instead of the network, relative to the
 	// configuration's directory; "" calls the model.
@@ -52,8 +54,13 @@ func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 	registry.Attr(attrs, "project", &s.Project, &diags)
 	registry.Attr(attrs, "api_key", &s.APIKey, &diags)
 	s.Timeout, _ = registry.Duration(attrs, "timeout", &diags)
-	if registry.Attr(attrs, "max_retries", &s.MaxRetries, &diags) && s.MaxRetries < 0 {
-		diags = append(diags, registry.Errorf(attrs["max_retries"].Expr.Range(), "Invalid max_retries", "max_retries must be 0 or more, got %d.", s.MaxRetries))
+	var retries int
+	if registry.Attr(attrs, "max_retries", &retries, &diags) {
+		if retries < 0 {
+			diags = append(diags, registry.Errorf(attrs["max_retries"].Expr.Range(), "Invalid max_retries", "max_retries must be 0 or more, got %d: it counts the retries after a failed model call, 0 disables them, and leaving it out gives %d.", retries, DefaultMaxRetries))
+		} else {
+			s.MaxRetries = &retries
+		}
 	}
 	if registry.Attr(attrs, "replay", &s.Replay, &diags) && s.Replay == "" {
 		diags = append(diags, registry.Errorf(attrs["replay"].Expr.Range(), "Invalid replay", "replay names the directory of cassettes recorded with agentctl apply -record DIR, like replay = \"cassettes\"; it can't be empty. Leave replay out to call the model."))
@@ -64,9 +71,16 @@ func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 // Config is the client configuration of these settings; settings left
 // empty come from the environment through lookupEnv.
 func (s *ProviderSettings) Config(lookupEnv func(string) (string, bool)) Config {
+	retries := 0 // the default
+	if s.MaxRetries != nil {
+		retries = *s.MaxRetries
+		if retries == 0 {
+			retries = NoRetries
+		}
+	}
 	return Config{
 		BaseURL: s.BaseURL, API: s.API, APIKey: s.APIKey, Organization: s.Organization, Project: s.Project,
-		Timeout: s.Timeout, MaxRetries: s.MaxRetries, LookupEnv: lookupEnv,
+		Timeout: s.Timeout, MaxRetries: retries, LookupEnv: lookupEnv,
 	}
 }
 

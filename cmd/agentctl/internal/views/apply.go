@@ -174,7 +174,12 @@ func (v *humanEvents) Event(ev engine.Event) {
 		fmt.Fprintf(v.w, "%s%s: %s...%s\n", c.Bold, ev.Address, ing(ev.Action), c.Reset)
 	case engine.EventApplyProgress:
 		v.endText(ev.Address)
-		if ev.Message != "" {
+		switch {
+		case ev.Message != "" && ev.Address == "":
+			// About the apply as a whole (-record's summary).
+			fmt.Fprintln(v.w, termtext.Printable(ev.Message))
+			return
+		case ev.Message != "":
 			fmt.Fprintf(v.w, "%s: %s\n", ev.Address, termtext.Printable(ev.Message))
 			return
 		}
@@ -250,6 +255,9 @@ func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 	case agentloop.EventCompaction:
 		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s compacts its conversation: %s\n", who, oneLine(e.Text, 200))
+	case agentloop.EventRetry:
+		v.endSpeaker(who)
+		fmt.Fprintf(v.w, "%s%s:%s %s\n", c.Yellow, who, c.Reset, oneLine(e.Text, 200))
 	case agentloop.EventPolicyError:
 		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%sWarning:%s %s: the approval policy of %s failed, so call %s was refused: %s\n", c.Yellow, c.Reset, who, oneLine(e.Name, 100), oneLine(e.CallID, 100), oneLine(e.Text, 400))
@@ -321,13 +329,17 @@ func (j *jsonEvents) Event(ev engine.Event) {
 	j.emit(m)
 }
 
-// plan writes each planned change and the summary as events.
+// plan writes each planned change, the plan's warnings (as diagnostics)
+// and the summary as events.
 func (j *jsonEvents) plan(p *engine.Plan) {
 	for _, c := range p.Changes {
 		if c.Action == engine.ActionNoop {
 			continue
 		}
 		j.emit(map[string]any{"type": "planned_change", "change": c})
+	}
+	for _, msg := range p.Warnings {
+		j.emit(map[string]any{"type": "diagnostic", "severity": "warning", "summary": msg})
 	}
 	s := p.Summary()
 	j.emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})

@@ -110,6 +110,7 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 		fmt.Fprintf(w, "\n%sNo changes.%s Your sandboxes and runs match the configuration.\n\n", c.Green+c.Bold, c.Reset)
 		fmt.Fprintln(w, "agentctl compared your configuration with the state and found no differences, so no changes are needed.")
 		targetWarning(w, p, c)
+		planWarnings(w, p, c)
 		return
 	}
 	used := map[engine.Action]bool{}
@@ -157,6 +158,7 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 		fmt.Fprintf(w, "\n%s  # memory %s has work waiting: %s; this apply finishes it%s\n", c.Bold, termtext.Printable(m.Address), termtext.Printable(m.Reason), c.Reset)
 	}
 	targetWarning(w, p, c)
+	planWarnings(w, p, c)
 	fmt.Fprintf(w, "\n%s%s%s\n", c.Bold, p.Summary(), c.Reset)
 }
 
@@ -207,6 +209,13 @@ func quoteValue(v string) string {
 		v = v[:200] + "…"
 	}
 	return fmt.Sprintf("%q", v)
+}
+
+// planWarnings prints what the plan could not check but apply needs.
+func planWarnings(w io.Writer, p *engine.Plan, c Colors) {
+	for _, msg := range p.Warnings {
+		fmt.Fprintf(w, "\n%sWarning:%s %s\n", c.Yellow+c.Bold, c.Reset, termtext.Printable(msg))
+	}
 }
 
 // targetWarning is Terraform's warning for plans made with -target.
