@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -11,13 +10,6 @@ import (
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/state"
 )
-
-// stdinIsTerminal reports whether standard input is a terminal, so apply
-// may ask about tool calls there.
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
 
 // terminalApprover asks about tool calls that need approval on the
 // terminal, one question at a time however many runs ask.
