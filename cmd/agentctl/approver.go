@@ -12,7 +12,9 @@ import (
 )
 
 // terminalApprover asks about tool calls that need approval on the
-// terminal, one question at a time however many runs ask.
+// terminal, one question at a time however many runs ask. While a
+// question waits for its answer, the views' output (other runs' progress
+// and text) is held back, and written after the answer.
 type terminalApprover struct {
 	m  *meta
 	mu sync.Mutex
@@ -29,6 +31,8 @@ func (t *terminalApprover) Approve(ctx context.Context, run string, call state.A
 	if ctx.Err() != nil {
 		return engine.Answer{}
 	}
+	release := t.m.hold.Start()
+	defer release()
 	scope := "run"
 	if t.chat {
 		scope = "session"
