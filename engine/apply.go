@@ -783,6 +783,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		if resume && prev != nil {
 			r.Provenance.StartedAt = prev.Provenance.StartedAt
 			r.Approvals = prev.Approvals
+			r.ToolDecisions = prev.ToolDecisions
 		}
 		st.Runs[addr] = r
 	}, state.RunRef(addr)); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/engine/agentloop"
@@ -106,8 +105,10 @@ type Answer struct {
 	// state.ApprovalPending to defer the call.
 	Decision string
 	Reason   string
-	// Always approves the later calls of the same tool in this run, for
-	// the rest of this apply.
+	// Always makes the decision stand for the later calls of the same
+	// tool in this run (always, or never with a rejection): recorded in
+	// the run's state (state.Run.ToolDecisions), so that a resumed run
+	// keeps it.
 	Always bool
 	// By names the reviewer.
 	By string
@@ -119,23 +120,22 @@ type Approver interface {
 	Approve(ctx context.Context, run string, call state.Approval) Answer
 }
 
-// asker is the Runner.Ask of run addr: it asks the engine's Approver and
-// records each decision in the state before the call runs. nil without an
-// Approver.
+// asker is the Runner.Ask of run addr: it decides a call by the run's
+// standing decision on its tool, else asks the engine's Approver, and
+// records each decision in the state before the call runs. nil without
+// an Approver or a standing decision.
 func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Context, agentloop.PendingCall) (agentloop.Decision, bool) {
 	ap := a.e.Approver
-	if ap == nil {
+	if ap == nil && !a.hasToolDecisions(addr) {
 		return nil
 	}
-	var mu sync.Mutex
-	always := map[string]string{} // tool → reviewer
 	return func(ctx context.Context, c agentloop.PendingCall) (agentloop.Decision, bool) {
 		call := *pendingApproval(c, scrub, time.Now().UTC())
-		mu.Lock()
-		by, ok := always[c.Tool]
-		mu.Unlock()
-		ans := Answer{Decision: state.ApprovalApproved, By: by, Reason: "always approved for this run"}
-		if !ok {
+		ans, standing := a.toolDecision(addr, c.Tool)
+		if !standing {
+			if ap == nil {
+				return agentloop.Decision{}, false
+			}
 			a.asking.Add(1)
 			ans = ap.Approve(ctx, addr, call)
 			a.asking.Add(-1)
@@ -143,15 +143,14 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 		if ans.Decision != state.ApprovalApproved && ans.Decision != state.ApprovalRejected {
 			return agentloop.Decision{}, false
 		}
-		if ans.Always && ans.Decision == state.ApprovalApproved {
-			mu.Lock()
-			always[c.Tool] = ans.By
-			mu.Unlock()
-		}
-		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, time.Now().UTC(), ans.Reason
+		now := time.Now().UTC()
+		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, now, ans.Reason
 		if err := a.update(func(st *state.State) {
 			if r := st.Runs[addr]; r != nil {
 				r.Approvals = recordDecision(r.Approvals, c, &call)
+				if ans.Always && !standing {
+					r.SetToolDecision(c.Tool, state.ToolDecision{Decision: ans.Decision, DecidedBy: ans.By, DecidedAt: now, Reason: ans.Reason})
+				}
 			}
 		}, state.RunRef(addr)); err != nil {
 			// Not recorded: the call is not decided; it waits.
@@ -159,6 +158,27 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 		}
 		return agentloop.Decision{Approved: ans.Decision == state.ApprovalApproved, Reason: ans.Reason}, true
 	}
+}
+
+// hasToolDecisions reports whether run addr has standing decisions.
+func (a *applier) hasToolDecisions(addr string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.st.Runs[addr]
+	return r != nil && len(r.ToolDecisions) > 0
+}
+
+// toolDecision is run addr's standing decision on tool, as the answer
+// that decides the call.
+func (a *applier) toolDecision(addr, tool string) (Answer, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.st.Runs[addr]
+	if r == nil {
+		return Answer{}, false
+	}
+	d, ok := r.ToolDecisions[tool]
+	return Answer{Decision: d.Decision, By: d.DecidedBy, Reason: d.CallReason()}, ok
 }
 
 // reportWaiting reports the objects not started because a run they

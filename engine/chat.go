@@ -452,15 +452,15 @@ const NoReviewerReason = "no reviewer could be asked (agentctl chat's standard i
 // is refused for this turn and the model is told why.
 func (s *ChatSession) asker() func(context.Context, agentloop.PendingCall) (agentloop.Decision, bool) {
 	var mu sync.Mutex
-	always := map[string]string{}
+	always := map[string]Answer{} // tool → the session's standing answer
 	return func(ctx context.Context, pc agentloop.PendingCall) (agentloop.Decision, bool) {
 		call := *pendingApproval(pc, s.scrub, time.Now().UTC())
 		mu.Lock()
-		by, ok := always[pc.Tool]
+		ans, ok := always[pc.Tool]
 		mu.Unlock()
-		ans := Answer{Decision: state.ApprovalApproved, By: by, Reason: "always approved for this session"}
 		switch {
 		case ok:
+			ans.Always, ans.Reason = false, "always "+ans.Decision+" for this session"
 		case s.e.Approver == nil:
 			ans = Answer{Decision: state.ApprovalRejected, Reason: NoReviewerReason}
 		default:
@@ -469,9 +469,9 @@ func (s *ChatSession) asker() func(context.Context, agentloop.PendingCall) (agen
 				ans = Answer{Decision: state.ApprovalRejected, By: ans.By, Reason: "not approved in the chat"}
 			}
 		}
-		if ans.Always && ans.Decision == state.ApprovalApproved {
+		if ans.Always {
 			mu.Lock()
-			always[pc.Tool] = ans.By
+			always[pc.Tool] = ans
 			mu.Unlock()
 		}
 		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, time.Now().UTC(), ans.Reason

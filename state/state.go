@@ -300,6 +300,9 @@ type Run struct {
 	// in the order they were requested. Absent in states written before
 	// approvals existed, and for runs that never asked.
 	Approvals []*Approval `json:"approvals,omitempty"`
+	// ToolDecisions are the reviewer's standing decisions, by tool name
+	// (ToolDecision). Absent in states written before them.
+	ToolDecisions map[string]ToolDecision `json:"tool_decisions,omitempty"`
 	// TraceID is the OpenTelemetry trace of the run's latest attempt (32
 	// hex digits), when traces were exported (docs/observability.md).
 	TraceID string `json:"trace_id,omitempty"`
@@ -902,6 +905,9 @@ func checkState(name string, s *State) error {
 			r.Address = addr
 		} else if r.Address != addr {
 			return fmt.Errorf("%s: runs[%q] has address %q; the key and the address must match", name, addr, r.Address)
+		}
+		if err := checkToolDecisions(r); err != nil {
+			return fmt.Errorf("%s: runs[%q]: %w", name, addr, err)
 		}
 	}
 	for k, o := range s.Outputs {

@@ -131,7 +131,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	defer stop()
 	e := b.engine(args.Parallelism, events, interrupt)
 	e.Record = args.Record
-	if args.Input && args.ViewType != arguments.ViewJSON && stdinIsTerminal() {
+	if args.Input && args.ViewType != arguments.ViewJSON && views.IsTerminal(os.Stdin) {
 		e.Approver = &terminalApprover{m: m}
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
@@ -30,7 +31,7 @@ func chatCommand() *command {
 
 func (m *meta) chat(ctx context.Context, args *arguments.Chat) error {
 	m.noColor = args.NoColor
-	interactive := stdinIsTerminal()
+	interactive := views.IsTerminal(os.Stdin)
 	view := views.NewChat(m.view(), interactive)
 	b, st, err := m.lockedState(ctx, args.Backend, "chat")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +41,9 @@ func execCommand() *command {
 func (m *meta) exec(ctx context.Context, args *arguments.Exec) error {
 	m.noColor = args.NoColor
 	view := views.NewExec(m.view())
+	if err := checkExecTerminal(args, views.IsTerminal(os.Stdin)); err != nil {
+		return err
+	}
 	b, st, err := m.lockedState(ctx, args.Backend, "exec")
 	if err != nil {
 		return err
@@ -83,13 +87,26 @@ func (m *meta) restore(restore func() error) {
 	}
 }
 
-// stdinIfPiped returns standard input unless it is a terminal.
+// stdinIfPiped returns standard input unless it is a terminal (or
+// closed).
 func stdinIfPiped() io.Reader {
-	fi, err := os.Stdin.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice != 0 {
+	if _, err := os.Stdin.Stat(); err != nil || views.IsTerminal(os.Stdin) {
 		return nil
 	}
 	return os.Stdin
+}
+
+// checkExecTerminal refuses exec -t when standard input is not a
+// terminal (a pipe, a file, /dev/null), before the state is locked or a
+// sandbox started: the command's terminal would have no keyboard.
+func checkExecTerminal(args *arguments.Exec, stdinTerminal bool) error {
+	switch {
+	case !args.TTY || stdinTerminal:
+		return nil
+	case args.Interactive:
+		return errors.New("exec -it needs standard input to be a terminal, and it is not (a pipe, a file or /dev/null): use -i alone to pass standard input to the command without a terminal, or run agentctl exec -it from a terminal")
+	}
+	return errors.New("exec -t needs standard input to be a terminal, and it is not (a pipe, a file or /dev/null): drop -t (add -i to pass standard input to the command), or run agentctl exec -t from a terminal")
 }
 
 func toolCommand() *command {

@@ -30,6 +30,10 @@ type meta struct {
 	// plan's confirmation, then questions about tool calls), so no
 	// prompt's buffer swallows another's answer.
 	stdin *bufio.Reader
+	// hold keeps the views' output back while the approval prompt waits
+	// for an answer (terminalApprover), so that other runs' lines do not
+	// come between the question and the answer.
+	hold views.Hold
 	// traces is the command's tracer provider (telemetry.New): spans are
 	// exported when the OTEL_EXPORTER_OTLP_* variables say where, and
 	// recorded nowhere otherwise.
@@ -58,13 +62,14 @@ func (m *meta) stdinReader() *bufio.Reader {
 }
 
 // view returns the streams and colors that the command's view (chosen
-// from its arguments, as views.NewApply) writes with. Commands set
-// m.noColor from their -no-color flag first.
+// from its arguments, as views.NewApply) writes with: through m.hold, so
+// that an open prompt keeps them back. Commands set m.noColor from their
+// -no-color flag first.
 func (m *meta) view() *views.View {
 	noColor := m.noColor || (m.global != nil && m.global.NoColor)
 	return &views.View{
-		Stdout: m.Stdout,
-		Stderr: m.Stderr,
+		Stdout: m.hold.Writer(m.Stdout),
+		Stderr: m.hold.Writer(m.Stderr),
 		Color:  views.Colorize(m.Stderr, noColor, m.Environ),
 		Colors: views.NewColors(views.Colorize(m.Stdout, noColor, m.Environ)),
 	}

@@ -17,7 +17,12 @@ type Approve struct {
 	// pending call (approve only).
 	CallIDs []string
 	All     bool
-	Reason  string
+	// Tools get a standing decision (-tool, repeatable): every later call
+	// of each in the run is approved (rejected) without asking; with
+	// Revoke, their standing decision is withdrawn instead.
+	Tools  []string
+	Revoke bool
+	Reason string
 	// ViewType is ViewHuman or ViewJSON (-json).
 	ViewType ViewType
 	NoColor  bool
@@ -46,6 +51,13 @@ func parseDecision(name string, args []string) (*Approve, hcl.Diagnostics) {
 	if name == "approve" {
 		fs.BoolVar(&a.All, "all", false, "Approve every pending call of the run.")
 	}
+	word := "always"
+	if a.Reject {
+		word = "never"
+	}
+	verb := strings.ToUpper(name[:1]) + name[1:]
+	fs.Var((*stringList)(&a.Tools), "tool", verb+" every pending and later call of this tool in the run without asking (the prompt's "+word+"). Repeatable.")
+	fs.BoolVar(&a.Revoke, "revoke", false, "With -tool: withdraw the tool's standing decision; its later calls are asked about again.")
 	pos, diags := parse(fs, args)
 	if diags.HasErrors() {
 		return a, diags
@@ -53,18 +65,28 @@ func parseDecision(name string, args []string) (*Approve, hcl.Diagnostics) {
 	if jsonOut {
 		a.ViewType = ViewJSON
 	}
-	verb := strings.ToUpper(name[:1]) + name[1:]
 	if len(pos) == 0 || !strings.HasPrefix(pos[0], "run.") {
 		return a, hcl.Diagnostics{errorf("%s needs a run address first, like agentctl %s run.NAME CALL_ID", verb, name)}
 	}
 	a.Run, a.CallIDs = pos[0], pos[1:]
 	switch {
+	case a.Revoke && len(a.Tools) == 0:
+		diags = append(diags, errorf("-revoke withdraws the standing decision of a tool: name it with -tool NAME"))
+	case a.Revoke && (a.All || len(a.CallIDs) > 0):
+		diags = append(diags, errorf("-revoke takes only -tool NAME, not call ids or -all: a decision on a call cannot be withdrawn"))
 	case a.All && len(a.CallIDs) > 0:
 		diags = append(diags, errorf("Approve takes call ids or -all, not both"))
+	case len(a.Tools) > 0:
 	case !a.All && len(a.CallIDs) == 0 && a.Reject:
-		diags = append(diags, errorf("Reject needs the ids of the calls to reject; agentctl show %s lists them", a.Run))
+		diags = append(diags, errorf("Reject needs the ids of the calls to reject, or -tool NAME for every later call of a tool; agentctl show %s lists them", a.Run))
 	case !a.All && len(a.CallIDs) == 0:
-		diags = append(diags, errorf("Approve needs the ids of the calls to approve, or -all; agentctl show %s lists them", a.Run))
+		diags = append(diags, errorf("Approve needs the ids of the calls to approve, or -all, or -tool NAME for every later call of a tool; agentctl show %s lists them", a.Run))
+	}
+	for _, t := range a.Tools {
+		if strings.TrimSpace(t) == "" {
+			diags = append(diags, errorf("-tool needs a tool name, such as -tool exec_command"))
+			break
+		}
 	}
 	return a, diags
 }

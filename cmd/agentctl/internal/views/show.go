@@ -267,12 +267,12 @@ func spentText(r *state.Run) string {
 }
 
 // showApprovals lists the run's calls that needed approval: pending ones
-// with their ids, decided ones with who, when and why.
+// with their ids, decided ones with who, when and why; then its standing
+// decisions.
 func showApprovals(w io.Writer, r *state.Run) {
-	if len(r.Approvals) == 0 {
-		return
+	if len(r.Approvals) > 0 {
+		fmt.Fprintf(w, "\nApprovals:\n")
 	}
-	fmt.Fprintf(w, "\nApprovals:\n")
 	for _, a := range r.Approvals {
 		fmt.Fprintf(w, "  %s %s %s (agent.%s)\n", termtext.Line(a.CallID), termtext.Line(a.Tool), termtext.Line(a.Arguments), termtext.Line(a.Agent))
 		if a.Decision == state.ApprovalPending {
@@ -284,6 +284,24 @@ func showApprovals(w io.Writer, r *state.Run) {
 			reason = ": " + termtext.Line(a.Reason)
 		}
 		fmt.Fprintf(w, "    %s by %s at %s%s\n", a.Decision, termtext.Line(a.DecidedBy), a.DecidedAt.Format(time.RFC3339), reason)
+	}
+	showToolDecisions(w, r)
+}
+
+// showToolDecisions lists the run's standing decisions: the tools whose
+// later calls are approved or rejected without asking.
+func showToolDecisions(w io.Writer, r *state.Run) {
+	if len(r.ToolDecisions) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nStanding decisions (every later call of the tool, without asking; agentctl approve|reject %s -tool NAME -revoke withdraws one):\n", r.Address)
+	for _, tool := range sortedKeys(r.ToolDecisions) {
+		d := r.ToolDecisions[tool]
+		reason := ""
+		if d.Reason != "" {
+			reason = ": " + termtext.Line(d.Reason)
+		}
+		fmt.Fprintf(w, "  %s %s (%s) by %s at %s%s\n", termtext.Line(tool), d.Decision, d.Word(), termtext.Line(d.DecidedBy), d.DecidedAt.Format(time.RFC3339), reason)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agentctl/agentctl/config/diagfmt"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/hashicorp/hcl/v2"
+	"golang.org/x/term"
 )
 
 // View is what every command's view writes with: the output streams and
@@ -40,11 +41,15 @@ func Colorize(w io.Writer, noColor bool, environ []string) bool {
 		}
 	}
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && IsTerminal(f)
+}
+
+// IsTerminal reports whether f is a terminal: one the terminal driver
+// answers for (isatty), not merely a character device such as /dev/null.
+// Every check for a terminal (colors, prompts, agentctl chat, exec -t)
+// is this one.
+func IsTerminal(f *os.File) bool {
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // Diagnostics prints errors to stderr and warnings to stdout, as
