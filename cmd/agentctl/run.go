@@ -173,7 +173,7 @@ func runWith(m *meta, args []string) int {
 		for i, s := range root.Subcommands {
 			names[i] = s.Name
 		}
-		m.view().Error(fmt.Errorf("unknown command %q.%s The commands are %s.", rest[0], didYouMean(rest[0], names), strings.Join(names, ", ")))
+		m.view().Error(fmt.Errorf("unknown command %q.%s The commands are %s", rest[0], didYouMean(rest[0], names), strings.Join(names, ", ")))
 		return exitError
 	}
 	c, err = m.dispatch(ctx, c, rest[1:])
