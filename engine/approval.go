@@ -45,6 +45,11 @@ func sameCall(a *state.Approval, c agentloop.PendingCall) bool {
 	return a.CallID == c.CallID && a.Path == c.Path && a.Tool == c.Tool && (a.Digest == "" || a.Digest == c.Digest)
 }
 
+// pendingEntry is the index of c's undecided entry in approvals, or -1.
+func pendingEntry(approvals []*state.Approval, c agentloop.PendingCall) int {
+	return slices.IndexFunc(approvals, func(a *state.Approval) bool { return sameCall(a, c) && a.Decision == state.ApprovalPending })
+}
+
 // recordPending adds to r the calls a run that ended awaiting approval
 // waits for (their arguments scrubbed), unless already recorded.
 func recordPending(r *state.Run, runErr error, scrub *sandbox.Scrubber) {
@@ -54,7 +59,7 @@ func recordPending(r *state.Run, runErr error, scrub *sandbox.Scrubber) {
 	}
 	now := time.Now().UTC()
 	for _, c := range calls {
-		if i := slices.IndexFunc(r.Approvals, func(a *state.Approval) bool { return sameCall(a, c) && a.Decision == state.ApprovalPending }); i >= 0 {
+		if i := pendingEntry(r.Approvals, c); i >= 0 {
 			r.Approvals[i].Digest = c.Digest
 			continue
 		}
@@ -74,7 +79,7 @@ func pendingApproval(c agentloop.PendingCall, scrub *sandbox.Scrubber, now time.
 // on the call's pending entry when one exists (an apply that deferred it
 // recorded one), else as a new entry. One entry per call.
 func recordDecision(approvals []*state.Approval, c agentloop.PendingCall, decided *state.Approval) []*state.Approval {
-	i := slices.IndexFunc(approvals, func(a *state.Approval) bool { return sameCall(a, c) && a.Decision == state.ApprovalPending })
+	i := pendingEntry(approvals, c)
 	if i < 0 {
 		return append(approvals, decided)
 	}
