@@ -103,9 +103,13 @@ func TestExec(t *testing.T) {
 		res.OriginalStderr < 500_000 || !strings.HasSuffix(string(res.Stderr), "100000\n") {
 		t.Fatalf("truncation: truncated=%v original=%d/%d len=%d", res.Truncated, res.OriginalStdout, res.OriginalStderr, len(res.Stdout))
 	}
-	// 64 MiB of output: streamed, not held.
+	// 64 MiB of output: streamed, not held. The container runtime here
+	// (containerd's CRI exec) can close a stream early under load; when it
+	// does, the loss must be reported, never passed off as the output.
 	res, err = sb.Exec(ctx, sandbox.ExecRequest{Shell: "head -c 67108864 /dev/zero"})
-	if err != nil || res.OriginalStdout != 64<<20 || len(res.Stdout) > sandbox.DefaultOutputLimit+200 {
+	if errors.Is(err, sandbox.ErrOutputLost) && res.OriginalStdout < 64<<20 && res.ExitCode == 0 {
+		t.Logf("64 MiB: the runtime cut the stream, reported: %v", err)
+	} else if err != nil || res.OriginalStdout != 64<<20 || len(res.Stdout) > sandbox.DefaultOutputLimit+200 {
 		t.Fatalf("64 MiB: %d bytes kept of %d, %v", len(res.Stdout), res.OriginalStdout, err)
 	}
 }
