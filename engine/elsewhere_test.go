@@ -66,6 +66,11 @@ func TestSandboxOfAnotherDirectory(t *testing.T) {
 		!strings.HasSuffix(p.Notes[0].Message, "; it is restored here only when a run here needs it") {
 		t.Fatalf("plan in b: changes %v, notes %+v", p.Changes, p.Notes)
 	}
+	_, p = plan(t, b, PlanOptions{Destroy: true})
+	if c := p.Change("sandbox.s"); c.Action != ActionDelete || len(c.Reasons) != 2 || !strings.HasPrefix(c.Reasons[1], "it lives in "+sbA+" on host ") ||
+		!strings.HasSuffix(c.Reasons[1], ", whose files are not removed from here: remove them there") {
+		t.Errorf("plan -destroy in b: sandbox.s %s %q", c.Action, c.Reasons)
+	}
 	_, p = plan(t, b, PlanOptions{Replace: []string{"run.r"}})
 	if c := p.Change("sandbox.s"); c.Action != ActionRestore || len(c.Reasons) != 1 ||
 		!strings.Contains(c.Reasons[0], "it lives in "+sbA) || !strings.Contains(c.Reasons[0], "run.r runs here: it is restored here from its latest snapshot") {
