@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/providers/docker"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -30,6 +31,9 @@ func load(t *testing.T, files map[string]string, opts Options) (*Config, hcl.Dia
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if opts.Registry == nil {
+		opts.Registry = builtin.Registry()
 	}
 	return Load(dir, opts)
 }
@@ -211,6 +215,7 @@ func TestVariablePrecedence(t *testing.T) {
 	}
 	get := func(opts Options) string {
 		t.Helper()
+		opts.Registry = builtin.Registry()
 		c, diags := Load(dir, opts)
 		if diags.HasErrors() {
 			t.Fatal(diags.Error())
@@ -407,7 +412,7 @@ func TestSingleFileConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "other.hcl"), []byte(`agent "a" { model = "n" }`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, diags := Load(p, Options{})
+	c, diags := Load(p, Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
@@ -586,5 +591,18 @@ agent "a" {
 				t.Errorf("diagnostic %q: %q at %v, want %q saying %q at the attribute", d.Summary, d.Detail, d.Subject, tc.summary, tc.detail)
 			}
 		})
+	}
+}
+
+// Load takes its provider types from the caller only: without a registry
+// it says what is missing instead of falling back to the shipped types.
+func TestLoadNeedsARegistry(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`provider "local" {}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, diags := Load(dir, Options{})
+	if c != nil || !diags.HasErrors() || !strings.Contains(diags.Error(), "Options.Registry") || !strings.Contains(diags.Error(), "builtin.Registry()") {
+		t.Fatalf("Load without a registry: config %v, diagnostics %v; want an error naming Options.Registry", c, diags)
 	}
 }
