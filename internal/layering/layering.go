@@ -30,6 +30,11 @@ var Rules = []Rule{
 		Why:  "providers implement the sandbox and model contracts; config and the engine call them, never the reverse",
 	},
 	{
+		From: []string{"providers/registry"},
+		To:   []string{"internal/cassette"},
+		Why:  "the registry is the provider contract; record and replay reach a provider as an http.RoundTripper (registry.Env.Transport)",
+	},
+	{
 		From: []string{"state/...", "config/..."},
 		To:   []string{"engine/...", "cmd/..."},
 		Why:  "state and config are the engine's inputs",
