@@ -2,8 +2,8 @@ package config
 
 // Bounds on what a configuration can make agentctl do before anything
 // runs: a hostile or broken file gets a located diagnostic in bounded time
-// and memory, never a crash or a hang (DESIGN §10). docs/language.md
-// lists the limits.
+// and memory, never a crash or a hang. docs/language.md ("Limits") lists
+// the limits.
 
 import (
 	"errors"

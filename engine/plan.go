@@ -444,7 +444,7 @@ func stateRuntimeValues(st *state.State) config.RuntimeValues {
 }
 
 // runInputs are what a run's digest covers: the named digest inputs
-// (DESIGN §3), the attribute values behind them, and the input text with
+// (docs/engine.md), the attribute values behind them, and the input text with
 // URL stand-ins.
 type runInputs struct {
 	digests map[string]string
@@ -456,7 +456,7 @@ type runInputs struct {
 
 // runInputs evaluates a run's input against the upstream outputs in st,
 // with every sandbox URL as its stand-in (config.URLStandIn), and returns
-// the named digest inputs (DESIGN §3), their attribute values and that
+// the named digest inputs (docs/engine.md), their attribute values and that
 // input text. A URL is an
 // address, not content: it is left out of the digest, so a run's digest
 // is known before its sandboxes exist and stays the same when their URLs

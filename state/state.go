@@ -200,7 +200,7 @@ type Sandbox struct {
 	Address string `json:"address"`
 	// Provider is the provider's configuration address.
 	Provider string `json:"provider"`
-	// Kind is the provider kind: local, docker, daytona.
+	// Kind is the provider kind: local, docker, daytona, kubernetes.
 	Kind    string               `json:"kind"`
 	Session sandbox.SessionState `json:"session"`
 	// Status is SandboxRunning or SandboxStopped.
@@ -447,7 +447,8 @@ type Provenance struct {
 
 // Output is one root output value. Sensitive marks a value that is never
 // printed unless asked for; the engine decides what value a sensitive
-// output keeps in state (DESIGN §5: sensitive values never reach state).
+// output keeps in state (docs/language.md, "Sensitive values": they never
+// reach state).
 type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Sensitive bool            `json:"sensitive,omitempty"`

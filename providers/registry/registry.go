@@ -29,7 +29,8 @@ type Role int
 const (
 	// RoleModel types answer agents (openai, scripted).
 	RoleModel Role = iota + 1
-	// RoleSandbox types create sandboxes (local, docker, daytona).
+	// RoleSandbox types create sandboxes (local, docker, daytona,
+	// kubernetes).
 	RoleSandbox
 )
 
