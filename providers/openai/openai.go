@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // API names.
@@ -87,18 +88,10 @@ type Config struct {
 	RetryBaseDelay time.Duration
 }
 
-// EnvLookup adapts an os.Environ-style list to Config.LookupEnv.
+// EnvLookup adapts an os.Environ-style list to Config.LookupEnv
+// (registry.LookupEnv).
 func EnvLookup(environ []string) func(string) (string, bool) {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
-	}
+	return func(k string) (string, bool) { return registry.LookupEnv(environ, k) }
 }
 
 // Client is a configured OpenAI model provider; it is safe for concurrent
