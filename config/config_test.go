@@ -2,8 +2,10 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +124,7 @@ output "token" {
 func TestLoadPipeline(t *testing.T) {
 	c := mustLoad(t, map[string]string{"main.hcl": pipeline}, Options{Environ: []string{"COMPAT_KEY=sk-compat-123"}})
 
-	if got := sortedKeys(c.RunInstances); !cmp.Equal(got, []string{`run.first`, `run.second["a"]`, `run.second["b"]`}) {
+	if got := slices.Sorted(maps.Keys(c.RunInstances)); !cmp.Equal(got, []string{`run.first`, `run.second["a"]`, `run.second["b"]`}) {
 		t.Errorf("run instances = %v", got)
 	}
 	ri := c.RunInstances[`run.second["a"]`]

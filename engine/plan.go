@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -47,13 +48,13 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 	}
 	if opts.Destroy {
-		for _, addr := range sortedKeys(st.Sandboxes) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"destroy"}})
 		}
-		for _, addr := range sortedKeys(st.Runs) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
-		for _, addr := range sortedKeys(st.Chats) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Chats)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindChat, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
 		p.filterTargets(e.Config, opts.Targets)
@@ -63,7 +64,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
 	mcache := map[string]*manifestDigests{}
-	for _, addr := range sortedKeys(cfg.SandboxInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(cfg.SandboxInstances)) {
 		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr), opts.Apply)
 		if err != nil {
 			return nil, err
@@ -73,7 +74,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		if _, ok := cfg.SandboxInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"no longer in the configuration"}})
 		}
@@ -102,7 +103,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Runs) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 		if _, ok := cfg.RunInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"no longer in the configuration: its record is removed from the state"}})
 		}

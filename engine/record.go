@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/cassette"
@@ -94,7 +96,7 @@ func (a *applier) reportRecording() error {
 	ps.mu.Unlock()
 	var errs []error
 	total := 0
-	for _, addr := range sortedKeys(recs) {
+	for _, addr := range slices.Sorted(maps.Keys(recs)) {
 		r := recs[addr]
 		if err := r.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: -record: %w", addr, err))

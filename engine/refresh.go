@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
@@ -14,7 +16,7 @@ import (
 // sandbox.StatusMissing.
 func (e *Engine) Refresh(ctx context.Context, st *state.State) (map[string]sandbox.Status, error) {
 	out := map[string]sandbox.Status{}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		ss := st.Sandboxes[addr]
 		if ss.Status == statusDeleted {
 			continue

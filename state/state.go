@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -483,26 +484,17 @@ func (s *State) Clone() *State {
 
 // SandboxAddresses returns the addresses of the sandboxes, sorted.
 func (s *State) SandboxAddresses() []string {
-	return sortedKeys(s.Sandboxes)
+	return slices.Sorted(maps.Keys(s.Sandboxes))
 }
 
 // ChatAddresses returns the addresses of the chat sessions, sorted.
 func (s *State) ChatAddresses() []string {
-	return sortedKeys(s.Chats)
+	return slices.Sorted(maps.Keys(s.Chats))
 }
 
 // RunAddresses returns the addresses of the runs, sorted.
 func (s *State) RunAddresses() []string {
-	return sortedKeys(s.Runs)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(s.Runs))
 }
 
 // Dir is a state directory.
