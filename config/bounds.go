@@ -24,7 +24,7 @@ import (
 	ctyyaml "github.com/zclconf/go-cty-yaml"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/agentctl/agentctl/internal/filekind"
 )
@@ -365,7 +365,7 @@ func boundedBcryptFunc() function.Function {
 
 // boundedYAMLDecodeFunc is go-cty-yaml's yamldecode() refusing documents
 // whose aliases expand out of proportion (a "billion laughs" document),
-// checked first with gopkg.in/yaml.v3, which bounds alias expansion.
+// checked first with go.yaml.in/yaml/v3, which bounds alias expansion.
 func boundedYAMLDecodeFunc() function.Function {
 	inner := ctyyaml.YAMLDecodeFunc
 	return function.New(&function.Spec{
