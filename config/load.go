@@ -14,7 +14,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 
-	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/providers/registry"
 )
 
@@ -29,8 +28,8 @@ type Options struct {
 	// env() read from here, never from the process.
 	Environ []string
 	// Registry holds the provider types provider blocks may use and
-	// decodes their settings; nil means the built-in types
-	// (builtin.Registry).
+	// decodes their settings: providers/builtin.Registry() for the types
+	// agentctl ships, or a registry of a test's own. Load refuses nil.
 	Registry *registry.Registry
 	// Values set variables after every other source (agentctl test's
 	// variables blocks), each converted to its variable's type.
@@ -130,6 +129,13 @@ var rootSchema = &hcl.BodySchema{
 // The returned Config is nil only when nothing could be parsed; it may be
 // incomplete when diagnostics contain errors.
 func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
+	if opts.Registry == nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No provider registry",
+			Detail:   "config.Load needs Options.Registry, the provider types the configuration may use: providers/builtin.Registry() for the types agentctl ships.",
+		}}
+	}
 	l := &loader{
 		cfg: &Config{
 			Path:             path,
@@ -156,9 +162,6 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 		dependsOn:  map[string][]hcl.Traversal{},
 		capRefs:    map[string]hcl.Range{},
 		mcpRefs:    map[string]hcl.Range{},
-	}
-	if l.reg == nil {
-		l.reg = builtin.Registry()
 	}
 	l.cfg.registry = l.reg
 	files, err := configFiles(path)

@@ -98,7 +98,7 @@ type Output struct {
 // Provider is a provider block, or the implicit default configuration of
 // an unaliased provider that is referred to without one.
 type Provider struct {
-	Type  string // a registered provider type: openai, scripted, local, docker, daytona
+	Type  string // a registered provider type: openai, scripted, local, docker, daytona, kubernetes
 	Alias string
 	// Addr is provider.TYPE or provider.TYPE.ALIAS.
 	Addr string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"regexp"
@@ -538,7 +539,7 @@ func (a *applier) memoryFinish(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	var keys []string
-	for _, key := range sortedKeys(a.st.Memories) {
+	for _, key := range slices.Sorted(maps.Keys(a.st.Memories)) {
 		if a.st.Memories[key].Pending() {
 			keys = append(keys, key)
 		}
@@ -571,7 +572,7 @@ func (a *applier) memoryFinish(ctx context.Context) error {
 // memoryWork lists the memories with work waiting, for plan.
 func memoryWork(st *state.State) []MemoryWork {
 	var out []MemoryWork
-	for _, key := range sortedKeys(st.Memories) {
+	for _, key := range slices.Sorted(maps.Keys(st.Memories)) {
 		m := st.Memories[key]
 		if !m.Pending() {
 			continue

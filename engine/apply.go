@@ -774,14 +774,14 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	started := time.Now().UTC()
 	if err := a.update(func(st *state.State) {
 		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: in.digests, Attributes: in.attrs,
-			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history), TraceID: traceID(ctx)}
+			Sandboxes: slices.Sorted(maps.Keys(workspaces)), Journal: journalRel, Steps: len(history), TraceID: traceID(ctx)}
 		r.Turns, r.Usage = agentloop.Replay(history)
 		spent := agentloop.Spend(history)
 		r.ToolCalls, r.RunningTime, r.Budgets = spent.ToolCalls, spent.Duration, runBudgets(e.Config, ri)
 		r.Provenance = state.Provenance{
 			ConfigDigest: e.ConfigDigest(),
 			GitCommit:    a.gitCommit(),
-			Models:       sortedKeys(models),
+			Models:       slices.Sorted(maps.Keys(models)),
 			StartedAt:    started,
 		}
 		if resume && prev != nil {
@@ -849,7 +849,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		}
 	}
 	if status == RunCompleted {
-		for _, sbAddr := range sortedKeys(workspaces) {
+		for _, sbAddr := range slices.Sorted(maps.Keys(workspaces)) {
 			if err := a.snapshot(ctx, sbAddr, workspaces[sbAddr].Sandbox); err != nil {
 				status, errText, runErr = RunFailed, err.Error(), err
 				break
@@ -1089,7 +1089,7 @@ func (a *applier) finish(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	cfg := a.e.Config
-	for _, addr := range sortedKeys(a.used) {
+	for _, addr := range slices.Sorted(maps.Keys(a.used)) {
 		sbc := cfg.SandboxInstances[addr]
 		sb := a.sbs[addr]
 		if sbc == nil || sb == nil {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/agentctl/agentctl/config"
@@ -244,14 +243,4 @@ func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string, s
 		return []tools.Tool{t.RunAs(c.Command.RunAs)}, "", nil
 	}
 	return nil, "", fmt.Errorf("capability type %q has no tools", c.Type)
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

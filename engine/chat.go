@@ -334,7 +334,7 @@ func (s *ChatSession) run(ctx context.Context, input string, resume bool) (*agen
 			}
 			r := *c
 			r.Status, r.Current, r.Input, r.Steps, r.Approvals, r.UpdatedAt = state.ChatRunning, cur, input, 0, nil, now
-			r.Sandboxes = sortedKeys(s.workspaces())
+			r.Sandboxes = slices.Sorted(maps.Keys(s.workspaces()))
 			st.Chats[s.addr] = &r
 		}, state.ChatRef(s.addr)); err != nil {
 			return nil, err

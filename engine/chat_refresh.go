@@ -96,7 +96,7 @@ func turnsWord(n int) string {
 // session opened them in old: they are opened again.
 func (s *ChatSession) sandboxChanges(old, cur *state.State) []string {
 	var out []string
-	for _, addr := range sortedKeys(s.ws) {
+	for _, addr := range slices.Sorted(maps.Keys(s.ws)) {
 		o, c := old.Sandboxes[addr], cur.Sandboxes[addr]
 		var what, then string
 		switch {

@@ -16,7 +16,7 @@ import (
 // held when the run's record was last written (state.Run.Steps). A journal
 // that is missing, unreadable or shorter than that has lost work, which is
 // reported as a *JournalLostError and never papered over by starting the
-// run again from turn 0 (DESIGN §10).
+// run again from turn 0 (docs/engine.md, "Checkpoints and resume").
 
 // JournalLostError reports a run whose journal is missing, cannot be read,
 // or holds fewer steps than the state recorded.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -47,13 +48,13 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 	}
 	if opts.Destroy {
-		for _, addr := range sortedKeys(st.Sandboxes) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"destroy"}, live[addr])})
 		}
-		for _, addr := range sortedKeys(st.Runs) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
-		for _, addr := range sortedKeys(st.Chats) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Chats)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindChat, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
 		p.filterTargets(e.Config, opts.Targets)
@@ -63,7 +64,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
 	mcache := map[string]*manifestDigests{}
-	for _, addr := range sortedKeys(cfg.SandboxInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(cfg.SandboxInstances)) {
 		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr), opts.Apply)
 		if err != nil {
 			return nil, err
@@ -73,7 +74,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		if _, ok := cfg.SandboxInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"no longer in the configuration"}, live[addr])})
 		}
@@ -102,7 +103,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Runs) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 		if _, ok := cfg.RunInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"no longer in the configuration: its record is removed from the state"}})
 		}
@@ -453,7 +454,7 @@ func stateRuntimeValues(st *state.State) config.RuntimeValues {
 }
 
 // runInputs are what a run's digest covers: the named digest inputs
-// (DESIGN §3), the attribute values behind them, and the input text with
+// (docs/engine.md), the attribute values behind them, and the input text with
 // URL stand-ins.
 type runInputs struct {
 	digests map[string]string
@@ -465,7 +466,7 @@ type runInputs struct {
 
 // runInputs evaluates a run's input against the upstream outputs in st,
 // with every sandbox URL as its stand-in (config.URLStandIn), and returns
-// the named digest inputs (DESIGN §3), their attribute values and that
+// the named digest inputs (docs/engine.md), their attribute values and that
 // input text. A URL is an
 // address, not content: it is left out of the digest, so a run's digest
 // is known before its sandboxes exist and stays the same when their URLs

@@ -158,10 +158,10 @@ func showSandbox(w io.Writer, s *state.Sandbox) {
 	fmt.Fprintf(w, "id              = %s\n", termtext.Line(s.Session.ID))
 	fmt.Fprintf(w, "status          = %s\n", s.Status)
 	fmt.Fprintf(w, "manifest_digest = %s\n", s.ManifestDigest)
-	for _, p := range sortedKeys(s.EntryDigests) {
+	for _, p := range slices.Sorted(maps.Keys(s.EntryDigests)) {
 		fmt.Fprintf(w, "entry %-10q  = %s\n", p, termtext.Line(s.EntryDigests[p]))
 	}
-	for _, p := range sortedKeys(s.URLs) {
+	for _, p := range slices.Sorted(maps.Keys(s.URLs)) {
 		fmt.Fprintf(w, "url %-12s = %s\n", termtext.Line(p), termtext.Line(s.URLs[p]))
 	}
 	if s.Snapshot != "" {
@@ -295,7 +295,7 @@ func showToolDecisions(w io.Writer, r *state.Run) {
 		return
 	}
 	fmt.Fprintf(w, "\nStanding decisions (every later call of the tool, without asking; agentctl approve|reject %s -tool NAME -revoke withdraws one):\n", r.Address)
-	for _, tool := range sortedKeys(r.ToolDecisions) {
+	for _, tool := range slices.Sorted(maps.Keys(r.ToolDecisions)) {
 		d := r.ToolDecisions[tool]
 		reason := ""
 		if d.Reason != "" {
