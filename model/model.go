@@ -201,6 +201,10 @@ const (
 	// the next; After says what failed ("429", "a timeout"). What the
 	// failed attempt streamed may be streamed again.
 	EventRetry EventType = "retry"
+	// EventHostedToolCall: the service ran one of its hosted tools; Name
+	// is the call's item type (web_search_call), CallID its id, Delta
+	// what it did (as ItemHostedToolCall's Text).
+	EventHostedToolCall EventType = "hosted_tool_call"
 )
 
 // Event is a streaming event emitted while a response is produced.

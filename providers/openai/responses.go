@@ -66,6 +66,10 @@ func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink f
 			}
 		case "response.output_item.done":
 			done[ev.OutputIndex] = ev.Item
+			if hostedCallTypes[ev.Item.Type] {
+				sink(model.Event{Type: model.EventHostedToolCall, Name: ev.Item.Type, CallID: ev.Item.ID,
+					Delta: HostedCallSummary(ev.Item.Type, json.RawMessage(ev.Item.RawJSON()))})
+			}
 		case "response.completed", "response.incomplete":
 			r := ev.Response
 			final = &r
@@ -106,6 +110,9 @@ func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink f
 	}
 	return resp, nil
 }
+
+// hostedCallTypes are the output item types of hosted tool calls.
+var hostedCallTypes = map[string]bool{"web_search_call": true, "file_search_call": true, "code_interpreter_call": true, "image_generation_call": true}
 
 // streamFailure turns an in-stream error into an error; server-side
 // failures are retried, everything else (invalid prompt, ...) is not.
