@@ -184,8 +184,7 @@ func (l *loader) decodeAgentTool(ag *Agent, tb *hcl.Block) {
 	}
 	typed, rest, diags := tb.Body.PartialContent(toolTypeSchema)
 	l.diags = append(l.diags, diags...)
-	if a, ok := typed.Attributes["type"]; ok {
-		l.declareHostedTool(ag, tname, a, rest, tb.DefRange)
+	if a, ok := typed.Attributes["type"]; ok && l.declareHostedTool(ag, tname, a, rest, tb.DefRange) {
 		return
 	}
 	tc, diags := rest.Content(toolSchema)

@@ -12,6 +12,10 @@ import (
 // the default openai provider (Responses API), one on Chat Completions,
 // and a scripted one.
 const surfaceProviders = `
+variable "secret" {
+  default   = "s3cr3t-value"
+  sensitive = true
+}
 provider "openai" {}
 provider "openai" {
   alias = "compat"
@@ -126,6 +130,13 @@ func TestAgentSurfaceDiagnostics(t *testing.T) {
     vector_store_ids = ["vs_1"]
     max_num_results  = 100
   }`, 4, "Invalid max_num_results", "from 1 to 50"},
+		"sensitive hosted tool argument": {`tool "web" {
+    type            = "web_search"
+    allowed_domains = [var.secret]
+  }`, 3, "Sensitive value not allowed here", "A hosted tool's argument"},
+		"type null is an agent tool": {`tool "t" {
+    type = null
+  }`, 1, "Missing required argument", `"agent" is required`},
 		"agent argument on a hosted tool": {`tool "web" {
     type  = "web_search"
     agent = agent.b

@@ -19,20 +19,24 @@ type hostedBlock struct {
 
 // declareHostedTool records the tool block named name whose type is set
 // by a: a tool the model's service runs, decoded once the providers are
-// known.
-func (l *loader) declareHostedTool(ag *Agent, name string, a *hcl.Attribute, rest hcl.Body, decl hcl.Range) {
+// known. It reports whether it dealt with the block: a null type leaves
+// it an agent tool.
+func (l *loader) declareHostedTool(ag *Agent, name string, a *hcl.Attribute, rest hcl.Body, decl hcl.Range) bool {
 	v, ok := l.eval(a.Expr, scope{where: "an agent"}, nil, nil)
 	if !ok || !l.noSensitive(v, a.Expr.Range(), "A tool type") || !l.known(v, a.Expr.Range(), "type") {
-		return
+		return true
+	}
+	if v.IsNull() {
+		return false
 	}
 	typ, ok := l.toString(v, a.Expr.Range(), "type")
-	if !ok || v.IsNull() {
-		return
+	if !ok {
+		return true
 	}
 	for _, t := range ag.HostedTools {
 		if t.Type == typ {
 			l.errorf(a.Expr.Range(), "Duplicate hosted tool", "Agent %q already has a %s tool, %q at %s: an agent may have one of each hosted tool.", ag.Name, typ, t.Name, rangeString(t.DeclRange))
-			return
+			return true
 		}
 	}
 	ag.HostedTools = append(ag.HostedTools, HostedTool{Name: name, Type: typ, DeclRange: decl})
@@ -41,6 +45,7 @@ func (l *loader) declareHostedTool(ag *Agent, name string, a *hcl.Attribute, res
 		// Hosted tools' arguments are sent to the model's service.
 		body: &boundBody{l: l, body: rest, sc: scope{where: "a tool"}, refuse: "A hosted tool's argument"},
 	})
+	return true
 }
 
 // decodeModelFallback reads model_fallback: the models tried in order
