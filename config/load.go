@@ -97,6 +97,12 @@ type loader struct {
 	// "AGENT SERVER".
 	mcpRefs map[string]hcl.Range
 
+	// hostedBlocks are the tool blocks with a type, decoded by the
+	// agent's model provider once every agent is known; settingRanges are
+	// the values of each agent's model settings, by agent and setting.
+	hostedBlocks  []hostedBlock
+	settingRanges map[string]map[string]hcl.Range
+
 	// scriptRefs are the agent names used by scripted provider scripts.
 	scriptRefs []nameRef
 	// declared names, filled by the structural pass, for reference checks
@@ -154,14 +160,15 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			RunInstances:     map[string]*RunInstance{},
 			Settings:         Settings{Parallelism: 10},
 		},
-		opts:       opts,
-		reg:        opts.Registry,
-		col:        &sensitiveCollector{},
-		localAttrs: map[string]*hcl.Attribute{},
-		names:      map[string]map[string]hcl.Range{},
-		dependsOn:  map[string][]hcl.Traversal{},
-		capRefs:    map[string]hcl.Range{},
-		mcpRefs:    map[string]hcl.Range{},
+		opts:          opts,
+		reg:           opts.Registry,
+		col:           &sensitiveCollector{},
+		localAttrs:    map[string]*hcl.Attribute{},
+		names:         map[string]map[string]hcl.Range{},
+		dependsOn:     map[string][]hcl.Traversal{},
+		capRefs:       map[string]hcl.Range{},
+		mcpRefs:       map[string]hcl.Range{},
+		settingRanges: map[string]map[string]hcl.Range{},
 	}
 	l.cfg.registry = l.reg
 	files, err := configFiles(path)
@@ -427,6 +434,7 @@ func (l *loader) decodeAll() {
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	l.checkModelFeatures()
 	l.applyOverrides()
 	l.checkMCPToolNames()
 	l.checkMemory()

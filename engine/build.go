@@ -83,14 +83,16 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			return nil, err
 		}
 		ra := &agentloop.Agent{
-			Name:         a.Name,
-			Model:        m,
-			ModelName:    modelName,
-			Provider:     e.modelProviderType(a),
-			Settings:     modelSettings(a.Settings),
-			OutputSchema: a.OutputSchema,
-			MaxTurns:     a.MaxTurns,
-			Budget:       loopBudget(a.Budget),
+			Name:          a.Name,
+			Model:         m,
+			ModelName:     modelName,
+			Provider:      e.modelProviderType(a),
+			Settings:      modelSettings(a.Settings),
+			ModelFallback: a.ModelFallback,
+			HostedTools:   hostedTools(a.HostedTools),
+			OutputSchema:  a.OutputSchema,
+			MaxTurns:      a.MaxTurns,
+			Budget:        loopBudget(a.Budget),
 		}
 		sb := ri.AgentSandbox(a)
 		ws := workspaces[sb]
@@ -143,7 +145,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ha := e.Config.Agents[h]; ha != nil {
 				desc = firstLine(ha.Instructions)
 			}
-			ra.Handoffs = append(ra.Handoffs, agentloop.Handoff{Agent: h, Description: desc})
+			ra.Handoffs = append(ra.Handoffs, agentloop.Handoff{Agent: h, Description: desc, InputFilter: inputFilter(a, h)})
 		}
 		for _, t := range a.Tools {
 			ra.AgentTools = append(ra.AgentTools, agentloop.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
@@ -211,15 +213,42 @@ func firstLine(s string) string {
 
 func modelSettings(s config.AgentSettings) model.Settings {
 	return model.Settings{
-		ReasoningEffort:   s.ReasoningEffort,
-		ReasoningSummary:  s.ReasoningSummary,
-		Verbosity:         s.Verbosity,
-		Temperature:       s.Temperature,
-		TopP:              s.TopP,
-		MaxOutputTokens:   s.MaxOutputTokens,
-		ParallelToolCalls: s.ParallelToolCalls,
-		ToolChoice:        s.ToolChoice,
+		ReasoningEffort:      s.ReasoningEffort,
+		ReasoningSummary:     s.ReasoningSummary,
+		Verbosity:            s.Verbosity,
+		Temperature:          s.Temperature,
+		TopP:                 s.TopP,
+		MaxOutputTokens:      s.MaxOutputTokens,
+		ParallelToolCalls:    s.ParallelToolCalls,
+		ToolChoice:           s.ToolChoice,
+		FrequencyPenalty:     s.FrequencyPenalty,
+		PresencePenalty:      s.PresencePenalty,
+		Truncation:           s.Truncation,
+		Store:                s.Store,
+		Metadata:             s.Metadata,
+		PromptCacheRetention: s.PromptCacheRetention,
+		PromptCacheMode:      s.PromptCacheMode,
+		PromptCacheTTL:       s.PromptCacheTTL,
+		Include:              s.Include,
 	}
+}
+
+// hostedTools are an agent's hosted tools as its model is given them.
+func hostedTools(ts []config.HostedTool) []model.HostedTool {
+	var out []model.HostedTool
+	for _, t := range ts {
+		out = append(out, model.HostedTool{Type: t.Type, Config: t.Config})
+	}
+	return out
+}
+
+// inputFilter is the input filter of a's handoff to target, nil for none.
+func inputFilter(a *config.Agent, target string) *agentloop.InputFilter {
+	f, ok := a.HandoffFilters[target]
+	if !ok {
+		return nil
+	}
+	return &agentloop.InputFilter{RemoveToolCalls: f.RemoveToolCalls, KeepLast: f.KeepLast}
 }
 
 // capabilityTools returns the tools and instructions one capability gives

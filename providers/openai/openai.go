@@ -424,6 +424,30 @@ func (e *Error) Temporary() bool {
 	return !errors.As(e.Err, &p)
 }
 
+// ModelUnavailable implements model.Unavailable: after this error an
+// agent's model_fallback tries its next model. The set
+// (docs/openai-provider.md, "Model fallback"): the model does not exist
+// (HTTP 404, or the error code model_not_found), rate limits and quota
+// (HTTP 429), server errors and overload (HTTP 5xx), and a response the
+// server failed in its stream with a server error or rate limit; each
+// after this provider's own retries, for the statuses it retries. Bad
+// requests, credentials, timeouts and connection errors are not: another
+// model would fare no better.
+func (e *Error) ModelUnavailable() bool {
+	switch {
+	case e.Code == "model_not_found":
+		return true
+	case e.StatusCode != 0:
+		return e.StatusCode == http.StatusNotFound || e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+	case errors.Is(e.Err, errFailed):
+		var p *permanentError
+		return !errors.As(e.Err, &p)
+	}
+	return false
+}
+
+var _ model.Unavailable = (*Error)(nil)
+
 func (e *Error) hint() string {
 	switch {
 	case e.StatusCode == 401:

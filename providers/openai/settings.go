@@ -84,6 +84,8 @@ func (s *ProviderSettings) Config(lookupEnv func(string) (string, bool)) Config 
 	}
 }
 
+var _ registry.SettingsSupport = (*ProviderSettings)(nil)
+
 // Secrets implements registry.Secrets.
 func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey} }
 
@@ -97,7 +99,7 @@ func (s *ProviderSettings) Fingerprint(string) map[string]any {
 // Type is the openai provider type.
 func Type() *registry.Type {
 	return &registry.Type{
-		Name: "openai", Role: registry.RoleModel, DecodeProvider: DecodeProvider,
+		Name: "openai", Role: registry.RoleModel, DecodeProvider: DecodeProvider, DecodeHostedTool: DecodeHostedTool,
 		NewModel: func(_ context.Context, settings any, env registry.Env) (model.Model, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {

@@ -143,6 +143,13 @@ type Type struct {
 	// NewModel builds the model client from its decoded settings (model
 	// providers only).
 	NewModel func(ctx context.Context, settings any, env Env) (model.Model, error)
+	// DecodeHostedTool decodes the body of an agent's tool block whose
+	// type = "TYP" names a tool the model's service runs itself (model
+	// providers only; nil: the type has no hosted tools). settings are
+	// the decoded settings of the agent's provider; typeRange is where
+	// the type is written, for a type the provider does not know or
+	// cannot offer with these settings.
+	DecodeHostedTool func(settings any, typ string, typeRange hcl.Range, body hcl.Body) (model.HostedTool, hcl.Diagnostics)
 }
 
 // Registry is a set of provider types. The zero value is empty; it is not
@@ -274,6 +281,14 @@ type RunScoper interface {
 // and whether they differ from the provider's own.
 type ChatScoper interface {
 	ForChat(session string) (settings any, scoped bool)
+}
+
+// SettingsSupport is implemented by model provider settings whose API
+// accepts only some of an agent's model settings: UnsupportedSetting says
+// why the setting name (as an agent's settings block names it) is not
+// accepted, as a sentence without its final period, or "" when it is.
+type SettingsSupport interface {
+	UnsupportedSetting(name string) string
 }
 
 // SnapshotCommitter is implemented by sandbox settings that ask for the

@@ -197,22 +197,16 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 			if s.Path == "" {
 				turn++
 			}
-			fmt.Fprintf(w, "\n%s[turn %d, %s]\n", indent, turn, s.Agent)
-			for _, it := range s.Response.Output {
-				switch it.Type {
-				case "message":
-					fmt.Fprintf(w, "%s%s\n", indent, indented(it.Text, indent))
-				case "function_call":
-					fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
-				}
-			}
+			showModelStep(w, indent, turn, s)
 		case agentloop.StepTool:
 			out := s.Result.Output
 			if len(s.Result.Images) > 0 {
 				out += fmt.Sprintf(" [%d image(s)]", len(s.Result.Images))
 			}
 			fmt.Fprintf(w, "%s← %s\n", indent, indented(strings.TrimRight(out, "\n"), indent+"  "))
-			if s.Handoff != "" {
+			if s.Handoff != "" && s.InputFilter != nil {
+				fmt.Fprintf(w, "%s(handed off to %s, given the conversation with %s)\n", indent, termtext.Line(s.Handoff), s.InputFilter)
+			} else if s.Handoff != "" {
 				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
 			}
 		case agentloop.StepCompaction:
@@ -250,6 +244,30 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	fmt.Fprintln(w)
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "Trace: %s\n", termtext.Line(r.TraceID))
+	}
+}
+
+// showModelStep prints one model turn: who answered (the model too, when
+// one of the agent's fallback models did, and why the ones before did
+// not), its text, its function calls and its hosted tool calls.
+func showModelStep(w io.Writer, indent string, turn int, s agentloop.Step) {
+	if m := s.Response.Model; m != "" {
+		fmt.Fprintf(w, "\n%s[turn %d, %s, answered by %s]\n", indent, turn, s.Agent, termtext.Line(m))
+		for _, why := range s.Response.Fallbacks {
+			fmt.Fprintf(w, "%s(model_fallback after %s)\n", indent, termtext.Line(why))
+		}
+	} else {
+		fmt.Fprintf(w, "\n%s[turn %d, %s]\n", indent, turn, s.Agent)
+	}
+	for _, it := range s.Response.Output {
+		switch it.Type {
+		case model.ItemMessage:
+			fmt.Fprintf(w, "%s%s\n", indent, indented(it.Text, indent))
+		case model.ItemFunctionCall:
+			fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
+		case model.ItemHostedToolCall:
+			fmt.Fprintf(w, "%s→ hosted %s: %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Text))
+		}
 	}
 }
 
