@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
@@ -115,7 +116,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	p.filterTargets(cfg, opts.Targets)
 	sortChanges(p.Changes)
 	if len(opts.Targets) == 0 {
-		p.Memory = memoryWork(st)
+		p.Memory = agentmemory.Pending(st)
 	}
 	if err := e.resumeReasons(st, p); err != nil {
 		return nil, err

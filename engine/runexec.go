@@ -14,6 +14,7 @@ import (
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
@@ -382,16 +383,24 @@ func (x *runExec) runner(events *runEvents) *agentloop.Runner {
 }
 
 // finishMemory lets the memories of a completed run's agents learn from
-// it, before its sandboxes are snapshotted. A memory failure leaves the
-// run completed and the memory work waiting for the next apply; it fails
-// the apply at its end (applier.memErrs).
+// it (engine/agentmemory), before its sandboxes are snapshotted. A memory
+// failure leaves the run completed and the memory work waiting for the
+// next apply; it fails the apply at its end (applier.memErrs).
 func (x *runExec) finishMemory(ctx context.Context) {
-	if x.status != RunCompleted || len(runMemoryTargets(x.e.Config, x.ri)) == 0 {
+	if x.status != RunCompleted {
 		return
 	}
-	steps, err := x.e.readJournal(&state.Run{Address: x.addr, Journal: x.journalRel, Steps: x.journal.Len(), Status: RunRunning})
+	targets, err := agentmemory.Targets(x.e.Config, x.ri)
+	if err == nil && len(targets) == 0 {
+		return
+	}
+	var steps []agentloop.Step
 	if err == nil {
-		err = x.a.memoryAfterRun(ctx, x.ri, x.digest, steps, x.res.Output, x.workspaces)
+		steps, err = x.e.readJournal(&state.Run{Address: x.addr, Journal: x.journalRel, Steps: x.journal.Len(), Status: RunRunning})
+	}
+	if err == nil {
+		r := agentmemory.Rollout{Run: x.run, Agent: x.ri.Agent, Digest: x.digest, Steps: steps, Output: x.res.Output}
+		err = x.a.memory().AfterRun(ctx, r, targets, x.workspaces)
 	}
 	if err != nil {
 		err = fmt.Errorf("%s completed, but its memory was not written: %w; the next apply carries the memory work on", x.addr, err)
