@@ -572,6 +572,10 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 	}
 	sb, err := a.open(ctx, addr)
 	if errors.Is(err, sandbox.ErrNotFound) {
+		if ee, ok := errors.AsType[*sandbox.ElsewhereError](err); ok {
+			// Planned without a refresh, or it moved since the plan.
+			a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "it lives in " + ee.Where + ": restoring it here from its latest snapshot; this working directory becomes its owner"})
+		}
 		if err := a.createSandbox(ctx, addr, true); err != nil {
 			return nil, err
 		}

@@ -33,7 +33,8 @@ import (
 
 // ChatSession is an open chat session: its agents' sandboxes running and
 // its agents built. Its methods write the state; the caller holds the
-// state lock for as long as the session is open.
+// state lock while one runs (agentctl chat takes it for each turn, and
+// calls Refresh first with the state read under it).
 type ChatSession struct {
 	e      *Engine
 	a      *applier
@@ -69,6 +70,17 @@ func (e *Engine) OpenChat(ctx context.Context, st *state.State, session, agent s
 	if c := st.Chats[addr]; c != nil && c.Agent != agent {
 		return nil, fmt.Errorf("%s is a conversation with agent.%s, not agent.%s: continue it with agentctl chat -session %s agent.%s, or choose another -session name", addr, c.Agent, agent, session, c.Agent)
 	}
+	s := &ChatSession{e: e, addr: addr, agent: agent, scrub: e.scrubber(), ri: &config.RunInstance{Addr: addr, Agent: agent}, offsets: map[string]int{}}
+	if err := s.open(ctx, st); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open makes st the session's state, opens the session's sandboxes in it
+// and builds its agents on them.
+func (s *ChatSession) open(ctx context.Context, st *state.State) error {
+	e := s.e
 	a := &applier{e: e, p: &Plan{}, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if st.AgentctlVersion != e.Version {
 		st.AgentctlVersion = e.Version
@@ -77,48 +89,56 @@ func (e *Engine) OpenChat(ctx context.Context, st *state.State, session, agent s
 		// As apply: the lineage providers label sandboxes with is written
 		// before the first create.
 		if err := a.update(func(*state.State) {}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	ri := &config.RunInstance{Addr: addr, Agent: agent}
-	scrub := e.scrubber()
+	s.a = a
 	workspaces := map[string]*sandbox.Workspace{}
-	for _, sbAddr := range e.Config.RunSandboxes(ri) {
+	for _, sbAddr := range e.Config.RunSandboxes(s.ri) {
 		if e.Config.SandboxInstances[sbAddr] == nil {
-			return nil, fmt.Errorf("%s: %s is not declared", addr, sbAddr)
+			return fmt.Errorf("%s: %s is not declared", s.addr, sbAddr)
 		}
 		if st.Sandboxes[sbAddr] == nil {
 			if err := a.createSandbox(ctx, sbAddr, false); err != nil {
-				return nil, fmt.Errorf("%s: %w", addr, err)
+				return fmt.Errorf("%s: %w", s.addr, err)
 			}
 		}
 		sb, err := a.ensureRunning(ctx, sbAddr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", addr, err)
+			return fmt.Errorf("%s: %w", s.addr, err)
 		}
 		workspaces[sbAddr] = e.workspace(sbAddr, sb)
 		workspaces[sbAddr].URLs = maps.Clone(st.Sandboxes[sbAddr].URLs)
 	}
+	s.ws = workspaces
 	// A chat turn runs its commands to completion: no sessions outlive it.
-	agents, err := e.buildAgents(ctx, ri, workspaces, nil)
+	agents, err := e.buildAgents(ctx, s.ri, workspaces, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", addr, err)
-	}
-	s := &ChatSession{e: e, a: a, addr: addr, agent: agent, agents: agents, scrub: scrub, ri: ri, ws: workspaces, offsets: map[string]int{}}
-	if c := st.Chats[addr]; c != nil {
-		maps.Copy(s.offsets, c.AgentTurns)
+		return fmt.Errorf("%s: %w", s.addr, err)
 	}
 	for name, ra := range agents {
-		m, err := e.provs().chatModel(e, e.Config.Agents[name], addr)
+		m, err := e.provs().chatModel(e, e.Config.Agents[name], s.addr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if m == nil {
 			m = ra.Model
 		}
 		ra.Model = &sessionModel{Model: m, s: s}
 	}
-	return s, nil
+	s.agents = agents
+	s.setOffsets(st.Chats[s.addr])
+	return nil
+}
+
+// setOffsets numbers the agents' model turns after those of c's turns.
+func (s *ChatSession) setOffsets(c *state.Chat) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.offsets)
+	if c != nil {
+		maps.Copy(s.offsets, c.AgentTurns)
+	}
 }
 
 // chatModel returns the model of agent a in the chat session at addr when

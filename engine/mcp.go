@@ -78,7 +78,7 @@ func (e *Engine) mcpServer(s *config.MCPServer, ws *sandbox.Workspace) mcphost.S
 // could not be reached, with why: whether a plan needs them depends on
 // which runs execute (unreachableMCP). A server that answers with tools
 // the configuration cannot use fails the plan, naming it.
-func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]sandbox.Status) (map[string]error, error) {
+func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]liveSandbox) (map[string]error, error) {
 	needed := map[string]bool{}
 	for _, ri := range e.Config.RunInstances {
 		for _, s := range runMCPServers(e.Config, ri) {
@@ -99,7 +99,7 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 		}
 		var ws *sandbox.Workspace
 		if s.Sandbox != "" {
-			if live[s.Sandbox] != sandbox.StatusRunning {
+			if live[s.Sandbox].status != sandbox.StatusRunning {
 				continue
 			}
 			sb, err := e.openSandbox(ctx, st, s.Sandbox)

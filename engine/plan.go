@@ -40,16 +40,16 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (_
 
 func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
 	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
-	live := map[string]sandbox.Status{}
+	live := map[string]liveSandbox{}
 	if opts.Refresh {
 		var err error
-		if live, err = e.Refresh(ctx, st); err != nil {
+		if live, err = e.refresh(ctx, st); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Destroy {
 		for _, addr := range sortedKeys(st.Sandboxes) {
-			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"destroy"}})
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"destroy"}, live[addr])})
 		}
 		for _, addr := range sortedKeys(st.Runs) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
@@ -76,7 +76,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	for _, addr := range sortedKeys(st.Sandboxes) {
 		if _, ok := cfg.SandboxInstances[addr]; !ok {
-			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"no longer in the configuration"}})
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"no longer in the configuration"}, live[addr])})
 		}
 	}
 	// The cache only spares reading unchanged trees again: plan does not
@@ -118,6 +118,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	if len(opts.Targets) == 0 {
 		p.Memory = agentmemory.Pending(st)
 	}
+	e.placeElsewhere(ctx, st, p, live)
 	if err := e.resumeReasons(st, p); err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ type manifestDigests struct {
 
 // planSandbox decides one sandbox's action and returns its digest as a
 // run's input ("" when known only after apply).
-func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace, applying bool) (*Change, string, error) {
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]liveSandbox, mcache map[string]*manifestDigests, addr string, replace, applying bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
 	cdigest := sandboxConfigDigest(e.Config, sb)
@@ -189,7 +190,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		digest = digestJSON([]string{cdigest, mdigest})
 	}
 	drift := "" // only asked when refreshing: live holds refreshed sandboxes
-	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
+	if s, ok := live[addr]; ok && s.status != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
 		var err error
 		if drift, err = e.sandboxDrift(ctx, st, addr); err != nil {
 			return nil, "", err
@@ -200,12 +201,20 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Action = ActionCreate
 	case replace:
 		c.Action = ActionReplace
-		c.Reasons = []string{"forced by -replace: a new sandbox is created from the manifest"}
+		c.Reasons = leftElsewhere([]string{"forced by -replace: a new sandbox is created from the manifest"}, live[addr])
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
 		c.Reasons = e.sandboxReasons(prev, sb, func(p string) bool { return !isEnvAttribute(p) })
 		if len(c.Reasons) == 0 {
 			c.Reasons = []string{"image, provider, isolation, network, ports, resources, provider settings or the manifest's users and groups changed"}
+		}
+		c.Reasons = leftElsewhere(c.Reasons, live[addr])
+	case live[addr].elsewhere != "":
+		// Another working directory's: left there unless a run here
+		// needs it (placeElsewhere), which restores it with the manifest
+		// as it is now.
+		if prev.ManifestDigest != mdigest {
+			c.Reasons = []string{"its manifest changed"}
 		}
 	case prev.RestorePending != nil:
 		c.Action = ActionRestore
@@ -213,7 +222,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	case drift != "":
 		c.Action = ActionReplace
 		c.Reasons = []string{drift}
-	case live[addr] == sandbox.StatusMissing:
+	case live[addr].missing():
 		if prev.Snapshot != "" {
 			c.Action = ActionRestore
 			c.Reasons = []string{"sandbox no longer exists: it is recreated from its latest snapshot"}

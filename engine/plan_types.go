@@ -68,6 +68,16 @@ type Plan struct {
 	// Warnings are what the plan could not check but apply will need
 	// (an MCP server that could not be reached), each a sentence or two.
 	Warnings []string `json:"warnings,omitempty"`
+	// Notes are what a reviewer should know about objects the plan
+	// leaves as they are: a sandbox that lives in another working
+	// directory or on another machine.
+	Notes []Note `json:"notes,omitempty"`
+}
+
+// Note is a plan note about one object.
+type Note struct {
+	Address string `json:"address"`
+	Message string `json:"message"`
 }
 
 // Change returns the change for addr, or nil.

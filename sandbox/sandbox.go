@@ -102,7 +102,9 @@ type Provider interface {
 	// exists and is writable.
 	Create(ctx context.Context, spec Spec) (Sandbox, error)
 	// Open reconnects to a sandbox from its session state without starting
-	// it. It returns an error wrapping ErrNotFound if it is gone.
+	// it. It returns an error wrapping ErrNotFound if it is gone, and one
+	// wrapping an *ElsewhereError if it belongs to another working
+	// directory or machine.
 	Open(ctx context.Context, spec Spec, st SessionState) (Sandbox, error)
 }
 

@@ -329,8 +329,8 @@ func (j *jsonEvents) Event(ev engine.Event) {
 	j.emit(m)
 }
 
-// plan writes each planned change, the plan's warnings (as diagnostics)
-// and the summary as events.
+// plan writes each planned change, the plan's warnings (as diagnostics),
+// its notes (plan_note) and the summary as events.
 func (j *jsonEvents) plan(p *engine.Plan) {
 	for _, c := range p.Changes {
 		if c.Action == engine.ActionNoop {
@@ -340,6 +340,9 @@ func (j *jsonEvents) plan(p *engine.Plan) {
 	}
 	for _, msg := range p.Warnings {
 		j.emit(map[string]any{"type": "diagnostic", "severity": "warning", "summary": msg})
+	}
+	for _, n := range p.Notes {
+		j.emit(map[string]any{"type": "plan_note", "address": n.Address, "message": n.Message})
 	}
 	s := p.Summary()
 	j.emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})

@@ -111,6 +111,7 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 		fmt.Fprintln(w, "agentctl compared your configuration with the state and found no differences, so no changes are needed.")
 		targetWarning(w, p, c)
 		planWarnings(w, p, c)
+		planNotes(w, p, c)
 		return
 	}
 	used := map[engine.Action]bool{}
@@ -159,6 +160,7 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 	}
 	targetWarning(w, p, c)
 	planWarnings(w, p, c)
+	planNotes(w, p, c)
 	fmt.Fprintf(w, "\n%s%s%s\n", c.Bold, p.Summary(), c.Reset)
 }
 
@@ -215,6 +217,14 @@ func quoteValue(v string) string {
 func planWarnings(w io.Writer, p *engine.Plan, c Colors) {
 	for _, msg := range p.Warnings {
 		fmt.Fprintf(w, "\n%sWarning:%s %s\n", c.Yellow+c.Bold, c.Reset, termtext.Printable(msg))
+	}
+}
+
+// planNotes prints what the plan leaves as it is but a reviewer should
+// know (a sandbox that lives in another working directory).
+func planNotes(w io.Writer, p *engine.Plan, c Colors) {
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "\n%sNote:%s %s\n", c.Cyan+c.Bold, c.Reset, termtext.Printable(n.Message))
 	}
 }
 
