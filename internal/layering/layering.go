@@ -50,7 +50,7 @@ var Rules = []Rule{
 		Why:  "the engine knows nothing of the command line",
 	},
 	{
-		From: []string{"addrs", "model", "graph", "internal/...", "sandbox/...", "providers/...", "state/...", "config/...", "engine", "engine/agentloop", "engine/agentmemory", "engine/tools", "engine/mcphost"},
+		From: []string{"addrs", "model", "graph", "internal/...", "sandbox/...", "providers/...", "state/...", "config/...", "engine", "engine/agentloop", "engine/agentmemory", "engine/chat", "engine/tools", "engine/mcphost"},
 		To:   []string{"engine/agenttest"},
 		Why:  "agentctl test drives the engine from above; only the command uses it",
 	},
