@@ -195,7 +195,7 @@ run "r" {
 	}
 	// The writer is given the conversation without tool calls: the
 	// input alone.
-	if got := describeInput(reqs[2]); !cmp.Equal(got, []string{"user: Find it."}) {
+	if got := reqs[2].InputLines(); !cmp.Equal(got, []string{"user: Find it."}) {
 		t.Errorf("the writer was given %q", got)
 	}
 	steps := journalSteps(t, e, st, "run.r")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
@@ -111,7 +112,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			}
 			if c.Memory != nil {
 				if c.Memory.Read != nil {
-					instr, err := memoryInstructions(ctx, ws, c.Memory.Read)
+					instr, err := agentmemory.Instructions(ctx, ws, c.Memory.Read)
 					if err != nil {
 						return nil, fmt.Errorf("agent %q: %s: reading the memory summary: %w", name, addr, err)
 					}

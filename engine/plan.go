@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
@@ -116,7 +117,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	p.filterTargets(cfg, opts.Targets)
 	sortChanges(p.Changes)
 	if len(opts.Targets) == 0 {
-		p.Memory = memoryWork(st)
+		p.Memory = agentmemory.Pending(st)
 	}
 	e.placeElsewhere(ctx, st, p, live)
 	if err := e.resumeReasons(st, p); err != nil {
@@ -171,28 +172,9 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	// anything: a local_dir not hashed before is hashed by its copy
 	// (known after apply), so apply reads it once, not twice.
 	creating := prev == nil || replace || prev.ConfigDigest != cdigest
-	key := sb.Manifest + "\x00" + m.Root
-	md := mcache[key]
-	if md == nil {
-		m.DigestCache = e.digestCache()
-		m.Digests = st.Digests()
-		var entries map[string]string
-		var deferred []string
-		var err error
-		if creating {
-			entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
-		} else {
-			entries, err = manifest.EntryDigests(ctx, m)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
-		}
-		md = &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
-		if len(deferred) > 0 {
-			md.digest = ""
-		} else {
-			mcache[key] = md
-		}
+	md, err := e.planManifestDigests(ctx, st, mcache, sb, m, creating, applying)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", addr, err)
 	}
 	entries, mdigest := md.entries, md.digest
 	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
@@ -250,29 +232,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 			c.Reasons = []string{"sandbox no longer exists and has no snapshot: it is recreated from the manifest"}
 		}
 	case prev.ManifestDigest != mdigest:
-		c.Action = ActionUpdate
-		for _, e := range m.Entries {
-			if prev.EntryDigests[e.Path] != entries[e.Path] {
-				c.Entries = append(c.Entries, e.Path)
-			}
-		}
-		for p := range prev.EntryDigests {
-			if _, ok := entries[p]; !ok {
-				c.Removed = append(c.Removed, p)
-			}
-		}
-		slices.Sort(c.Removed)
-		if len(c.Entries) == 0 && len(c.Removed) == 0 {
-			c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
-			if len(c.Reasons) == 0 {
-				c.Reasons = []string{"manifest environment or root changed"}
-			}
-		} else {
-			c.Reasons = []string{"manifest entries changed"}
-		}
-		if len(c.Removed) > 0 {
-			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
-		}
+		e.planManifestUpdate(c, prev, sb, m, entries)
 	}
 	// A restore needs its snapshot file: say now that it is gone, also for
 	// a sandbox deleted by on_exit that a run would restore.
@@ -283,6 +243,67 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		}
 	}
 	return c, digest, nil
+}
+
+// planManifestDigests returns the digests of the entries of sandbox sb's
+// manifest m, and the manifest's digest ("" while one of them is known
+// only once apply copies it), computed once per manifest and root
+// (mcache). A sandbox being created (creating) hashes only what apply
+// will not copy anyway (manifest.PlanDigests).
+func (e *Engine) planManifestDigests(ctx context.Context, st *state.State, mcache map[string]*manifestDigests, sb *config.SandboxInstance, m manifest.Manifest, creating, applying bool) (*manifestDigests, error) {
+	key := sb.Manifest + "\x00" + m.Root
+	if md := mcache[key]; md != nil {
+		return md, nil
+	}
+	m.DigestCache = e.digestCache()
+	m.Digests = st.Digests()
+	var entries map[string]string
+	var deferred []string
+	var err error
+	if creating {
+		entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
+	} else {
+		entries, err = manifest.EntryDigests(ctx, m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", sb.Manifest, err)
+	}
+	md := &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
+	if len(deferred) > 0 {
+		md.digest = ""
+	} else {
+		mcache[key] = md
+	}
+	return md, nil
+}
+
+// planManifestUpdate makes c the update of a sandbox whose manifest
+// changed: the entries to materialize again, those no longer declared,
+// and why.
+func (e *Engine) planManifestUpdate(c *Change, prev *state.Sandbox, sb *config.SandboxInstance, m manifest.Manifest, entries map[string]string) {
+	c.Action = ActionUpdate
+	for _, en := range m.Entries {
+		if prev.EntryDigests[en.Path] != entries[en.Path] {
+			c.Entries = append(c.Entries, en.Path)
+		}
+	}
+	for p := range prev.EntryDigests {
+		if _, ok := entries[p]; !ok {
+			c.Removed = append(c.Removed, p)
+		}
+	}
+	slices.Sort(c.Removed)
+	if len(c.Entries) == 0 && len(c.Removed) == 0 {
+		c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"manifest environment or root changed"}
+		}
+	} else {
+		c.Reasons = []string{"manifest entries changed"}
+	}
+	if len(c.Removed) > 0 {
+		c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
+	}
 }
 
 // sandboxReasons names the attributes keep selects that differ between

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,6 +180,42 @@ func (r Request) Input() []map[string]any {
 		}
 	}
 	return out
+}
+
+// InputLines describes the request's input one item a line, for tests
+// to compare: "call NAME" for a function call, "output CALLID" for its
+// output, "ROLE: TEXT" for a message.
+func (r Request) InputLines() []string {
+	var out []string
+	for _, it := range r.Input() {
+		switch it["type"] {
+		case "function_call":
+			out = append(out, fmt.Sprintf("call %v", it["name"]))
+		case "function_call_output":
+			out = append(out, fmt.Sprintf("output %v", it["call_id"]))
+		default:
+			out = append(out, fmt.Sprintf("%v: %s", it["role"], contentText(it["content"])))
+		}
+	}
+	return out
+}
+
+// contentText is a message's content as text: a string, or the texts of
+// its parts.
+func contentText(c any) string {
+	switch c := c.(type) {
+	case string:
+		return c
+	case []any:
+		var parts []string
+		for _, p := range c {
+			if m, ok := p.(map[string]any); ok {
+				parts = append(parts, fmt.Sprint(m["text"]))
+			}
+		}
+		return strings.Join(parts, "")
+	}
+	return fmt.Sprint(c)
 }
 
 // Option configures a Server.
