@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
+	"github.com/agentctl/agentctl/providers/builtin"
 )
 
 // TestPlanReasonModelSettings: a model setting is part of the run's
@@ -85,7 +86,7 @@ agent "a" {
 		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, diags := config.Load(dir, config.Options{})
+		cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 		if diags.HasErrors() {
 			t.Fatal(diags)
 		}

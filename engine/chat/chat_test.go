@@ -36,7 +36,7 @@ func newTestEngine(t *testing.T, src string) *engine.Engine {
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load(dir, config.Options{})
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
