@@ -368,6 +368,9 @@ type RunInstance struct {
 	InputSandboxes []string
 	InputExpr      hcl.Expression
 	DeclRange      hcl.Range
+	// Lifecycle holds the run's preconditions and postconditions (nil:
+	// none; lifecycle.go).
+	Lifecycle *Lifecycle
 
 	// eachValue is each.value for a for_each instance (each.key is Key).
 	eachValue cty.Value

@@ -70,6 +70,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return err
 	}
 	x.loop(ctx)
+	x.postconditions()
 	x.finishMemory(ctx)
 	x.finishSnapshots(ctx)
 	return x.finishRecord()
@@ -182,6 +183,9 @@ func (x *runExec) prepare(ctx context.Context) error {
 		return err
 	}
 	x.in = in
+	if err := x.preconditions(); err != nil {
+		return err
+	}
 	x.digest = runDigest(in.digests)
 	forced := slices.Contains(a.p.Replace, x.addr)
 	if prev := x.prev; prev != nil && prev.Digest == x.digest && !forced {
