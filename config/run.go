@@ -11,7 +11,7 @@ import (
 var runSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "agent", Required: true}, {Name: "input", Required: true}, {Name: "sandbox"},
 	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"},
-}, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}, {Type: "lifecycle"}}}
+}, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}, {Type: "lifecycle"}, {Type: "hook", LabelNames: []string{"event"}}}}
 
 func (l *loader) decodeRun(b *hcl.Block) {
 	name := b.Labels[0]
@@ -78,6 +78,11 @@ func (l *loader) decodeRun(b *hcl.Block) {
 					}
 					ri.MaxTurns = n
 				}
+			}
+		}
+		for _, hb := range content.Blocks.OfType("hook") {
+			if h := l.decodeHook(hb, "run", scope{each: each != nil}, each); h != nil {
+				ri.Hooks = append(ri.Hooks, h)
 			}
 		}
 		if len(budgets) > 0 {

@@ -71,6 +71,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	}
 	x.loop(ctx)
 	x.postconditions()
+	x.runEndHooks(ctx, x.hooks())
 	x.finishMemory(ctx)
 	x.finishSnapshots(ctx)
 	return x.finishRecord()
@@ -383,6 +384,7 @@ func (x *runExec) runner(events *runEvents) *agentloop.Runner {
 		Decisions:  decisions(x.prev, x.resume),
 		Redact:     func(args string) string { return scrubJSONString(scrub, args) },
 		Ask:        x.a.asker(x.addr, scrub),
+		Hook:       x.hooks().runHooks,
 	}
 }
 
