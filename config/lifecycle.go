@@ -67,10 +67,11 @@ func (l *loader) decodeLifecycle(blocks hcl.Blocks, owner string) *Lifecycle {
 // the scope of a precondition): self only in a postcondition, with the
 // attributes self has there. Run outputs the conditions refer to are
 // added to deps.
-func (l *loader) checkConditionRefs(lc *Lifecycle, sc scope, deps map[string]bool) {
+func (l *loader) checkConditionRefs(lc *Lifecycle, sc scope, deps map[string]bool, ctx *hcl.EvalContext) {
 	if lc == nil {
 		return
 	}
+	ctx.Variables["self"] = cty.DynamicVal
 	for _, c := range append(append([]*Condition{}, lc.Preconditions...), lc.Postconditions...) {
 		for _, expr := range []hcl.Expression{c.Condition, c.ErrorMessage} {
 			for _, tr := range expr.Variables() {
@@ -84,6 +85,9 @@ func (l *loader) checkConditionRefs(lc *Lifecycle, sc scope, deps map[string]boo
 				}
 				l.checkSelf(tr, c.Kind)
 			}
+			// Unknown functions and wrong argument types show now.
+			_, diags := expr.Value(ctx)
+			l.diags = append(l.diags, diags...)
 		}
 	}
 }
