@@ -57,6 +57,7 @@ func (h *hookRunner) runEvent(ctx context.Context, ev agentloop.HookEvent, statu
 	if len(hooks) == 0 {
 		return res, nil
 	}
+	res.Ran = true
 	payload, err := json.Marshal(hookPayload{Run: h.run, HookEvent: ev, Status: status})
 	if err != nil {
 		return res, err

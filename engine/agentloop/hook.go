@@ -49,6 +49,9 @@ type HookEvent struct {
 // refuses the call with Message as its output; Failed reports hooks that
 // failed without stopping the run.
 type HookResult struct {
+	// Ran says some hook ran for the event (none is configured
+	// otherwise): only then is its run journaled.
+	Ran     bool
 	Block   bool
 	Message string
 	Failed  string
@@ -72,6 +75,9 @@ func (f *frame) hook(ctx context.Context, ev HookEvent, key string) (HookResult,
 	res, err := st.r.Hook(ctx, ev)
 	if err != nil {
 		return res, fmt.Errorf("hook %s: %w", ev.Event, err)
+	}
+	if !res.Ran {
+		return res, nil
 	}
 	rec = &HookRecord{Key: key, Event: ev.Event, Blocked: res.Block, Message: res.Message, Failed: res.Failed}
 	if err := st.checkpoint(ctx, Step{Kind: StepHook, Path: f.path, Agent: ev.Agent, Hook: rec}); err != nil {

@@ -31,9 +31,9 @@ func TestToolStartHookBlocksAndIsNotRepeatedOnResume(t *testing.T) {
 				defer mu.Unlock()
 				hooks[ev.Event]++
 				if ev.Event == "tool_start" {
-					return HookResult{Block: true, Message: "policy says no"}, nil
+					return HookResult{Ran: true, Block: true, Message: "policy says no"}, nil
 				}
-				return HookResult{}, nil
+				return HookResult{Ran: true}, nil
 			}}
 	}
 	full := &recorder{}
