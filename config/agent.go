@@ -20,6 +20,7 @@ var agentSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}, {Type: "budget"}, {Type: "handoff"},
+		{Type: "hook", LabelNames: []string{"event"}},
 	},
 }
 
@@ -160,6 +161,10 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 			ag.Budget = l.decodeBudget(tb, "agent", nil)
 		case "handoff":
 			l.decodeHandoff(ag, tb)
+		case "hook":
+			if h := l.decodeHook(tb, "agent", sc, nil); h != nil {
+				ag.Hooks = append(ag.Hooks, h)
+			}
 		}
 	}
 }

@@ -320,6 +320,7 @@ func (l *loader) validateLate() {
 				}
 			}
 		}
+		l.checkConditionRefs(ri.Lifecycle, scope{each: hasEach, run: true}, deps, c.runCtx(ri, late))
 		ri.DependsOn = slices.Sorted(maps.Keys(deps))
 		ri.InputSandboxes = slices.Sorted(maps.Keys(sbs))
 		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))

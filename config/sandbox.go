@@ -20,7 +20,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "provider", Required: true}, {Name: "image"}, {Name: "manifest"}, {Name: "network"},
 		{Name: "ports"}, {Name: "on_exit"}, {Name: "for_each"}, {Name: "snapshot_exclude"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "resources"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "resources"}, {Type: "lifecycle"}},
 }
 
 var resourcesSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -131,6 +131,7 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 	if a, ok := attrs["manifest"]; ok {
 		manifest, _ = l.namedRef(a.Expr, "manifest", "manifest")
 	}
+	lifecycle := l.decodeLifecycle(content.Blocks.OfType("lifecycle"), "sandbox")
 	instances := []eachVal{{}}
 	if a, ok := attrs["for_each"]; ok {
 		s.ForEach = a.Expr
@@ -149,6 +150,7 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 			Provider: provAddr, Manifest: manifest, OnExit: "stop", DeclRange: b.DefRange,
 		}
 		args := l.decodeSandboxInstance(si, content, each)
+		l.checkSandboxConditions(lifecycle, si, each)
 		args.Address, args.Provider, args.ProviderAddr = si.Addr, prov.Settings, prov.Addr
 		args.Body = &boundBody{l: l, body: rest, sc: scope{each: each != nil, where: "a sandbox"}, each: each, refuse: "A sandbox argument"}
 		if args.NetworkRange == nil {

@@ -240,7 +240,9 @@ type CommandCapability struct {
 }
 
 type Agent struct {
-	Name         string
+	Name string
+	// Hooks are the agent's hook blocks (hook.go), in the order written.
+	Hooks        []*Hook
 	Model        string
 	Provider     string // provider address; "" = the unaliased openai provider
 	Instructions string
@@ -368,6 +370,11 @@ type RunInstance struct {
 	InputSandboxes []string
 	InputExpr      hcl.Expression
 	DeclRange      hcl.Range
+	// Lifecycle holds the run's preconditions and postconditions (nil:
+	// none; lifecycle.go).
+	Lifecycle *Lifecycle
+	// Hooks are the run's hook blocks (hook.go), in the order written.
+	Hooks []*Hook
 
 	// eachValue is each.value for a for_each instance (each.key is Key).
 	eachValue cty.Value

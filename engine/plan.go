@@ -368,6 +368,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		if err != nil {
 			return nil, err
 		}
+		if err := e.planPreconditions(st, ri); err != nil {
+			return nil, err
+		}
 		c.Digest = runDigest(in.digests)
 		standIn = in.input
 		if prev != nil && prev.Digest != c.Digest {

@@ -70,6 +70,8 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 		return err
 	}
 	x.loop(ctx)
+	x.postconditions()
+	x.runEndHooks(ctx, x.hooks())
 	x.finishMemory(ctx)
 	x.finishSnapshots(ctx)
 	return x.finishRecord()
@@ -182,6 +184,9 @@ func (x *runExec) prepare(ctx context.Context) error {
 		return err
 	}
 	x.in = in
+	if err := x.preconditions(); err != nil {
+		return err
+	}
 	x.digest = runDigest(in.digests)
 	forced := slices.Contains(a.p.Replace, x.addr)
 	if prev := x.prev; prev != nil && prev.Digest == x.digest && !forced {
@@ -379,6 +384,7 @@ func (x *runExec) runner(events *runEvents) *agentloop.Runner {
 		Decisions:  decisions(x.prev, x.resume),
 		Redact:     func(args string) string { return scrubJSONString(scrub, args) },
 		Ask:        x.a.asker(x.addr, scrub),
+		Hook:       x.hooks().runHooks,
 	}
 }
 

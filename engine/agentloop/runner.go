@@ -125,6 +125,10 @@ type Runner struct {
 	// approval, as children of the span in the context Run is given; nil
 	// records nothing.
 	Tracer trace.Tracer
+	// Hook, when set, runs the hooks of an event (hook.go); each
+	// occurrence's run is checkpointed (StepHook) and not repeated when
+	// the run resumes. An error ends the run.
+	Hook func(ctx context.Context, ev HookEvent) (HookResult, error)
 }
 
 // Result is a finished run.
@@ -177,6 +181,7 @@ func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (
 		st.spent.add(s)
 	}
 	st.baseElapsed = st.spent.Duration
+	st.recordHooks(history)
 	if len(history) > 0 && history[0].Kind == StepInput && history[0].Path == "" {
 		agent, input = history[0].Agent, history[0].Input
 	}
@@ -215,6 +220,8 @@ type runState struct {
 	baseElapsed time.Duration
 	started     time.Time
 	eventMu     sync.Mutex
+	// hooksRan are the hooks that ran, by occurrence (hook.go).
+	hooksRan map[string]*HookRecord
 }
 
 func (st *runState) emit(e Event) {
@@ -346,6 +353,9 @@ func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
 		if _, ok := f.st.r.Agents[f.agent]; !ok {
 			return nil, fmt.Errorf("unknown agent %q", f.agent)
 		}
+		if _, err := f.hook(ctx, HookEvent{Event: "agent_start", Agent: f.agent, Input: f.input}, f.agent+"/0"); err != nil {
+			return nil, err
+		}
 		s := Step{Kind: StepInput, Path: f.path, Agent: f.agent, Input: f.input}
 		if f.path == "" {
 			s.Prior = f.st.r.Prior
@@ -363,7 +373,11 @@ func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
 	for {
 		if f.pending != nil {
 			if calls := f.pending.FunctionCalls(); len(calls) == 0 {
-				return f.final()
+				out, err := f.final()
+				if err == nil {
+					err = f.agentEnd(ctx, out)
+				}
+				return out, err
 			}
 			if f.st.interrupted() {
 				// Interrupted during the model turn: stop with it
@@ -678,6 +692,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 			began := time.Now()
 			if j.gate == gateRun {
 				item, handoffTo, err = f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
+				if err == nil && !j.isHandoff {
+					_, err = f.hook(ctx, HookEvent{Event: "tool_end", Agent: a.Name, Tool: j.call.Name, CallID: j.call.CallID, Output: item.Output}, j.call.CallID)
+				}
 			} else {
 				item = f.refuse(a, j.call, j.text)
 			}
@@ -719,6 +736,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	}
 	if handoff != "" {
 		f.st.emit(Event{Type: EventHandoff, Path: f.path, Agent: a.Name, Text: handoff})
+		if err := f.handoffHooks(ctx, a.Name, handoff); err != nil {
+			return err
+		}
 	}
 	f.flush()
 	return nil
@@ -750,6 +770,12 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 		}
 		result(tools.HandoffOutput(handoff), false)
 		return out, handoff, nil
+	}
+	if blocked, text, err := f.toolStart(ctx, a, call); err != nil {
+		return out, "", err
+	} else if blocked {
+		result(text, true)
+		return out, "", nil
 	}
 	for _, at := range a.AgentTools {
 		if tools.FunctionName(at.Name) != call.Name {
