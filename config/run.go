@@ -10,7 +10,7 @@ import (
 
 var runSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "agent", Required: true}, {Name: "input", Required: true}, {Name: "sandbox"},
-	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"},
+	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"}, {Name: "guardrails"},
 }, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}}}
 
 func (l *loader) decodeRun(b *hcl.Block) {
@@ -37,6 +37,7 @@ func (l *loader) decodeRun(b *hcl.Block) {
 	for _, bb := range content.Blocks[min(1, len(content.Blocks)):] {
 		l.errorf(bb.DefRange, "Duplicate budget block", "A run may have one budget block; the first is at %s.", rangeString(content.Blocks[0].DefRange))
 	}
+	guardrails := l.guardrailRefs(attrs["guardrails"])
 	var depends []hcl.Traversal
 	if a, ok := attrs["depends_on"]; ok {
 		exprs, diags := hcl.ExprList(a.Expr)
@@ -58,7 +59,7 @@ func (l *loader) decodeRun(b *hcl.Block) {
 		}
 		ri := &RunInstance{
 			Addr: instanceAddr("run", name, ev.key, r.ForEach != nil), Name: name, Key: ev.key,
-			Agent: agent, InputExpr: attrs["input"].Expr, DeclRange: b.DefRange,
+			Agent: agent, InputExpr: attrs["input"].Expr, DeclRange: b.DefRange, Guardrails: guardrails,
 		}
 		if each != nil {
 			ri.eachValue = ev.value
