@@ -59,6 +59,8 @@ type Step struct {
 	// Compacted says which items a compaction replaced (StepCompaction);
 	// Response is the summarizing call's response.
 	Compacted *Compacted `json:"compacted,omitempty"`
+	// Guardrail is a guardrail's verdict (StepGuardrail).
+	Guardrail *GuardrailVerdict `json:"guardrail,omitempty"`
 	// Elapsed is the run's running time when the step was checkpointed,
 	// summed over its attempts (max_duration; absent in journals written
 	// before budgets existed).
