@@ -158,3 +158,75 @@ func TestGuardrailResumeDoesNotRecheck(t *testing.T) {
 		t.Fatalf("plan after a guardrail changed: %s %q %v", c.Action, c.Reasons, c.Attributes)
 	}
 }
+
+// judgeConfig is a run with an input agent guardrail judged by a
+// scripted agent answering VERDICT; PARALLEL sets parallel.
+const judgeConfig = `
+provider "scripted" {
+  script "a" {
+    reply { text = "answer" }
+  }
+  script "judge" {
+    reply { text = VERDICT }
+  }
+}
+agent "a" {
+  provider   = provider.scripted
+  guardrails = [guardrail.on_topic]
+}
+agent "judge" {
+  provider      = provider.scripted
+  output_schema = {
+    type       = "object"
+    properties = { tripwire = { type = "boolean" }, reason = { type = "string" } }
+    required   = ["tripwire", "reason"]
+  }
+}
+guardrail "on_topic" {
+  on       = "input"
+  agent    = agent.judge
+  parallel = PARALLEL
+}
+run "r" {
+  agent = agent.a
+  input = "tell me a joke"
+}
+`
+
+// An agent guardrail's judge is a model call of the run (its usage
+// counted), and its tripwire stops the run with its reason; a judge
+// whose answer is not a verdict fails the run closed, naming the
+// guardrail and where it is declared.
+func TestGuardrailAgentJudge(t *testing.T) {
+	for _, tc := range []struct {
+		verdict, parallel string
+		status, errText   string
+		models            int
+	}{
+		{`jsonencode({ tripwire = true, reason = "off topic" })`, "false", RunGuardrailTripped, `guardrail "on_topic" tripped on the run's input (agent "a"): off topic`, 1},
+		{`jsonencode({ tripwire = true, reason = "off topic" })`, "true", RunGuardrailTripped, `guardrail "on_topic" tripped on the run's input (agent "a"): off topic`, 2},
+		{`jsonencode({ tripwire = false, reason = "fine" })`, "true", RunCompleted, "", 2},
+		{`"not json"`, "false", RunFailed, `guardrail "on_topic" (` , 1},
+	} {
+		src := strings.NewReplacer("VERDICT", tc.verdict, "PARALLEL", tc.parallel).Replace(judgeConfig)
+		e, _ := newTestEngine(t, src)
+		err := applyErr(t, e, PlanOptions{})
+		r := readState(t, e).Runs["run.r"]
+		if r.Status != tc.status || (tc.errText == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.errText) {
+			t.Errorf("%s parallel=%s: status %s, apply %v", tc.verdict, tc.parallel, r.Status, err)
+			continue
+		}
+		models := 0
+		for _, s := range journalSteps(t, e, readState(t, e), "run.r") {
+			if s.Kind == agentloop.StepModel {
+				models++
+			}
+		}
+		if models != tc.models || r.Usage.InputTokens == 0 {
+			t.Errorf("%s parallel=%s: %d model calls (want %d), usage %+v", tc.verdict, tc.parallel, models, tc.models, r.Usage)
+		}
+		if tc.status == RunFailed && !strings.Contains(err.Error(), "main.hcl:22) could not decide") {
+			t.Errorf("judge error not located: %v", err)
+		}
+	}
+}

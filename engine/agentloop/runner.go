@@ -376,8 +376,9 @@ func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
 		if waitGuards, err = f.inputGuards(ctx); err != nil {
 			return nil, err
 		}
-		if waitGuards != nil {
-			defer func() { _ = waitGuards() }()
+		if wait := waitGuards; wait != nil {
+			// Never return with the parallel guardrails still running.
+			defer func() { _ = wait() }()
 		}
 	}
 	for {
