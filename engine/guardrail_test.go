@@ -206,7 +206,7 @@ func TestGuardrailAgentJudge(t *testing.T) {
 		{`jsonencode({ tripwire = true, reason = "off topic" })`, "false", RunGuardrailTripped, `guardrail "on_topic" tripped on the run's input (agent "a"): off topic`, 1},
 		{`jsonencode({ tripwire = true, reason = "off topic" })`, "true", RunGuardrailTripped, `guardrail "on_topic" tripped on the run's input (agent "a"): off topic`, 2},
 		{`jsonencode({ tripwire = false, reason = "fine" })`, "true", RunCompleted, "", 2},
-		{`"not json"`, "false", RunFailed, `guardrail "on_topic" (` , 1},
+		{`"not json"`, "false", RunFailed, `guardrail "on_topic" (`, 1},
 	} {
 		src := strings.NewReplacer("VERDICT", tc.verdict, "PARALLEL", tc.parallel).Replace(judgeConfig)
 		e, _ := newTestEngine(t, src)
