@@ -76,10 +76,13 @@ type GuardCondition struct {
 	Source string
 	Range  hcl.Range
 
-	expr   hcl.Expression
-	funcs  map[string]function.Function
-	vars   cty.Value
-	locals cty.Value
+	expr hcl.Expression
+	// usesArgs says the expression refers to guard.arguments: only then
+	// are the call's arguments decoded.
+	usesArgs bool
+	funcs    map[string]function.Function
+	vars     cty.Value
+	locals   cty.Value
 }
 
 // Guarded is what a guardrail checks: the guard object of its condition.
@@ -104,7 +107,7 @@ func (c GuardCondition) Passes(g Guarded) (bool, error) {
 		return false, fmt.Errorf("the guardrail has no condition")
 	}
 	args := cty.EmptyObjectVal
-	if strings.TrimSpace(g.Arguments) != "" {
+	if c.usesArgs && strings.TrimSpace(g.Arguments) != "" {
 		ty, err := ctyjson.ImpliedType([]byte(g.Arguments))
 		if err == nil {
 			args, err = ctyjson.Unmarshal([]byte(g.Arguments), ty)
@@ -218,6 +221,8 @@ func (l *loader) guardCondition(a *hcl.Attribute, on string) GuardCondition {
 			case slices.Contains(guardToolAttributes, name) && on != GuardToolInput && on != GuardToolOutput && on != "":
 				l.errorf(at, "Invalid \"guard\" attribute", "guard.%s is set only for tool guardrails (on = \"tool_input\" or \"tool_output\"); this guardrail checks the run's %s: use guard.text.", name, on)
 				ok = false
+			case name == "arguments":
+				c.usesArgs = true
 			}
 		case "var", "local":
 			if !l.checkTraversal(tr, scope{where: "a guardrail condition"}) {
