@@ -16,7 +16,7 @@ var agentSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "model"}, {Name: "provider"}, {Name: "instructions"}, {Name: "sandbox"},
 		{Name: "capabilities"}, {Name: "handoffs"}, {Name: "output_schema"}, {Name: "max_turns"},
-		{Name: "mcp_servers"}, {Name: "model_fallback"},
+		{Name: "mcp_servers"}, {Name: "model_fallback"}, {Name: "guardrails"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}, {Type: "budget"}, {Type: "handoff"},
@@ -105,6 +105,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 	if a, ok := attrs["mcp_servers"]; ok {
 		l.decodeMCPServerRefs(ag, a)
 	}
+	ag.Guardrails = l.guardrailRefs(attrs["guardrails"])
 	if a, ok := attrs["handoffs"]; ok {
 		exprs, diags := hcl.ExprList(a.Expr)
 		l.diags = append(l.diags, diags...)

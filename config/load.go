@@ -79,6 +79,7 @@ type loader struct {
 	agentBlocks    []*hcl.Block
 	runBlocks      []*hcl.Block
 	mcpBlocks      []*hcl.Block
+	guardBlocks    []*hcl.Block
 
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
@@ -127,6 +128,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "run", LabelNames: []string{"name"}},
 		{Type: "mcp_server", LabelNames: []string{"name"}},
+		{Type: "guardrail", LabelNames: []string{"name"}},
 	},
 }
 
@@ -156,6 +158,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			Agents:           map[string]*Agent{},
 			Runs:             map[string]*Run{},
 			MCPServers:       map[string]*MCPServer{},
+			Guardrails:       map[string]*Guardrail{},
 			SandboxInstances: map[string]*SandboxInstance{},
 			RunInstances:     map[string]*RunInstance{},
 			Settings:         Settings{Parallelism: 10},
@@ -311,6 +314,10 @@ func (l *loader) structure(body hcl.Body) {
 			if l.declareBlock(b, "mcp_server", b.Labels[0]) {
 				l.mcpBlocks = append(l.mcpBlocks, b)
 			}
+		case "guardrail":
+			if l.declareBlock(b, "guardrail", b.Labels[0]) {
+				l.guardBlocks = append(l.guardBlocks, b)
+			}
 		}
 	}
 }
@@ -434,6 +441,10 @@ func (l *loader) decodeAll() {
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	for _, b := range l.guardBlocks {
+		l.decodeGuardrail(b)
+	}
+	l.checkGuardrails()
 	l.checkModelFeatures()
 	l.applyOverrides()
 	l.checkMCPToolNames()

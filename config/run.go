@@ -10,7 +10,7 @@ import (
 
 var runSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "agent", Required: true}, {Name: "input", Required: true}, {Name: "sandbox"},
-	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"},
+	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"}, {Name: "guardrails"},
 }, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}, {Type: "lifecycle"}, {Type: "hook", LabelNames: []string{"event"}}}}
 
 func (l *loader) decodeRun(b *hcl.Block) {
@@ -39,6 +39,7 @@ func (l *loader) decodeRun(b *hcl.Block) {
 		l.errorf(bb.DefRange, "Duplicate budget block", "A run may have one budget block; the first is at %s.", rangeString(budgets[0].DefRange))
 	}
 	lifecycle := l.decodeLifecycle(content.Blocks.OfType("lifecycle"), "run")
+	guardrails := l.guardrailRefs(attrs["guardrails"])
 	var depends []hcl.Traversal
 	if a, ok := attrs["depends_on"]; ok {
 		exprs, diags := hcl.ExprList(a.Expr)
@@ -60,7 +61,7 @@ func (l *loader) decodeRun(b *hcl.Block) {
 		}
 		ri := &RunInstance{
 			Addr: instanceAddr("run", name, ev.key, r.ForEach != nil), Name: name, Key: ev.key,
-			Agent: agent, InputExpr: attrs["input"].Expr, DeclRange: b.DefRange, Lifecycle: lifecycle,
+			Agent: agent, InputExpr: attrs["input"].Expr, DeclRange: b.DefRange, Lifecycle: lifecycle, Guardrails: guardrails,
 		}
 		if each != nil {
 			ri.eachValue = ev.value

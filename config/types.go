@@ -34,6 +34,7 @@ type Config struct {
 	Agents       map[string]*Agent
 	Runs         map[string]*Run
 	MCPServers   map[string]*MCPServer
+	Guardrails   map[string]*Guardrail
 
 	// SandboxInstances and RunInstances are the blocks expanded by
 	// for_each, keyed by instance address (sandbox.NAME, run.NAME["key"]).
@@ -270,6 +271,8 @@ type Agent struct {
 
 	// Budget bounds what this agent does within a run (nil: no budget).
 	Budget *Budget
+	// Guardrails are the names of the agent's guardrails, in order.
+	Guardrails []string
 }
 
 type AgentTool struct {
@@ -363,8 +366,11 @@ type RunInstance struct {
 	// (continue = run.NAME), "" for none. It is also in DependsOn; when
 	// the run sets no sandbox and its agent names none, Sandbox is the
 	// one the continued run's agent used.
-	Continue  string
-	DependsOn []string // addresses, from depends_on and from references
+	Continue string
+	// Guardrails are the names of the run's own guardrails, in order
+	// (its agents' guardrails are on the agents).
+	Guardrails []string
+	DependsOn  []string // addresses, from depends_on and from references
 	// InputSandboxes are the sandbox instances the input refers to (for
 	// their URLs), sorted.
 	InputSandboxes []string

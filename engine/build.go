@@ -94,6 +94,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			OutputSchema:  a.OutputSchema,
 			MaxTurns:      a.MaxTurns,
 			Budget:        loopBudget(a.Budget),
+			Guardrails:    loopGuardrails(e.Config, a.Guardrails),
 		}
 		sb := ri.AgentSandbox(a)
 		ws := workspaces[sb]
@@ -163,6 +164,9 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			ra.Instructions = tools.BuildInstructions(a.Instructions, capInstr, tree)
 		}
 		agents[name] = ra
+	}
+	if err := e.addJudges(ri, agents); err != nil {
+		return nil, err
 	}
 	return agents, nil
 }

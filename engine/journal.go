@@ -165,6 +165,8 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 			if ri := e.Config.RunInstances[c.Address]; ri != nil {
 				c.Reasons = append(c.Reasons, budgetReasons(e.Config, ri, prev, steps)...)
 			}
+		case RunGuardrailTripped:
+			c.Reasons = []string{fmt.Sprintf("stopped by a guardrail at turn %d: %s; its guardrails are checked again", turns, prev.Error)}
 		case RunAwaiting:
 			ap, rej, pend := prev.ApprovalCounts()
 			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d: %d approved, %d rejected, %d pending", turns, ap, rej, pend)}

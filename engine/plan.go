@@ -415,6 +415,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	}
 	e.mcpPlanAttributes(ri, c.Attributes)
 	budgetAttributes(cfg, ri, c.Attributes)
+	guardrailPlanAttributes(cfg, ri, c.Attributes)
 	return c, nil
 }
 
@@ -543,6 +544,7 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	}
 	e.mcpInputs(st, ri, inputs, attrs)
 	e.skillsInputs(ri, inputs, attrs)
+	guardrailInputs(cfg, ri, inputs, attrs)
 	return &runInputs{digests: inputs, attrs: attrs.m, input: input, prior: prior}, nil
 }
 

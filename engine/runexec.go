@@ -361,6 +361,8 @@ func (x *runExec) loop(ctx context.Context) {
 		x.status, x.errText = RunInterrupted, err.Error()
 	case isAwaiting(err):
 		x.status = RunAwaiting
+	case guardrailTrip(err) != nil:
+		x.status, x.errText = RunGuardrailTripped, err.Error()
 	default:
 		x.status, x.errText = RunFailed, err.Error()
 	}
@@ -385,6 +387,7 @@ func (x *runExec) runner(events *runEvents) *agentloop.Runner {
 		Redact:     func(args string) string { return scrubJSONString(scrub, args) },
 		Ask:        x.a.asker(x.addr, scrub),
 		Hook:       x.hooks().runHooks,
+		Guardrails: loopGuardrails(x.e.Config, x.ri.Guardrails),
 	}
 }
 
@@ -440,6 +443,7 @@ func (x *runExec) finishRecord() error {
 		r := st.Runs[x.addr]
 		r.Status = x.status
 		r.Error = x.scrub.String(x.errText)
+		r.Guardrail = scrubTrip(x.scrub, guardrailTrip(x.runErr))
 		r.Steps = x.journal.Len()
 		if res != nil {
 			r.Turns = res.Turns

@@ -271,8 +271,11 @@ type Run struct {
 	// Output is the run's final output: a JSON string or object.
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
-	Turns  int             `json:"turns"`
-	Usage  model.Usage     `json:"usage"`
+	// Guardrail is the guardrail that stopped the run (status
+	// guardrail_tripped), nil otherwise.
+	Guardrail *GuardrailTrip `json:"guardrail,omitempty"`
+	Turns     int            `json:"turns"`
+	Usage     model.Usage    `json:"usage"`
 	// MemoryUsage is what extracting memory from this run's rollout cost
 	// (phase 1 of its agents' memory capabilities).
 	MemoryUsage model.Usage `json:"memory_usage,omitzero"`
@@ -1237,4 +1240,15 @@ func (d *Dir) PendingConversion(context.Context) (string, error) {
 		return conversion(form, d.wantForm()), nil
 	}
 	return "", nil // unreadable: Read reports it
+}
+
+// GuardrailTrip is the guardrail that stopped a run: its name, what it
+// checked (input, output, tool_input, tool_output), its message, and the
+// agent (and tool) whose input, output or call tripped it.
+type GuardrailTrip struct {
+	Name    string `json:"name"`
+	On      string `json:"on"`
+	Message string `json:"message"`
+	Agent   string `json:"agent,omitempty"`
+	Tool    string `json:"tool,omitempty"`
 }

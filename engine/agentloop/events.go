@@ -31,6 +31,9 @@ const (
 	// tools (Name is its call's type, web_search_call; Text says what it
 	// did), announced as the response streams. Nothing runs here.
 	EventHostedToolCall EventType = "hosted_tool_call"
+	// EventGuardrail: a guardrail tripped (Name is the guardrail, Text
+	// its message); the run stops.
+	EventGuardrail EventType = "guardrail_tripped"
 )
 
 // RetryText is the notice of a model call retried after delay because of

@@ -63,6 +63,8 @@ type Agent struct {
 	// function name the model calls (exec_command, apply_patch, a
 	// command or agent tool's name). A tool without one never asks.
 	Approvals map[string]ApprovalPolicy
+	// Guardrails are the agent's guardrails (guardrail.go).
+	Guardrails []Guardrail
 }
 
 // Handoff lets an agent transfer the conversation to another agent.
@@ -129,6 +131,9 @@ type Runner struct {
 	// occurrence's run is checkpointed (StepHook) and not repeated when
 	// the run resumes. An error ends the run.
 	Hook func(ctx context.Context, ev HookEvent) (HookResult, error)
+	// Guardrails are the run's own guardrails, checked before each
+	// agent's (guardrail.go).
+	Guardrails []Guardrail
 }
 
 // Result is a finished run.
@@ -167,8 +172,11 @@ func Replay(steps []Step) (turns int, usage model.Usage) {
 // calls of the last recorded response that have no recorded output are
 // executed again.
 func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (*Result, error) {
-	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, callIDs: map[string]bool{}, started: time.Now()}
+	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, callIDs: map[string]bool{}, passed: map[string]bool{}, started: time.Now()}
 	for _, s := range history {
+		if s.Kind == StepGuardrail && s.Guardrail != nil && !s.Guardrail.Tripped {
+			st.passed[verdictKey(s.Path, *s.Guardrail)] = true
+		}
 		st.byPath[s.Path] = append(st.byPath[s.Path], s)
 		if s.Kind == StepModel && s.Response != nil {
 			for _, c := range s.Response.FunctionCalls() {
@@ -214,6 +222,9 @@ type runState struct {
 	// callIDs are the ids of every call the model made in the run, in
 	// any conversation: an id may be used once.
 	callIDs map[string]bool
+	// passed are the guardrail verdicts checkpointed as passed
+	// (verdictKey): a resumed run does not check them again.
+	passed map[string]bool
 	// spent is what the run spent so far; baseElapsed is the running
 	// time its earlier attempts recorded, started when this one began.
 	spent       Spending
@@ -370,10 +381,27 @@ func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
 			return nil, err
 		}
 	}
+	var waitGuards func() error
+	if f.path == "" {
+		if waitGuards, err = f.inputGuards(ctx); err != nil {
+			return nil, err
+		}
+		if wait := waitGuards; wait != nil {
+			// Never return with the parallel guardrails still running.
+			defer func() { _ = wait() }()
+		}
+	}
 	for {
+		if f.pending != nil && waitGuards != nil {
+			// The parallel input guardrails decide before any call runs.
+			if err := waitGuards(); err != nil {
+				return nil, err
+			}
+			waitGuards = nil
+		}
 		if f.pending != nil {
 			if calls := f.pending.FunctionCalls(); len(calls) == 0 {
-				out, err := f.final()
+				out, err := f.final(ctx)
 				if err == nil {
 					err = f.agentEnd(ctx, out)
 				}
@@ -661,6 +689,10 @@ func (f *frame) answerCalls(ctx context.Context) error {
 		case !isH:
 			c.Arguments = canon
 			j.call = c
+			// A call its tool_input guardrails stop never runs, nor asks.
+			if err := f.guard(ctx, a, GuardToolInput, Guarded{Text: canon, Tool: c.Name, Arguments: canon, Agent: a.Name}, c.CallID, false); err != nil {
+				return err
+			}
 			j.gate, j.text = f.approval(ctx, a, c)
 		}
 		if j.gate == gatePending {
@@ -707,6 +739,10 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				return
 			}
 			filter := handoffFilter(a, handoffTo)
+			if err == nil && j.gate == gateRun && !j.isHandoff {
+				// The model sees no output its tool_output guardrails stop.
+				err = f.guard(ctx, a, GuardToolOutput, Guarded{Text: item.Output, Tool: j.call.Name, Arguments: j.call.Arguments, Agent: a.Name}, j.call.CallID, false)
+			}
 			if err == nil {
 				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, InputFilter: filter, Duration: time.Since(began)})
 			}
@@ -855,7 +891,7 @@ func isFatal(err error) bool {
 	var me *modelError
 	var ue *sandbox.UnavailableError
 	var aw *AwaitingApprovalError
-	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || isGuardrailStop(err) || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runAgentTool runs at.Agent as a nested run on the call's input and
@@ -893,7 +929,7 @@ func (f *frame) runAgentTool(ctx context.Context, parent *Agent, at AgentTool, c
 
 // final ends the frame with the pending response's answer, validated
 // against the agent's output schema.
-func (f *frame) final() (json.RawMessage, error) {
+func (f *frame) final(ctx context.Context) (json.RawMessage, error) {
 	a := f.st.r.Agents[f.agent]
 	text := f.pending.Text()
 	if a != nil && len(a.OutputSchema) > 0 {
@@ -901,8 +937,14 @@ func (f *frame) final() (json.RawMessage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: final output does not match its output_schema: %w", a.Name, err)
 		}
+		if err := f.outputGuards(ctx, a, string(v)); err != nil {
+			return nil, err
+		}
 		f.st.emit(Event{Type: EventFinal, Path: f.path, Agent: f.agent, Text: preview(string(v))})
 		return v, nil
+	}
+	if err := f.outputGuards(ctx, a, text); err != nil {
+		return nil, err
 	}
 	f.st.emit(Event{Type: EventFinal, Path: f.path, Agent: f.agent, Text: preview(text)})
 	b, err := json.Marshal(text)

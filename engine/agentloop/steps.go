@@ -61,6 +61,8 @@ type Step struct {
 	Compacted *Compacted `json:"compacted,omitempty"`
 	// Hook records that an event's hooks ran (StepHook).
 	Hook *HookRecord `json:"hook,omitempty"`
+	// Guardrail is a guardrail's verdict (StepGuardrail).
+	Guardrail *GuardrailVerdict `json:"guardrail,omitempty"`
 	// Elapsed is the run's running time when the step was checkpointed,
 	// summed over its attempts (max_duration; absent in journals written
 	// before budgets existed).

@@ -99,6 +99,9 @@ func (v showHuman) State(st *state.State) error {
 		if r.Error != "" {
 			fmt.Fprintf(w, "    error  = %s\n", termtext.Printable(r.Error))
 		}
+		if g := r.Guardrail; g != nil {
+			fmt.Fprintf(w, "    guardrail = %s (%s): %s\n", termtext.Line(g.Name), g.On, termtext.Line(g.Message))
+		}
 		if len(r.Output) > 0 {
 			fmt.Fprintf(w, "    output = %s\n", firstLines(renderValue(r.Output), 3))
 		}
@@ -227,6 +230,9 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nError: %s\n", termtext.Printable(r.Error))
+	}
+	if g := r.Guardrail; g != nil {
+		fmt.Fprintf(w, "Guardrail: %s (%s) tripped: %s\n", termtext.Line(g.Name), g.On, termtext.Line(g.Message))
 	}
 	showApprovals(w, r)
 	p := r.Provenance
