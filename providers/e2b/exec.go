@@ -98,7 +98,7 @@ func (p *started) killTree(ctx context.Context) error {
 	cctx = AsUser(cctx, p.c.user)
 	pid := strconv.FormatUint(uint64(p.pid), 10)
 	var errs []error
-	if s, _, err := p.w.envd.Start(cctx, StartParams{Argv: []string{"/bin/sh", "-c", `kill -KILL -- -"$0" 2>/dev/null; exit 0`, pid}}); err != nil {
+	if s, _, err := p.w.envd.Start(cctx, StartParams{Argv: []string{"/bin/sh", "-c", `kill -9 -"$0" 2>/dev/null; exit 0`, pid}}); err != nil {
 		errs = append(errs, err)
 	} else {
 		for s.Receive() {
