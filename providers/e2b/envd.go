@@ -110,7 +110,13 @@ func (e *Envd) rpcErr(op string, err error) error {
 	return fmt.Errorf("%s (%s): %w", op, e.s.where(), err)
 }
 
-var errUnreachable = errors.New("the sandbox's daemon did not answer")
+// errUnreachable marks an envd request that did not reach the daemon
+// (the sandbox is paused or gone).
+const errUnreachable = unreachableError("the sandbox's daemon did not answer")
+
+type unreachableError string
+
+func (e unreachableError) Error() string { return string(e) }
 
 // Download streams a file's content (GET /files); the caller closes it.
 func (e *Envd) Download(ctx context.Context, path string) (io.ReadCloser, error) {

@@ -76,12 +76,40 @@ type sandboxArgs struct {
 	OnTimeout *string           `hcl:"on_timeout,optional"`
 }
 
-var sandboxSchema, _ = gohcl.ImpliedBodySchema(&sandboxArgs{})
+// lazy is a value built on first use. A package-level lazy holds only a
+// function: it is laid out by the linker, so the package initializes
+// nothing at start-up (sync.OnceValue would allocate then).
+type lazy[T any] struct {
+	once  sync.Once
+	build func() T
+	v     T
+}
+
+func (l *lazy[T]) get() T {
+	l.once.Do(func() { l.v = l.build() })
+	return l.v
+}
 
 var (
-	envName      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-	templateName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:-]*$`) })
+	schemaOnce       = lazy[*hcl.BodySchema]{build: buildSandboxSchema}
+	envNameOnce      = lazy[*regexp.Regexp]{build: compileEnvName}
+	templateNameOnce = lazy[*regexp.Regexp]{build: compileTemplateName}
 )
+
+func buildSandboxSchema() *hcl.BodySchema {
+	sc, _ := gohcl.ImpliedBodySchema(&sandboxArgs{})
+	return sc
+}
+
+func compileEnvName() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) }
+
+func compileTemplateName() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:-]*$`)
+}
+
+func sandboxSchema() *hcl.BodySchema { return schemaOnce.get() }
+func envName() *regexp.Regexp        { return envNameOnce.get() }
+func templateName() *regexp.Regexp   { return templateNameOnce.get() }
 
 // DecodeSandbox decodes and checks an E2B sandbox's arguments
 // (registry.Type.DecodeSandbox) with what E2B cannot do: an image (E2B
@@ -89,7 +117,7 @@ var (
 // template fixes them), networks other than "none".
 func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 	diags := refusals(args)
-	content, ds := args.Body.Content(sandboxSchema)
+	content, ds := args.Body.Content(sandboxSchema())
 	diags = append(diags, ds...)
 	if ds.HasErrors() {
 		return nil, diags
@@ -170,7 +198,7 @@ func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
 func Type() *registry.Type {
 	return &registry.Type{
 		Name: "e2b", Role: registry.RoleSandbox, DefaultRoot: DefaultRoot,
-		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema, DecodeSandbox: DecodeSandbox,
+		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema(), DecodeSandbox: DecodeSandbox,
 		NewSandbox: func(_ context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {
