@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"crypto/rand"
@@ -21,32 +20,22 @@ import (
 // inputChunk bounds one SendInput request.
 const inputChunk = 64 << 10
 
-// ownGroup runs its arguments as the leader of a session and process
-// group of their own (setsid execs in place: envd's process is no group
-// leader), so that a timeout or a kill reaches every process the command
-// started: envd itself signals only the process it started.
-const ownGroup = `command -v setsid >/dev/null 2>&1 && exec setsid "$@"; exec "$@"`
-
 // command is what a request runs through envd.
 type command struct {
-	argv []string
-	cwd  string
-	env  map[string]string
-	user string
-	tty  bool
-	rows int
-	cols int
+	// marker is the value of sandbox.ExecMarkerEnv in the command's
+	// environment: it marks every process of its tree, so a kill finds
+	// them all (those that left its process group too).
+	marker string
+	argv   []string
+	cwd    string
+	env    map[string]string
+	user   string
+	tty    bool
+	rows   int
+	cols   int
 }
 
-func (w *Workspace) command(argv []string, workdir string, env map[string]string, user string) (command, error) {
-	cwd := w.root
-	if workdir != "" {
-		p, err := w.abs(workdir)
-		if err != nil {
-			return command{}, err
-		}
-		cwd = p
-	}
+func (w *Workspace) command(ctx context.Context, argv []string, workdir string, env map[string]string, user string) (command, error) {
 	if user != "" {
 		if _, ok := w.spec.Accounts.User(user); !ok {
 			return command{}, fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: user})
@@ -57,7 +46,20 @@ func (w *Workspace) command(argv []string, workdir string, env map[string]string
 			return command{}, fmt.Errorf("environment variable name %q is not valid", k)
 		}
 	}
-	return command{argv: argv, cwd: cwd, env: env, user: user}, nil
+	cwd := w.root
+	if workdir != "" {
+		// Resolved in the sandbox: a symlink out of the workspace is
+		// refused.
+		r, err := w.resolve(ctx, "exec in", workdir, true)
+		if err != nil {
+			return command{}, err
+		}
+		if r.Kind != 'D' {
+			return command{}, fmt.Errorf("exec in %q: not a directory", workdir)
+		}
+		cwd = r.Follow
+	}
+	return command{marker: nonce(), argv: argv, cwd: cwd, env: env, user: user}, nil
 }
 
 // started is a process envd runs.
@@ -77,12 +79,15 @@ func (w *Workspace) start(ctx context.Context, c command, stdin bool) (*started,
 	if err := w.keepAlive(ctx); err != nil {
 		return nil, err
 	}
-	argv := c.argv
-	if !c.tty {
-		argv = append([]string{"/bin/sh", "-c", ownGroup, "sh"}, argv...)
+	env := make(map[string]string, len(c.env)+1)
+	for k, v := range c.env {
+		env[k] = v
+	}
+	if c.marker != "" {
+		env[sandbox.ExecMarkerEnv] = c.marker
 	}
 	sctx, cancel := context.WithCancel(AsUser(ctx, c.user))
-	stream, pid, err := w.envd.Start(sctx, StartParams{Argv: argv, Cwd: c.cwd, Env: c.env, Stdin: stdin, Rows: c.rows, Cols: c.cols})
+	stream, pid, err := w.envd.Start(sctx, StartParams{Argv: c.argv, Cwd: c.cwd, Env: env, Stdin: stdin, Rows: c.rows, Cols: c.cols})
 	if err != nil {
 		cancel()
 		return nil, unavailable(err)
@@ -90,20 +95,29 @@ func (w *Workspace) start(ctx context.Context, c command, stdin bool) (*started,
 	return &started{w: w, c: c, pid: pid, stream: stream, cancel: cancel, done: make(chan struct{})}, nil
 }
 
-// killTree kills the process and its process group (a command that made
-// a session of its own escapes), from a context of its own.
+// killTree kills every process of the command: those carrying its
+// marker (sandbox.KillTreeScript, run as the command's user), and the
+// process envd started, from a context of its own.
 func (p *started) killTree(ctx context.Context) error {
 	cctx, cancel := sandbox.CleanupContext(ctx)
 	defer cancel()
 	cctx = AsUser(cctx, p.c.user)
-	pid := strconv.FormatUint(uint64(p.pid), 10)
 	var errs []error
-	if s, _, err := p.w.envd.Start(cctx, StartParams{Argv: []string{"/bin/sh", "-c", `kill -9 -"$0" 2>/dev/null; exit 0`, pid}}); err != nil {
-		errs = append(errs, err)
-	} else {
-		for s.Receive() {
+	if p.c.marker != "" {
+		if s, _, err := p.w.envd.Start(cctx, StartParams{Argv: []string{"/bin/sh", "-c", sandbox.KillTreeScript, "sh", p.c.marker}}); err != nil {
+			errs = append(errs, err)
+		} else {
+			code := -1
+			for s.Receive() {
+				if end := s.Msg().GetEvent().GetEnd(); end != nil {
+					code = exitCode(end)
+				}
+			}
+			s.Close()
+			if code != 0 {
+				errs = append(errs, fmt.Errorf("some processes of the command survived the kill (exit %d)", code))
+			}
 		}
-		s.Close()
 	}
 	if err := p.w.envd.Kill(cctx, p.pid); err != nil {
 		errs = append(errs, err)
@@ -179,7 +193,7 @@ func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	c, err := w.command(argv, req.Workdir, req.Env, req.User)
+	c, err := w.command(ctx, argv, req.Workdir, req.Env, req.User)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -231,7 +245,7 @@ func (w *Workspace) StartProcess(ctx context.Context, req sandbox.ProcessRequest
 	if err != nil {
 		return nil, err
 	}
-	c, err := w.command(argv, req.Workdir, req.Env, req.User)
+	c, err := w.command(ctx, argv, req.Workdir, req.Env, req.User)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +317,7 @@ func (w *Workspace) createAccounts(ctx context.Context) error {
 		return nil
 	}
 	argv := append([]string{"/bin/sh", "-c", sandbox.AccountsScript, "sh"}, sandbox.AccountsArgs(a, w.root)...)
-	c := command{argv: argv, cwd: "/", user: "root"}
+	c := command{argv: argv, user: "root"}
 	p, err := w.start(ctx, c, false)
 	if err != nil {
 		return fmt.Errorf("creating the manifest's users and groups: %w", err)

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentctl/agentctl/providers/e2b/internal/envd/filesystem"
 	"github.com/agentctl/agentctl/sandbox"
@@ -192,31 +193,83 @@ func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo
 	}
 	base := r.Rel(w.root)
 	out := make([]sandbox.FileInfo, 0, len(list))
+	var links []int
 	for _, e := range list {
 		p := e.GetName()
 		if base != "." {
 			p = base + "/" + p
 		}
-		fi := sandbox.FileInfo{Path: p, Size: e.GetSize(), Mode: entryMode(e), Target: e.GetSymlinkTarget()}
+		fi := sandbox.FileInfo{Path: p, Size: e.GetSize(), Mode: entryMode(e)}
 		if t := e.GetModifiedTime(); t != nil {
 			fi.ModTime = t.AsTime()
 		}
+		if fi.Mode&fs.ModeSymlink != 0 {
+			links = append(links, len(out))
+		}
 		out = append(out, fi)
+	}
+	if err := w.linkTargets(ctx, r.Follow, out, links); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// entryMode is an entry's type and permission bits.
+// linkTargets sets the Target of the symlinks among list (at indexes
+// links) in directory dir: envd reports where a link resolves to, not
+// what it says.
+func (w *Workspace) linkTargets(ctx context.Context, dir string, list []sandbox.FileInfo, links []int) error {
+	if len(links) == 0 {
+		return nil
+	}
+	argv := []string{"/bin/sh", "-c", `cd -- "$1" || exit 1; shift; for f; do readlink -- "$f"; printf '\0'; done`, "sh", dir}
+	for _, i := range links {
+		argv = append(argv, path.Base(list[i].Path))
+	}
+	res, err := w.Exec(ctx, sandbox.ExecRequest{Argv: argv, Timeout: time.Minute, OutputLimit: 16 << 20})
+	if err != nil {
+		return fmt.Errorf("reading link targets: %w", err)
+	}
+	targets := strings.Split(string(res.Stdout), "\x00")
+	if res.ExitCode != 0 || len(targets) != len(links)+1 {
+		return fmt.Errorf("reading link targets in %s: exit %d: %s", dir, res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	for k, i := range links {
+		list[i].Target = strings.TrimSuffix(targets[k], "\n")
+	}
+	return nil
+}
+
+// entryMode is an entry's type and permission bits, from its mode
+// string (envd's type and mode describe what a symlink resolves to, and
+// name no FIFO, socket or device).
 func entryMode(e *filesystem.EntryInfo) fs.FileMode {
-	m := fs.FileMode(e.GetMode()) & fs.ModePerm
-	switch e.GetType() {
-	case filesystem.FileType_FILE_TYPE_DIRECTORY:
-		m |= fs.ModeDir
-	case filesystem.FileType_FILE_TYPE_SYMLINK:
-		m |= fs.ModeSymlink
+	s := e.GetPermissions()
+	if len(s) < 9 {
+		m := fs.FileMode(e.GetMode()) & fs.ModePerm
+		switch e.GetType() {
+		case filesystem.FileType_FILE_TYPE_DIRECTORY:
+			m |= fs.ModeDir
+		case filesystem.FileType_FILE_TYPE_SYMLINK:
+			m |= fs.ModeSymlink
+		}
+		return m
+	}
+	var m fs.FileMode
+	for i, c := range s[len(s)-9:] {
+		if c != '-' {
+			m |= 1 << (8 - i)
+		}
+	}
+	for _, c := range s[:len(s)-9] {
+		if i := strings.IndexRune(modeLetters, c); i >= 0 {
+			m |= 1 << (31 - i)
+		}
 	}
 	return m
 }
+
+// modeLetters are fs.FileMode's type letters, from its highest bit.
+const modeLetters = "dalTLDpSugct?"
 
 // CopyIn implements sandbox.Sandbox: the archive is checked and rewritten
 // here by hostfs.SanitizeTar (the common safe-extraction rules), uploaded
@@ -262,7 +315,10 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
-	script := "mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " && tar -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.Follow) + " .\n"
+	// GNU tar stores hard-linked files as files (the archive is checked
+	// like any other when it is restored, and hard links are refused).
+	script := "mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " || exit 1\nh=\ncase $(tar --help 2>&1) in *hard-dereference*) h=--hard-dereference;; esac\n" +
+		"tar $h -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.Follow) + " .\n"
 	_, code, stderr, err := w.run(ctx, "copy out of "+strconv.Quote(dir), script)
 	cleanup := func() {
 		cctx, cancel := sandbox.CleanupContext(ctx)

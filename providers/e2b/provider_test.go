@@ -190,6 +190,12 @@ func TestExec(t *testing.T) {
 	if _, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "true", Workdir: "../out"}); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("workdir outside the workspace: %v", err)
 	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(e.spec.Root, "away")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "touch escaped", Workdir: "away"}); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("workdir through a symlink out of the workspace: %+v, %v", res, err)
+	}
 }
 
 func TestExecTimeoutKillsTree(t *testing.T) {
@@ -198,7 +204,8 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	ctx := context.Background()
 	marker := filepath.Join(e.spec.Root, "survivor")
 	start := time.Now()
-	res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "(sleep 2; touch " + marker + ") & echo started; sleep 30", Timeout: 500 * time.Millisecond})
+	// A child in a session of its own and an orphaned grandchild too.
+	res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "setsid sh -c 'sleep 2; touch " + marker + "' & (sh -c 'sleep 2; touch " + marker + "' &); echo started; sleep 30", Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +251,9 @@ func TestFiles(t *testing.T) {
 	if err := w.WriteFile(ctx, "out/x", []byte("x"), 0); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("write through a symlink out of the workspace: %v", err)
 	}
+	if res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: "mkfifo pipe && ln a/b/run.sh a/b/hard"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("mkfifo: %+v, %v", res, err)
+	}
 	list, err := w.ReadDir(ctx, ".")
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +262,16 @@ func TestFiles(t *testing.T) {
 	for _, f := range list {
 		kinds[f.Path] = f.Mode.Type()
 	}
-	if kinds["a"] != fs.ModeDir || kinds["out"] != fs.ModeSymlink || len(kinds) != 2 {
+	if kinds["a"] != fs.ModeDir || kinds["out"] != fs.ModeSymlink || kinds["pipe"] != fs.ModeNamedPipe || len(kinds) != 3 {
 		t.Errorf("readdir = %v", list)
+	}
+	for _, f := range list {
+		if f.Path == "out" && f.Target != "/etc" {
+			t.Errorf("the link's target = %q, want what it says, /etc", f.Target)
+		}
+	}
+	if err := w.Remove(ctx, "pipe"); err != nil {
+		t.Fatal(err)
 	}
 	if err := w.Remove(ctx, "a"); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("removing a full directory: %v", err)
@@ -283,6 +301,10 @@ func TestFiles(t *testing.T) {
 	fi, err = w.Stat(ctx, "copy/b/run.sh")
 	if err != nil || fi.Mode.Perm() != 0o755 {
 		t.Errorf("copied file: %+v, %v", fi, err)
+	}
+	// A hard-linked file comes out as a file (a restore refuses links).
+	if b, err := w.ReadFile(ctx, "copy/b/hard", 0); err != nil || string(b) != "#!/bin/sh\necho hi\n" {
+		t.Errorf("hard-linked file after a copy: %q, %v", b, err)
 	}
 	if m, _ := filepath.Glob(e.fake.Root + "/tmp/agentctl-*"); len(m) > 0 {
 		t.Errorf("transfer files left behind: %v", m)
@@ -475,7 +497,7 @@ func TestAccounts(t *testing.T) {
 		t.Skip("the fake runs commands as manifest users only as root")
 	}
 	e := newEnv(t)
-	e.spec.Accounts = sandbox.Accounts{Users: []sandbox.User{{Name: "alice", UID: 2001}}, Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}}}
+	e.spec.Accounts = sandbox.Accounts{Users: []sandbox.User{{Name: "alice", UID: 2001}, {Name: "bob", UID: 2002}}, Groups: []sandbox.Group{{Name: "dev", GID: 3000, Users: []string{"alice"}}}}
 	w := e.create(t)
 	res, err := w.Exec(context.Background(), sandbox.ExecRequest{Shell: "id -u; id -G", User: "alice"})
 	if err != nil || string(res.Stdout) != "2001\n2001 3000\n" {
@@ -484,5 +506,10 @@ func TestAccounts(t *testing.T) {
 	res, err = w.Exec(context.Background(), sandbox.ExecRequest{Shell: "touch mine && stat -c %u mine", User: "alice"})
 	if err != nil || string(res.Stdout) != "2001\n" {
 		t.Errorf("alice writing in the workspace: %q %q, %v", res.Stdout, res.Stderr, err)
+	}
+	// The workspace is sticky: bob cannot remove or change alice's file.
+	res, err = w.Exec(context.Background(), sandbox.ExecRequest{Shell: "rm -f mine; echo x >> mine", User: "bob"})
+	if err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "denied") {
+		t.Errorf("bob changing alice's file: %+v, %v", res, err)
 	}
 }

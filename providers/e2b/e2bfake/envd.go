@@ -249,6 +249,10 @@ type filesystemService struct {
 	s *Server
 }
 
+// entryInfo describes p as envd does: the entry's own mode string in
+// permissions, but for a symlink the type and permission bits of what it
+// resolves to, and the resolved path as its target; types envd does not
+// name (FIFOs, sockets, devices) are unspecified.
 func entryInfo(p string) (*filesystem.EntryInfo, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -257,21 +261,35 @@ func entryInfo(p string) (*filesystem.EntryInfo, error) {
 		}
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	e := &filesystem.EntryInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Mode: uint32(fi.Mode()), Permissions: fi.Mode().String(),
-		ModifiedTime: timestamppb.New(fi.ModTime()), Type: filesystem.FileType_FILE_TYPE_FILE}
+	e := &filesystem.EntryInfo{Name: fi.Name(), Path: p, Size: fi.Size(), Permissions: fi.Mode().String(),
+		ModifiedTime: timestamppb.New(fi.ModTime()), Type: entryType(fi.Mode()), Mode: uint32(fi.Mode().Perm())}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		e.Owner, e.Group = ownerName(st.Uid), strconv.Itoa(int(st.Gid))
 	}
-	switch {
-	case fi.IsDir():
-		e.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
-	case fi.Mode()&os.ModeSymlink != 0:
-		e.Type = filesystem.FileType_FILE_TYPE_SYMLINK
-		if t, err := os.Readlink(p); err == nil {
-			e.SymlinkTarget = &t
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			target = p
+		}
+		e.SymlinkTarget = &target
+		e.Type, e.Mode = filesystem.FileType_FILE_TYPE_UNSPECIFIED, 0
+		if ti, err := os.Stat(target); err == nil {
+			e.Type, e.Mode = entryType(ti.Mode()), uint32(ti.Mode().Perm())
 		}
 	}
 	return e, nil
+}
+
+func entryType(m os.FileMode) filesystem.FileType {
+	switch {
+	case m.IsRegular():
+		return filesystem.FileType_FILE_TYPE_FILE
+	case m.IsDir():
+		return filesystem.FileType_FILE_TYPE_DIRECTORY
+	case m&os.ModeSymlink != 0:
+		return filesystem.FileType_FILE_TYPE_SYMLINK
+	}
+	return filesystem.FileType_FILE_TYPE_UNSPECIFIED
 }
 
 func ownerName(uid uint32) string {

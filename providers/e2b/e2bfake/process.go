@@ -114,7 +114,8 @@ func (s *Server) startProc(b *fsb, req *process.StartRequest, u *account) (*proc
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", cwd))
 	}
-	cmd := exec.Command("/bin/sh", append([]string{"-c", `exec "$@"`, "--", cfg.GetCmd()}, cfg.GetArgs()...)...)
+	// envd's processes inherit its umask, 022.
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `umask 022; exec "$@"`, "--", cfg.GetCmd()}, cfg.GetArgs()...)...)
 	cmd.Dir = cwd
 	cmd.Env = os.Environ()
 	for k, v := range b.env {
@@ -347,7 +348,7 @@ func (s *Server) accountsScript(r *http.Request, b *fsb, cfg *process.ProcessCon
 			}
 		}
 	}
-	os.Chmod(root, 0o1777)
+	os.Chmod(root, 0o777|os.ModeSticky)
 	for d := filepath.Dir(root); d != "/" && d != "/tmp" && d != "."; d = filepath.Dir(d) {
 		if fi, err := os.Stat(d); err == nil {
 			os.Chmod(d, fi.Mode().Perm()|0o001)
