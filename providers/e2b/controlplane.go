@@ -248,3 +248,23 @@ func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*Snapshot, e
 	}
 	return &out, nil
 }
+
+// Snapshots lists the snapshots whose name (or id) is name.
+func (c *Client) Snapshots(ctx context.Context, name string) ([]Snapshot, error) {
+	var out []Snapshot
+	q := url.Values{"name": {name}, "limit": {"100"}}
+	if _, err := c.doJSON(ctx, request{method: http.MethodGet, path: "/snapshots", query: q, op: fmt.Sprintf("list snapshots named %q", name), idempotent: true}, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteTemplate deletes a template (a snapshot is one); one already
+// gone is not an error.
+func (c *Client) DeleteTemplate(ctx context.Context, id string) error {
+	_, err := c.doJSON(ctx, request{method: http.MethodDelete, path: "/templates/" + url.PathEscape(id), op: fmt.Sprintf("delete snapshot %q", id), idempotent: true}, nil, nil)
+	if err != nil && !IsNotFound(err) {
+		return err
+	}
+	return nil
+}

@@ -80,13 +80,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	template := st.template()
 	if spec.Image != "" {
-		return nil, fmt.Errorf("E2B creates sandboxes from templates, not images (%q): set template instead", spec.Image)
+		// The engine restores from a whole-sandbox snapshot (Commit).
+		if template, err = snapshotName(spec.Image); err != nil {
+			return nil, fmt.Errorf("E2B creates sandboxes from templates, not images: %w", err)
+		}
 	}
 	if err := p.removeLeftovers(ctx, spec); err != nil {
 		return nil, err
 	}
-	params := CreateParams{Template: st.template(), Timeout: st.timeout(), Metadata: sandbox.Labels(spec, nil)}
+	params := CreateParams{Template: template, Timeout: st.timeout(), Metadata: sandbox.Labels(spec, nil)}
 	if st != nil {
 		params.Metadata = sandbox.Labels(spec, st.Metadata)
 		params.EnvVars, params.AutoPause = st.Env, st.OnTimeout == "pause"

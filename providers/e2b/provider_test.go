@@ -513,3 +513,60 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("bob changing alice's file: %+v, %v", res, err)
 	}
 }
+
+func TestCommitSnapshot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	on := true
+	e.spec.Settings = &Settings{Commit: &on}
+	w := e.create(t)
+	if err := w.WriteFile(ctx, "kept.txt", []byte("from the snapshot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := sandbox.SnapshotImageRef(e.spec.Lineage, e.spec.Address)
+	if _, err := e.p.ImageID(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("a snapshot before any commit: %v", err)
+	}
+	id, err := w.Commit(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.p.ImageID(ctx, ref); err != nil || got != id {
+		t.Errorf("ImageID = %q, %v; want the committed %q", got, err, id)
+	}
+	if err := w.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The engine restores into a sandbox created from the snapshot.
+	restored := e.spec
+	restored.Image = ref
+	sb, err := e.p.Create(ctx, restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpl := e.fake.Created(sb.ID())["templateID"]; tpl == "base" || !strings.HasPrefix(tpl.(string), "agentctl-snapshot-") {
+		t.Errorf("the restored sandbox came from template %v", tpl)
+	}
+	if b, err := sb.ReadFile(ctx, "kept.txt", 0); err != nil || string(b) != "from the snapshot\n" {
+		t.Errorf("a file of the snapshot in the restored sandbox: %q, %v", b, err)
+	}
+	if err := e.p.RemoveImage(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.ImageID(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("after RemoveImage: %v", err)
+	}
+	if err := e.p.RemoveImage(ctx, ref); err != nil {
+		t.Errorf("removing a removed snapshot: %v", err)
+	}
+	// Without the setting nothing is committed.
+	e.spec.Address, e.spec.Settings = "sandbox.plain", &Settings{}
+	w = e.create(t)
+	if _, err := w.Commit(ctx, ref); err == nil || !strings.Contains(err.Error(), "commit_snapshot = true") {
+		t.Errorf("commit without commit_snapshot: %v", err)
+	}
+	e.spec.Image = "python:3.12"
+	if _, err := e.p.Create(ctx, e.spec); err == nil || !strings.Contains(err.Error(), "templates, not images") {
+		t.Errorf("create from an image: %v", err)
+	}
+}

@@ -43,6 +43,9 @@ func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey} }
 // Settings are an E2B sandbox's own arguments, decoded and checked. Their
 // JSON encoding takes part in the sandbox's configuration digest.
 type Settings struct {
+	// Commit takes a persistent E2B snapshot of the whole sandbox with
+	// each workspace snapshot (commit_snapshot).
+	Commit *bool `json:"commit_snapshot,omitempty"`
 	// Env is set in the sandbox's environment at create (envVars).
 	Env      map[string]string `json:"env,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -69,11 +72,12 @@ func (s *Settings) timeout() time.Duration {
 }
 
 type sandboxArgs struct {
-	Template  *string           `hcl:"template,optional"`
-	Env       map[string]string `hcl:"env,optional"`
-	Metadata  map[string]string `hcl:"metadata,optional"`
-	Timeout   *string           `hcl:"timeout,optional"`
-	OnTimeout *string           `hcl:"on_timeout,optional"`
+	Template       *string           `hcl:"template,optional"`
+	CommitSnapshot *bool             `hcl:"commit_snapshot,optional"`
+	Env            map[string]string `hcl:"env,optional"`
+	Metadata       map[string]string `hcl:"metadata,optional"`
+	Timeout        *string           `hcl:"timeout,optional"`
+	OnTimeout      *string           `hcl:"on_timeout,optional"`
 }
 
 // lazy is a value built on first use. A package-level lazy holds only a
@@ -131,6 +135,9 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 				"%q is not an E2B template: use a template's name or id, such as \"base\" or \"my-team/python:v2\".", *a.Template))
 		}
 		st.Template = a.Template
+	}
+	if registry.Attr(attrs, "commit_snapshot", &a.CommitSnapshot, &diags) {
+		st.Commit = a.CommitSnapshot
 	}
 	if registry.Attr(attrs, "env", &a.Env, &diags) {
 		for k := range a.Env {

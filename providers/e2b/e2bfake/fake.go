@@ -81,8 +81,12 @@ type Server struct {
 	apiRouter, envdRouter routers.Router
 	envdHandler           http.Handler
 
+	// internal holds the fake's own files (snapshots), outside Root.
+	internal string
+
 	mu         sync.Mutex
 	sandboxes  map[string]*fsb
+	snapshots  map[string]*snapshot // by name
 	faults     []*Fault
 	seq        int
 	violations []string
@@ -126,7 +130,7 @@ func New(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{t: t, APIKey: "e2b_test_key_0123456789abcdef", Root: root, Templates: map[string]bool{"base": true},
-		apiRouter: ar, envdRouter: er, sandboxes: map[string]*fsb{}, now: time.Now}
+		apiRouter: ar, envdRouter: er, sandboxes: map[string]*fsb{}, snapshots: map[string]*snapshot{}, now: time.Now, internal: t.TempDir()}
 	s.envdHandler = s.connectHandlers()
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.EnableHTTP2 = true
@@ -444,6 +448,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params m
 	case "GET /v2/sandboxes":
 		s.list(w, r)
 		return
+	case "GET /snapshots":
+		s.listSnapshots(w, r)
+		return
+	case "DELETE /templates/{templateID}":
+		s.deleteTemplate(w, params["templateID"])
+		return
 	}
 	b := s.sandboxes[params["sandboxID"]]
 	if b == nil {
@@ -476,6 +486,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params m
 			b.endAt = end
 		}
 		writeJSON(w, status, s.sandbox(b))
+	case "POST /sandboxes/{sandboxID}/snapshots":
+		s.snapshot(w, b, in)
 	case "POST /sandboxes/{sandboxID}/timeout":
 		b.endAt = now.Add(seconds(in["timeout"]))
 		w.WriteHeader(http.StatusNoContent)
@@ -500,7 +512,7 @@ func (s *Server) create(w http.ResponseWriter, body []byte) {
 		EnvVars    map[string]string `json:"envVars"`
 	}
 	json.Unmarshal(body, &req)
-	if !s.Templates[req.TemplateID] {
+	if !s.Templates[strings.TrimPrefix(req.TemplateID, team+"/")] {
 		writeErr(w, http.StatusBadRequest, fmt.Sprintf("template '%s' not found", req.TemplateID))
 		return
 	}
@@ -522,6 +534,9 @@ func (s *Server) create(w http.ResponseWriter, body []byte) {
 		b.metadata = map[string]string{}
 	}
 	s.sandboxes[id] = b
+	if snap := s.snapshots[strings.TrimPrefix(req.TemplateID, team+"/")]; snap != nil {
+		s.restoreFiles(b, snap)
+	}
 	writeJSON(w, http.StatusCreated, s.sandbox(b))
 }
 
