@@ -570,3 +570,22 @@ func TestCommitSnapshot(t *testing.T) {
 		t.Errorf("create from an image: %v", err)
 	}
 }
+
+func TestRateLimit(t *testing.T) {
+	e := newEnv(t)
+	w := e.create(t)
+	e.p.client.sleep = sleepCtx // really wait for Retry-After
+	e.fake.SetRateLimit(3, time.Second)
+	start := time.Now()
+	for i := 0; i < 6; i++ {
+		if _, err := w.Refresh(context.Background()); err != nil {
+			t.Fatalf("refresh %d under the rate limit: %v", i, err)
+		}
+	}
+	if e.fake.RateLimited() == 0 {
+		t.Error("the rate limit refused nothing")
+	}
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("six requests at three a second took %s: Retry-After was not honoured", d)
+	}
+}

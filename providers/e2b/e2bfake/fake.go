@@ -92,6 +92,51 @@ type Server struct {
 	violations []string
 	requests   []string
 	now        func() time.Time
+	// limit is the control plane's rate limit (SetRateLimit).
+	limit struct {
+		n      int
+		per    time.Duration
+		start  time.Time
+		count  int
+		denied int
+	}
+}
+
+// SetRateLimit limits the control plane to n requests per window, as
+// E2B's rate limits do: a request past it is answered 429 with a
+// Retry-After of the rest of the window (in whole seconds, at least 1).
+// n = 0 lifts the limit.
+func (s *Server) SetRateLimit(n int, per time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limit.n, s.limit.per, s.limit.start, s.limit.count = n, per, s.now(), 0
+}
+
+// RateLimited returns how many requests the rate limit refused.
+func (s *Server) RateLimited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit.denied
+}
+
+// limited applies the rate limit to a control-plane request; callers
+// hold s.mu.
+func (s *Server) limited() *Fault {
+	l := &s.limit
+	if l.n <= 0 {
+		return nil
+	}
+	now := s.now()
+	if now.Sub(l.start) >= l.per {
+		l.start, l.count = now, 0
+	}
+	l.count++
+	if l.count <= l.n {
+		return nil
+	}
+	l.denied++
+	wait := int((l.per - now.Sub(l.start) + time.Second - 1) / time.Second)
+	return &Fault{Status: http.StatusTooManyRequests, RetryAfter: strconv.Itoa(max(wait, 1))}
 }
 
 // fsb is one sandbox.
@@ -365,6 +410,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) fault(r *http.Request) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if strings.HasPrefix(r.Host, "api.") {
+		if f := s.limited(); f != nil {
+			return f
+		}
+	}
 	for _, f := range s.faults {
 		if f.Count > 0 && (f.Method == "" || f.Method == r.Method) && strings.Contains(r.URL.Path, f.PathContains) {
 			f.Count--
