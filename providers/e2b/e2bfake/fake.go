@@ -83,6 +83,11 @@ type Server struct {
 
 	// internal holds the fake's own files (snapshots), outside Root.
 	internal string
+	// ca signed the fake's certificate; proxy and caFile serve other
+	// processes (Environ).
+	ca     *x509.Certificate
+	caFile string
+	proxy  net.Listener
 
 	mu         sync.Mutex
 	sandboxes  map[string]*fsb
@@ -92,6 +97,8 @@ type Server struct {
 	violations []string
 	requests   []string
 	now        func() time.Time
+	// hold, when set, holds the answers to creates (HoldCreates).
+	hold chan struct{}
 	// limit is the control plane's rate limit (SetRateLimit).
 	limit struct {
 		n      int
@@ -179,7 +186,11 @@ func New(t testing.TB) *Server {
 	s.envdHandler = s.connectHandlers()
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.EnableHTTP2 = true
+	cert, ca := certificate(t)
+	s.ca = ca
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	s.srv.StartTLS()
+	s.startProxy(t)
 	t.Cleanup(func() {
 		s.srv.Close()
 		s.killAll()
@@ -239,18 +250,40 @@ func strict(d *openapi3.T) {
 // (trusting its certificate), as E2B's hosts are reached in production.
 func (s *Server) Client() *http.Client {
 	pool := x509.NewCertPool()
-	pool.AddCert(s.srv.Certificate())
+	pool.AddCert(s.ca)
 	addr := s.srv.Listener.Addr().String()
 	dial := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dial.DialContext(ctx, network, addr)
 		},
-		// The test certificate names example.com.
-		TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: "example.com"},
+		TLSClientConfig:   &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2: true,
 	}
 	return &http.Client{Transport: tr}
+}
+
+// HoldCreates makes the fake create sandboxes but hold the answers until
+// release is called (a client killed while it waits leaves a sandbox it
+// never learnt about).
+func (s *Server) HoldCreates() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.hold = ch
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == ch {
+				s.hold = nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+	s.t.Cleanup(release)
+	return release
 }
 
 // Fail installs a fault.
@@ -494,6 +527,11 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params m
 	switch route {
 	case "POST /sandboxes":
 		s.create(w, body)
+		if hold := s.hold; hold != nil {
+			s.mu.Unlock()
+			<-hold
+			s.mu.Lock()
+		}
 		return
 	case "GET /v2/sandboxes":
 		s.list(w, r)
