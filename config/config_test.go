@@ -2,8 +2,10 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/providers/docker"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -30,6 +33,9 @@ func load(t *testing.T, files map[string]string, opts Options) (*Config, hcl.Dia
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if opts.Registry == nil {
+		opts.Registry = builtin.Registry()
 	}
 	return Load(dir, opts)
 }
@@ -118,7 +124,7 @@ output "token" {
 func TestLoadPipeline(t *testing.T) {
 	c := mustLoad(t, map[string]string{"main.hcl": pipeline}, Options{Environ: []string{"COMPAT_KEY=sk-compat-123"}})
 
-	if got := sortedKeys(c.RunInstances); !cmp.Equal(got, []string{`run.first`, `run.second["a"]`, `run.second["b"]`}) {
+	if got := slices.Sorted(maps.Keys(c.RunInstances)); !cmp.Equal(got, []string{`run.first`, `run.second["a"]`, `run.second["b"]`}) {
 		t.Errorf("run instances = %v", got)
 	}
 	ri := c.RunInstances[`run.second["a"]`]
@@ -211,6 +217,7 @@ func TestVariablePrecedence(t *testing.T) {
 	}
 	get := func(opts Options) string {
 		t.Helper()
+		opts.Registry = builtin.Registry()
 		c, diags := Load(dir, opts)
 		if diags.HasErrors() {
 			t.Fatal(diags.Error())
@@ -407,7 +414,7 @@ func TestSingleFileConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "other.hcl"), []byte(`agent "a" { model = "n" }`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, diags := Load(p, Options{})
+	c, diags := Load(p, Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
@@ -586,5 +593,18 @@ agent "a" {
 				t.Errorf("diagnostic %q: %q at %v, want %q saying %q at the attribute", d.Summary, d.Detail, d.Subject, tc.summary, tc.detail)
 			}
 		})
+	}
+}
+
+// Load takes its provider types from the caller only: without a registry
+// it says what is missing instead of falling back to the shipped types.
+func TestLoadNeedsARegistry(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`provider "local" {}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, diags := Load(dir, Options{})
+	if c != nil || !diags.HasErrors() || !strings.Contains(diags.Error(), "Options.Registry") || !strings.Contains(diags.Error(), "builtin.Registry()") {
+		t.Fatalf("Load without a registry: config %v, diagnostics %v; want an error naming Options.Registry", c, diags)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 
-	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/providers/registry"
 )
 
@@ -29,8 +28,8 @@ type Options struct {
 	// env() read from here, never from the process.
 	Environ []string
 	// Registry holds the provider types provider blocks may use and
-	// decodes their settings; nil means the built-in types
-	// (builtin.Registry).
+	// decodes their settings: providers/builtin.Registry() for the types
+	// agentctl ships, or a registry of a test's own. Load refuses nil.
 	Registry *registry.Registry
 	// Values set variables after every other source (agentctl test's
 	// variables blocks), each converted to its variable's type.
@@ -98,6 +97,12 @@ type loader struct {
 	// "AGENT SERVER".
 	mcpRefs map[string]hcl.Range
 
+	// hostedBlocks are the tool blocks with a type, decoded by the
+	// agent's model provider once every agent is known; settingRanges are
+	// the values of each agent's model settings, by agent and setting.
+	hostedBlocks  []hostedBlock
+	settingRanges map[string]map[string]hcl.Range
+
 	// scriptRefs are the agent names used by scripted provider scripts.
 	scriptRefs []nameRef
 	// declared names, filled by the structural pass, for reference checks
@@ -130,6 +135,13 @@ var rootSchema = &hcl.BodySchema{
 // The returned Config is nil only when nothing could be parsed; it may be
 // incomplete when diagnostics contain errors.
 func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
+	if opts.Registry == nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No provider registry",
+			Detail:   "config.Load needs Options.Registry, the provider types the configuration may use: providers/builtin.Registry() for the types agentctl ships.",
+		}}
+	}
 	l := &loader{
 		cfg: &Config{
 			Path:             path,
@@ -148,17 +160,15 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			RunInstances:     map[string]*RunInstance{},
 			Settings:         Settings{Parallelism: 10},
 		},
-		opts:       opts,
-		reg:        opts.Registry,
-		col:        &sensitiveCollector{},
-		localAttrs: map[string]*hcl.Attribute{},
-		names:      map[string]map[string]hcl.Range{},
-		dependsOn:  map[string][]hcl.Traversal{},
-		capRefs:    map[string]hcl.Range{},
-		mcpRefs:    map[string]hcl.Range{},
-	}
-	if l.reg == nil {
-		l.reg = builtin.Registry()
+		opts:          opts,
+		reg:           opts.Registry,
+		col:           &sensitiveCollector{},
+		localAttrs:    map[string]*hcl.Attribute{},
+		names:         map[string]map[string]hcl.Range{},
+		dependsOn:     map[string][]hcl.Traversal{},
+		capRefs:       map[string]hcl.Range{},
+		mcpRefs:       map[string]hcl.Range{},
+		settingRanges: map[string]map[string]hcl.Range{},
 	}
 	l.cfg.registry = l.reg
 	files, err := configFiles(path)
@@ -424,6 +434,7 @@ func (l *loader) decodeAll() {
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	l.checkModelFeatures()
 	l.applyOverrides()
 	l.checkMCPToolNames()
 	l.checkMemory()

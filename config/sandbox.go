@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
-	"github.com/agentctl/agentctl/addrs"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -71,7 +73,7 @@ func (l *loader) foreignArgs(attrs hcl.Attributes, prov *Provider) bool {
 		}
 	}
 	found := false
-	for _, name := range sortedKeys(attrs) {
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		if own[name] {
 			continue
 		}

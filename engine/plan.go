@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
@@ -47,13 +49,13 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 	}
 	if opts.Destroy {
-		for _, addr := range sortedKeys(st.Sandboxes) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"destroy"}, live[addr])})
 		}
-		for _, addr := range sortedKeys(st.Runs) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
-		for _, addr := range sortedKeys(st.Chats) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Chats)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindChat, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
 		p.filterTargets(e.Config, opts.Targets)
@@ -63,7 +65,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
 	mcache := map[string]*manifestDigests{}
-	for _, addr := range sortedKeys(cfg.SandboxInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(cfg.SandboxInstances)) {
 		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr), opts.Apply)
 		if err != nil {
 			return nil, err
@@ -73,7 +75,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		if _, ok := cfg.SandboxInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"no longer in the configuration"}, live[addr])})
 		}
@@ -102,7 +104,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Runs) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 		if _, ok := cfg.RunInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"no longer in the configuration: its record is removed from the state"}})
 		}
@@ -115,7 +117,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	p.filterTargets(cfg, opts.Targets)
 	sortChanges(p.Changes)
 	if len(opts.Targets) == 0 {
-		p.Memory = memoryWork(st)
+		p.Memory = agentmemory.Pending(st)
 	}
 	e.placeElsewhere(ctx, st, p, live)
 	if err := e.resumeReasons(st, p); err != nil {
@@ -170,28 +172,9 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	// anything: a local_dir not hashed before is hashed by its copy
 	// (known after apply), so apply reads it once, not twice.
 	creating := prev == nil || replace || prev.ConfigDigest != cdigest
-	key := sb.Manifest + "\x00" + m.Root
-	md := mcache[key]
-	if md == nil {
-		m.DigestCache = e.digestCache()
-		m.Digests = st.Digests()
-		var entries map[string]string
-		var deferred []string
-		var err error
-		if creating {
-			entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
-		} else {
-			entries, err = manifest.EntryDigests(ctx, m)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
-		}
-		md = &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
-		if len(deferred) > 0 {
-			md.digest = ""
-		} else {
-			mcache[key] = md
-		}
+	md, err := e.planManifestDigests(ctx, st, mcache, sb, m, creating, applying)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", addr, err)
 	}
 	entries, mdigest := md.entries, md.digest
 	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
@@ -249,29 +232,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 			c.Reasons = []string{"sandbox no longer exists and has no snapshot: it is recreated from the manifest"}
 		}
 	case prev.ManifestDigest != mdigest:
-		c.Action = ActionUpdate
-		for _, e := range m.Entries {
-			if prev.EntryDigests[e.Path] != entries[e.Path] {
-				c.Entries = append(c.Entries, e.Path)
-			}
-		}
-		for p := range prev.EntryDigests {
-			if _, ok := entries[p]; !ok {
-				c.Removed = append(c.Removed, p)
-			}
-		}
-		slices.Sort(c.Removed)
-		if len(c.Entries) == 0 && len(c.Removed) == 0 {
-			c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
-			if len(c.Reasons) == 0 {
-				c.Reasons = []string{"manifest environment or root changed"}
-			}
-		} else {
-			c.Reasons = []string{"manifest entries changed"}
-		}
-		if len(c.Removed) > 0 {
-			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
-		}
+		e.planManifestUpdate(c, prev, sb, m, entries)
 	}
 	// A restore needs its snapshot file: say now that it is gone, also for
 	// a sandbox deleted by on_exit that a run would restore.
@@ -282,6 +243,67 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		}
 	}
 	return c, digest, nil
+}
+
+// planManifestDigests returns the digests of the entries of sandbox sb's
+// manifest m, and the manifest's digest ("" while one of them is known
+// only once apply copies it), computed once per manifest and root
+// (mcache). A sandbox being created (creating) hashes only what apply
+// will not copy anyway (manifest.PlanDigests).
+func (e *Engine) planManifestDigests(ctx context.Context, st *state.State, mcache map[string]*manifestDigests, sb *config.SandboxInstance, m manifest.Manifest, creating, applying bool) (*manifestDigests, error) {
+	key := sb.Manifest + "\x00" + m.Root
+	if md := mcache[key]; md != nil {
+		return md, nil
+	}
+	m.DigestCache = e.digestCache()
+	m.Digests = st.Digests()
+	var entries map[string]string
+	var deferred []string
+	var err error
+	if creating {
+		entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
+	} else {
+		entries, err = manifest.EntryDigests(ctx, m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", sb.Manifest, err)
+	}
+	md := &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
+	if len(deferred) > 0 {
+		md.digest = ""
+	} else {
+		mcache[key] = md
+	}
+	return md, nil
+}
+
+// planManifestUpdate makes c the update of a sandbox whose manifest
+// changed: the entries to materialize again, those no longer declared,
+// and why.
+func (e *Engine) planManifestUpdate(c *Change, prev *state.Sandbox, sb *config.SandboxInstance, m manifest.Manifest, entries map[string]string) {
+	c.Action = ActionUpdate
+	for _, en := range m.Entries {
+		if prev.EntryDigests[en.Path] != entries[en.Path] {
+			c.Entries = append(c.Entries, en.Path)
+		}
+	}
+	for p := range prev.EntryDigests {
+		if _, ok := entries[p]; !ok {
+			c.Removed = append(c.Removed, p)
+		}
+	}
+	slices.Sort(c.Removed)
+	if len(c.Entries) == 0 && len(c.Removed) == 0 {
+		c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"manifest environment or root changed"}
+		}
+	} else {
+		c.Reasons = []string{"manifest entries changed"}
+	}
+	if len(c.Removed) > 0 {
+		c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
+	}
 }
 
 // sandboxReasons names the attributes keep selects that differ between
@@ -453,7 +475,7 @@ func stateRuntimeValues(st *state.State) config.RuntimeValues {
 }
 
 // runInputs are what a run's digest covers: the named digest inputs
-// (DESIGN §3), the attribute values behind them, and the input text with
+// (docs/engine.md), the attribute values behind them, and the input text with
 // URL stand-ins.
 type runInputs struct {
 	digests map[string]string
@@ -465,7 +487,7 @@ type runInputs struct {
 
 // runInputs evaluates a run's input against the upstream outputs in st,
 // with every sandbox URL as its stand-in (config.URLStandIn), and returns
-// the named digest inputs (DESIGN §3), their attribute values and that
+// the named digest inputs (docs/engine.md), their attribute values and that
 // input text. A URL is an
 // address, not content: it is left out of the digest, so a run's digest
 // is known before its sandboxes exist and stays the same when their URLs

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentctl/agentctl/engine/agentmemory"
 )
 
 // Action is what plan decided for one managed object.
@@ -61,8 +63,8 @@ type Plan struct {
 	Lineage string `json:"lineage"`
 	Serial  uint64 `json:"serial"`
 	// Memory is the memory work waiting from an earlier apply, which this
-	// apply finishes (agentmemory.go).
-	Memory []MemoryWork `json:"memory,omitempty"`
+	// apply finishes (engine/agentmemory).
+	Memory []agentmemory.Work `json:"memory,omitempty"`
 	// Warnings are what the plan could not check but apply will need
 	// (an MCP server that could not be reached), each a sentence or two.
 	Warnings []string `json:"warnings,omitempty"`
@@ -76,13 +78,6 @@ type Plan struct {
 type Note struct {
 	Address string `json:"address"`
 	Message string `json:"message"`
-}
-
-// MemoryWork is a memory capability's memory with work waiting.
-type MemoryWork struct {
-	// Address is the memory's key, capability.memory.NAME@sandbox.X.
-	Address string `json:"address"`
-	Reason  string `json:"reason"`
 }
 
 // Change returns the change for addr, or nil.

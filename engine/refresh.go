@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
@@ -26,7 +28,7 @@ func (l liveSandbox) missing() bool { return l.status == sandbox.StatusMissing &
 // sandbox.StatusMissing.
 func (e *Engine) refresh(ctx context.Context, st *state.State) (map[string]liveSandbox, error) {
 	out := map[string]liveSandbox{}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		ss := st.Sandboxes[addr]
 		if ss.Status == statusDeleted {
 			continue

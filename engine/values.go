@@ -57,8 +57,8 @@ func (e *Engine) ConfigDigest() string {
 }
 
 // isConfigFileName reports whether a file in a configuration directory is
-// part of the configuration (DESIGN §2: *.hcl, not *.test.hcl or variable
-// files).
+// part of the configuration (docs/language.md, "Files and directories":
+// *.hcl, not *.test.hcl or variable files).
 func isConfigFileName(n string) bool {
 	return strings.HasSuffix(n, ".hcl") && !strings.HasSuffix(n, ".test.hcl") && !strings.HasSuffix(n, ".vars.hcl") && !strings.HasPrefix(n, ".")
 }

@@ -1,5 +1,5 @@
 // Package sandbox defines the contract every sandbox provider (local,
-// docker, daytona) implements, Provider and Sandbox, and what is shared
+// docker, daytona, kubernetes) implements, Provider and Sandbox, and what is shared
 // above and beside it: the workspace path policy (CleanPath), Workspace
 // (a sandbox with its environment and the Scrubber that masks sensitive
 // values in what it returns), the head+tail output capture, and the
@@ -65,7 +65,8 @@ type Spec struct {
 	// Root is the workspace root inside the sandbox (the manifest root),
 	// e.g. /workspace.
 	Root string
-	// Image is the container image (docker, daytona); empty for local.
+	// Image is the container image (docker, daytona, kubernetes); empty
+	// for local.
 	Image string
 	// Network is "none" (the default), "host", "bridge" or a named network.
 	Network string
@@ -96,7 +97,7 @@ type SessionState struct {
 
 // Provider creates sandboxes of one kind and reconnects to existing ones.
 type Provider interface {
-	// Kind is "local", "docker" or "daytona".
+	// Kind is "local", "docker", "daytona" or "kubernetes".
 	Kind() string
 	// Create creates and starts a new, empty sandbox whose workspace root
 	// exists and is writable.

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -200,7 +201,7 @@ type Sandbox struct {
 	Address string `json:"address"`
 	// Provider is the provider's configuration address.
 	Provider string `json:"provider"`
-	// Kind is the provider kind: local, docker, daytona.
+	// Kind is the provider kind: local, docker, daytona, kubernetes.
 	Kind    string               `json:"kind"`
 	Session sandbox.SessionState `json:"session"`
 	// Status is SandboxRunning or SandboxStopped.
@@ -447,7 +448,8 @@ type Provenance struct {
 
 // Output is one root output value. Sensitive marks a value that is never
 // printed unless asked for; the engine decides what value a sensitive
-// output keeps in state (DESIGN §5: sensitive values never reach state).
+// output keeps in state (docs/language.md, "Sensitive values": they never
+// reach state).
 type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Sensitive bool            `json:"sensitive,omitempty"`
@@ -482,26 +484,17 @@ func (s *State) Clone() *State {
 
 // SandboxAddresses returns the addresses of the sandboxes, sorted.
 func (s *State) SandboxAddresses() []string {
-	return sortedKeys(s.Sandboxes)
+	return slices.Sorted(maps.Keys(s.Sandboxes))
 }
 
 // ChatAddresses returns the addresses of the chat sessions, sorted.
 func (s *State) ChatAddresses() []string {
-	return sortedKeys(s.Chats)
+	return slices.Sorted(maps.Keys(s.Chats))
 }
 
 // RunAddresses returns the addresses of the runs, sorted.
 func (s *State) RunAddresses() []string {
-	return sortedKeys(s.Runs)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(s.Runs))
 }
 
 // Dir is a state directory.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -86,13 +87,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			autoApprove = true
 		}
 	}
-	if args.ViewType == arguments.ViewJSON && !autoApprove {
-		// The approval prompt would land in the JSON stream, and its
-		// answer could not be given: refuse, as Terraform does.
-		if destroy {
-			return errors.New("destroy -json cannot ask for approval: add -auto-approve")
-		}
-		return errors.New("apply -json cannot ask for approval: add -auto-approve, or apply a saved plan (agentctl plan -out=FILE, then agentctl apply FILE)")
+	approved, err := m.approvalBeforePlan(args, autoApprove, views.IsTerminal(os.Stdin))
+	if err != nil {
+		return err
 	}
 	b, err := m.openBackend(path, vars, args.State)
 	if err != nil {
@@ -168,7 +165,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			view.Unchanged(st.Outputs)
 			return nil
 		}
-		if !autoApprove && !m.confirm(destroy) {
+		if !approved && !m.confirm(destroy) {
 			fmt.Fprintf(m.Stderr, "\n%s cancelled.\n", capitalizeWord(op))
 			return exitCode(exitError)
 		}
@@ -197,6 +194,44 @@ func capitalizeWord(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// approvalBeforePlan settles, before anything is planned or locked, how
+// an apply or destroy gets its "yes": -auto-approve or a saved plan
+// approve it. With -json (the question would land in the JSON stream) or
+// -input=false (which asks nothing) it is refused, as Terraform does. On
+// a terminal, the question follows the plan (approved false). Off one (a
+// pipe, a file, /dev/null) nobody would see a question, so none is
+// printed: the answer is read now, "yes" approves, another answer
+// cancels, and no answer is an error saying what to add.
+func (m *meta) approvalBeforePlan(args *arguments.Apply, autoApprove, terminal bool) (approved bool, err error) {
+	if autoApprove {
+		return true, nil
+	}
+	cmd, fix := "apply", "add -auto-approve, or apply a saved plan (agentctl plan -out=FILE, then agentctl apply FILE)"
+	if args.Destroy {
+		cmd, fix = "destroy", "add -auto-approve"
+	}
+	switch {
+	case args.ViewType == arguments.ViewJSON:
+		return false, fmt.Errorf("%s -json cannot ask for approval: %s", cmd, fix)
+	case !args.Destroy && !args.Input:
+		return false, fmt.Errorf("%s -input=false cannot ask for approval: %s", cmd, fix)
+	case terminal:
+		return false, nil
+	}
+	line, err := m.stdinReader().ReadString('\n')
+	answer := strings.TrimSpace(line)
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
+		return false, fmt.Errorf("reading the %s's approval from standard input: %w", cmd, err)
+	case answer == "yes":
+		return true, nil
+	case answer == "":
+		return false, fmt.Errorf("%s cannot ask for approval: standard input is not a terminal (a pipe, a file or /dev/null) and gave no answer; %s", cmd, fix)
+	}
+	fmt.Fprintf(m.Stderr, "\n%s cancelled: standard input answered %q; only \"yes\" approves.\n", capitalizeWord(cmd), answer)
+	return false, exitCode(exitError)
 }
 
 // confirm asks for "yes" on standard input, as Terraform does.

@@ -11,6 +11,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/chat"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -69,7 +70,7 @@ type chatCmd struct {
 	args      *arguments.Chat
 	view      views.Chat
 	interrupt <-chan struct{}
-	s         *engine.ChatSession
+	s         *chat.Session
 	// human is whether the view is for people; interactive whether a
 	// person types the lines.
 	human, interactive bool
@@ -81,7 +82,7 @@ type chatCmd struct {
 // session left unfinished.
 func (c *chatCmd) open(ctx context.Context, e *engine.Engine) error {
 	return c.locked(ctx, "the session", func(st *state.State) error {
-		s, err := e.OpenChat(ctx, st, c.args.Session, c.args.Agent)
+		s, err := chat.Open(ctx, e, st, c.args.Session, c.args.Agent)
 		if err != nil {
 			return err
 		}
@@ -197,7 +198,7 @@ func (c *chatCmd) resume(ctx context.Context) error {
 		c.view.Reply(res)
 		return nil
 	}
-	var te *engine.ChatTurnError
+	var te *chat.TurnError
 	if errors.As(err, &te) {
 		c.view.TurnFailed(err)
 		c.failed = true
@@ -211,7 +212,7 @@ func (c *chatCmd) resume(ctx context.Context) error {
 // turn and the session goes on (and exits 1); anything else ends the
 // session.
 func (c *chatCmd) outcome(err error) (stop bool, _ error) {
-	var te *engine.ChatTurnError
+	var te *chat.TurnError
 	var le *state.LockedError
 	switch {
 	case err == nil:
@@ -247,7 +248,7 @@ func (c *chatCmd) lock(ctx context.Context, what string) error {
 	if !c.args.State.Lock {
 		return nil
 	}
-	info := state.LockInfo{Operation: fmt.Sprintf("chat (%s)", engine.ChatAddress(c.args.Session))}
+	info := state.LockInfo{Operation: fmt.Sprintf("chat (%s)", chat.Address(c.args.Session))}
 	l, err := c.b.store.Lock(ctx, info, 0)
 	var le *state.LockedError
 	if errors.As(err, &le) {

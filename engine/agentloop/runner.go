@@ -42,6 +42,12 @@ type Agent struct {
 	// capability instructions, then the workspace rendering).
 	Instructions string
 	Settings     model.Settings
+	// ModelFallback are the models asked in order, with the same Model,
+	// when the one before was unavailable (model.IsUnavailable).
+	ModelFallback []string
+	// HostedTools are the tools the model's service runs itself; their
+	// calls are recorded and shown, never executed here.
+	HostedTools  []model.HostedTool
 	OutputSchema json.RawMessage
 	Compaction   *model.Compaction
 	// MaxTurns bounds a nested run of this agent used as a tool (0 =
@@ -63,6 +69,9 @@ type Agent struct {
 type Handoff struct {
 	Agent       string
 	Description string
+	// InputFilter, when set, is what of the conversation Agent is given
+	// (handoff.go); nil: all of it.
+	InputFilter *InputFilter
 }
 
 // AgentTool exposes another agent as a function tool.
@@ -315,6 +324,9 @@ type frame struct {
 	// (client-side compaction, compact.go).
 	turnStarts []int
 	lastTokens int64
+	// filter is the input filter of the handoff taken in the pending
+	// response, applied when its outputs are flushed.
+	filter *InputFilter
 }
 
 func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
@@ -416,6 +428,9 @@ func (f *frame) replay(s Step) error {
 			f.outputs = map[string]model.Item{}
 		}
 		f.outputs[s.Result.CallID] = *s.Result
+		if s.Handoff != "" {
+			f.filter = s.InputFilter
+		}
 	}
 	return nil
 }
@@ -424,7 +439,7 @@ func (f *frame) addResponse(resp *model.Response) {
 	f.turnStarts = append(f.turnStarts, len(f.conv))
 	f.lastTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
 	for _, it := range resp.Output {
-		if it.Type == model.ItemMessage || it.Type == model.ItemFunctionCall {
+		if it.Type == model.ItemMessage || it.Type == model.ItemFunctionCall || it.Type == model.ItemHostedToolCall {
 			it.Agent = f.agent
 		}
 		f.conv = append(f.conv, it)
@@ -449,8 +464,15 @@ func (f *frame) flush() {
 	if target := takenHandoff(a, f.pending.FunctionCalls()); target != "" {
 		f.agent = target
 	}
+	if f.filter != nil {
+		// The filter was recorded with the handoff, so a replay (and a
+		// transcript, which knows no agents) filters the same way.
+		f.conv = f.filter.apply(f.conv)
+		f.turnStarts, f.lastTokens = nil, 0
+	}
 	f.pending = nil
 	f.outputs = nil
+	f.filter = nil
 }
 
 // takenHandoff is the target of the first transfer call of calls that names
@@ -484,30 +506,15 @@ func (f *frame) callModel(ctx context.Context) error {
 		Instructions:     a.Instructions,
 		Input:            f.conv[:len(f.conv):len(f.conv)], // no copy; providers must not modify items
 		Tools:            toolDefinitions(a),
+		HostedTools:      a.HostedTools,
 		OutputSchema:     a.OutputSchema,
 		OutputSchemaName: "final_output",
 		Settings:         a.Settings,
 		Compaction:       a.Compaction,
 	}
 	f.st.emit(Event{Type: EventTurn, Path: f.path, Agent: a.Name, Turn: f.turns + 1})
-	cctx, span := f.startChat(ctx, a)
-	mctx, stop := f.st.untilInterrupt(cctx)
-	defer stop()
 	began := time.Now()
-	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
-		switch e.Type {
-		case model.EventTextDelta:
-			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
-		case model.EventRetry:
-			f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: RetryText(e.Delay, e.After)})
-		}
-	})
-	chatResult(span, resp)
-	if err != nil && f.st.interrupted() {
-		endSpan(span, ErrInterrupted)
-	} else {
-		endSpan(span, err)
-	}
+	resp, err := f.respond(ctx, a, req, true)
 	if err != nil {
 		if f.st.interrupted() {
 			return fmt.Errorf("agent %q, turn %d: %w: the model call in flight (and its retries) was abandoned; it was not checkpointed and is made again on resume", a.Name, f.turns+1, ErrInterrupted)
@@ -522,6 +529,64 @@ func (f *frame) callModel(ctx context.Context) error {
 	}
 	f.addResponse(resp)
 	return nil
+}
+
+// respond asks a's model for req, then, while the model is unavailable,
+// each of its fallback models in order (model_fallback). Each model asked
+// is a chat span of its own; a response from a fallback model names it.
+// stream shows the answer's text as it comes.
+func (f *frame) respond(ctx context.Context, a *Agent, req *model.Request, stream bool) (*model.Response, error) {
+	models := append([]string{a.ModelName}, a.ModelFallback...)
+	var tried []string
+	for i, name := range models {
+		req.Model = name
+		resp, err := f.respondWith(ctx, a, req, i > 0, stream)
+		if err == nil {
+			if i > 0 {
+				resp.Model, resp.Fallbacks = name, tried
+			}
+			return resp, nil
+		}
+		last := i == len(models)-1
+		if last || !model.IsUnavailable(err) || f.st.interrupted() || ctx.Err() != nil {
+			if i > 0 && model.IsUnavailable(err) {
+				return nil, fmt.Errorf("every model was unavailable (%s before it): %w", strings.Join(tried, "; "), err)
+			}
+			return nil, err
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v", name, err))
+		f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1,
+			Text: fmt.Sprintf("model %s unavailable, falling back to %s: %v", name, models[i+1], err)})
+	}
+	return nil, errors.New("no model to ask") // unreachable: models holds a.ModelName
+}
+
+// respondWith makes one model call of req, in a chat span.
+func (f *frame) respondWith(ctx context.Context, a *Agent, req *model.Request, fallback, stream bool) (*model.Response, error) {
+	cctx, span := f.startChat(ctx, a, req.Model, fallback)
+	mctx, stop := f.st.untilInterrupt(cctx)
+	defer stop()
+	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
+		switch e.Type {
+		case model.EventTextDelta:
+			if stream {
+				f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
+			}
+		case model.EventHostedToolCall:
+			if stream {
+				f.st.emit(Event{Type: EventHostedToolCall, Path: f.path, Agent: a.Name, Name: e.Name, CallID: e.CallID, Text: preview(e.Delta)})
+			}
+		case model.EventRetry:
+			f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: RetryText(e.Delay, e.After)})
+		}
+	})
+	chatResult(span, req.Model, resp)
+	if err != nil && f.st.interrupted() {
+		endSpan(span, ErrInterrupted)
+	} else {
+		endSpan(span, err)
+	}
+	return resp, err
 }
 
 // toolDefinitions lists the tools offered to a: its capability tools, its
@@ -624,8 +689,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				mu.Unlock()
 				return
 			}
+			filter := handoffFilter(a, handoffTo)
 			if err == nil {
-				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, Duration: time.Since(began)})
+				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, InputFilter: filter, Duration: time.Since(began)})
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -636,6 +702,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				return
 			}
 			f.outputs[item.CallID] = item
+			if handoffTo != "" {
+				f.filter = filter
+			}
 		})
 	}
 	wg.Wait()
@@ -676,6 +745,9 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 			return out, "", nil
 		}
 		handoff = takenHandoff(a, []model.Item{call})
+		if fl := handoffFilter(a, handoff); fl != nil && span.IsRecording() {
+			span.SetAttributes(attrInputFilter.String(fl.String()))
+		}
 		result(tools.HandoffOutput(handoff), false)
 		return out, handoff, nil
 	}

@@ -50,6 +50,10 @@ type Step struct {
 	// Handoff names the agent the conversation moved to (StepTool of a
 	// transfer_to_ call that was taken).
 	Handoff string `json:"handoff,omitempty"`
+	// InputFilter is the input filter of the handoff taken (Handoff),
+	// applied to the conversation the agent handed to is given; nil for
+	// none.
+	InputFilter *InputFilter `json:"input_filter,omitempty"`
 	// Approval is the deferred call (StepApproval).
 	Approval *PendingCall `json:"approval,omitempty"`
 	// Compacted says which items a compaction replaced (StepCompaction);

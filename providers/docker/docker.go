@@ -56,6 +56,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -129,15 +130,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	getenv := func(k string) string {
-		v := ""
-		for _, kv := range env {
-			if name, val, ok := strings.Cut(kv, "="); ok && name == k {
-				v = val
-			}
-		}
-		return v
-	}
+	getenv := func(k string) string { return registry.Getenv(env, k) }
 	host := opts.Host
 	if host == "" {
 		host = getenv("DOCKER_HOST")

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -36,17 +36,11 @@ type Provider struct {
 // New returns an E2B provider. Its errors do not name the provider: the
 // caller prefixes the provider's address, as the engine does.
 func New(opts Options) (*Provider, error) {
-	env := map[string]string{}
-	for _, kv := range opts.Environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
 	pick := func(v, key string) string {
 		if v != "" {
 			return v
 		}
-		return env[key]
+		return registry.Getenv(opts.Environ, key)
 	}
 	c, err := NewClient(Config{APIKey: pick(opts.APIKey, "E2B_API_KEY"), Domain: pick(opts.Domain, "E2B_DOMAIN"),
 		APIURL: pick(opts.APIURL, "E2B_API_URL"), HTTPClient: opts.HTTPClient})

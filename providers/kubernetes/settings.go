@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -175,7 +176,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 	}
 	if registry.Attr(attrs, "node_selector", &a.NodeSelector, &diags) {
 		rng := attrs["node_selector"].Expr.Range()
-		for _, k := range sortedKeys(*a.NodeSelector) {
+		for _, k := range slices.Sorted(maps.Keys(*a.NodeSelector)) {
 			if msg := checkLabelKey(k); msg != "" {
 				diags = append(diags, registry.Errorf(rng, "Invalid node_selector", "node_selector key %q %s.", k, msg))
 			}

@@ -105,9 +105,11 @@ func ParsePlan(args []string) (*Plan, hcl.Diagnostics) {
 type Apply struct {
 	Operation
 	AutoApprove bool
-	// Input asks on the terminal about tool calls that need approval
-	// (-input, default true); without a terminal, or with -json, they are
-	// deferred.
+	// Input asks on the terminal (-input, default true; apply only):
+	// for the apply's approval, and about tool calls that need approval.
+	// Without it, or with -json, nothing is asked: the apply needs
+	// -auto-approve or a saved plan; without it, a terminal or with
+	// -json, tool calls that need approval are deferred.
 	Input bool
 	// Destroy is set for agentctl destroy.
 	Destroy bool
@@ -137,7 +139,7 @@ func parseApply(name string, args []string) (*Apply, hcl.Diagnostics) {
 	a.register(fs, &jsonOut)
 	fs.BoolVar(&a.AutoApprove, "auto-approve", false, "Skip the interactive approval.")
 	if name == "apply" {
-		fs.BoolVar(&a.Input, "input", true, "Ask on the terminal about tool calls that need approval; false defers them (agentctl approve decides later).")
+		fs.BoolVar(&a.Input, "input", true, "Ask on the terminal: for the apply's approval and about tool calls that need approval; false asks nothing (add -auto-approve) and defers those calls (agentctl approve decides later).")
 		fs.StringVar(&a.Record, "record", "", "Record every model request and response of the apply as cassettes in `DIR` (credentials stripped), for provider \"openai\" { replay = DIR }.")
 	}
 	pos, diags := parse(fs, args)

@@ -246,6 +246,9 @@ func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 			mark = c.Yellow + "← (error)" + c.Reset
 		}
 		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, oneLine(e.Name, 100), oneLine(e.Text, 200))
+	case agentloop.EventHostedToolCall:
+		v.endSpeaker(speaker)
+		fmt.Fprintf(v.w, "%s%s → hosted %s%s: %s\n", c.Cyan, who, oneLine(e.Name, 100), c.Reset, oneLine(e.Text, 200))
 	case agentloop.EventHandoff:
 		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, oneLine(e.Text, 100), c.Reset)

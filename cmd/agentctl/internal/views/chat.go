@@ -113,6 +113,8 @@ func (v *chatHuman) Event(ev agentloop.Event) {
 		v.midLine = !strings.HasSuffix(text, "\n")
 	case agentloop.EventToolCall:
 		v.line(fmt.Sprintf("  [%s %s]", termtext.Line(ev.Name), termtext.Line(ev.Arguments)))
+	case agentloop.EventHostedToolCall:
+		v.line(fmt.Sprintf("  [hosted %s: %s]", termtext.Line(ev.Name), termtext.Line(ev.Text)))
 	case agentloop.EventHandoff:
 		v.line(fmt.Sprintf("  [handoff to agent.%s]", termtext.Line(ev.Text)))
 	case agentloop.EventCompaction:
@@ -221,6 +223,8 @@ func WriteHistory(w io.Writer, items []model.Item) {
 			}
 		case model.ItemFunctionCall:
 			fmt.Fprintf(w, "  [%s %s]\n", termtext.Line(it.Name), termtext.Line(it.Arguments))
+		case model.ItemHostedToolCall:
+			fmt.Fprintf(w, "  [hosted %s: %s]\n", termtext.Line(it.Name), termtext.Line(it.Text))
 		case model.ItemFunctionCallOutput:
 			out := it.Output
 			if _, after, ok := strings.Cut(out, "Output:\n"); ok {

@@ -1,4 +1,4 @@
-package engine
+package chat
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/state"
 )
 
 // refresh reads the state, as a chat does under the lock before a turn,
 // and refreshes s with it.
-func refresh(t *testing.T, e *Engine, s *ChatSession) ([]string, error) {
+func refresh(t *testing.T, e *engine.Engine, s *Session) ([]string, error) {
 	t.Helper()
 	st, err := e.State.Read()
 	if err != nil {
@@ -25,7 +26,7 @@ func refresh(t *testing.T, e *Engine, s *ChatSession) ([]string, error) {
 }
 
 // editState changes the state as another agentctl command would.
-func editState(t *testing.T, e *Engine, fn func(*state.State)) {
+func editState(t *testing.T, e *engine.Engine, fn func(*state.State)) {
 	t.Helper()
 	st, err := e.State.Read()
 	if err != nil {
@@ -44,7 +45,7 @@ func editState(t *testing.T, e *Engine, fn func(*state.State)) {
 func TestChatRefreshSeesOtherSessions(t *testing.T) {
 	srv := fakeopenai.New(t)
 	srv.Enqueue(fakeopenai.Text("One."), fakeopenai.Text("Two."), fakeopenai.Text("Three."))
-	e, _ := newTestEngine(t, fmt.Sprintf(chatOpenAIConfig, srv.URL))
+	e := newTestEngine(t, fmt.Sprintf(chatOpenAIConfig, srv.URL))
 	e.Environ = []string{"OPENAI_API_KEY=sk-test-not-a-real-key"}
 	ctx := context.Background()
 
@@ -73,7 +74,7 @@ func TestChatRefreshSeesOtherSessions(t *testing.T) {
 	}
 	reqs := srv.Requests()
 	wantInput := []string{"user: one", "assistant: One.", "user: two", "assistant: Two.", "user: three"}
-	if diff := cmp.Diff(wantInput, describeInput(reqs[len(reqs)-1])); diff != "" {
+	if diff := cmp.Diff(wantInput, reqs[len(reqs)-1].InputLines()); diff != "" {
 		t.Errorf("the third turn's request (-want +got):\n%s", diff)
 	}
 	st, err := e.State.Read()
@@ -86,7 +87,7 @@ func TestChatRefreshSeesOtherSessions(t *testing.T) {
 
 	editState(t, e, func(st *state.State) { st.Chats["chat.s1"].Agent = "helper" })
 	_, err = refresh(t, e, mine)
-	var gone *ChatGoneError
+	var gone *GoneError
 	if !errors.As(err, &gone) || !strings.Contains(err.Error(), "chat.s1 was made a conversation with agent.helper by another agentctl command since this session's last turn") {
 		t.Errorf("refresh after the session changed agent: %v", err)
 	}
@@ -122,12 +123,12 @@ agent "assistant" {
 // created again, and the state says so.
 func TestChatRefreshReopensSandboxes(t *testing.T) {
 	srv := fakeopenai.New(t)
-	e, _ := newTestEngine(t, fmt.Sprintf(chatSandboxConfig, srv.URL))
+	e := newTestEngine(t, fmt.Sprintf(chatSandboxConfig, srv.URL))
 	e.Environ = []string{"OPENAI_API_KEY=sk-test-not-a-real-key"}
 	s := openChat(t, e, "s1", "assistant")
-	first := s.ws["sandbox.box"]
+	first := s.sess.Workspaces()["sandbox.box"]
 
-	editState(t, e, func(st *state.State) { st.Sandboxes["sandbox.box"].Status = statusStopped })
+	editState(t, e, func(st *state.State) { st.Sandboxes["sandbox.box"].Status = state.SandboxStopped })
 	notices, err := refresh(t, e, s)
 	want := []string{"sandbox.box was stopped by another agentctl command since this session's last turn: it is started again."}
 	if err != nil || !cmp.Equal(want, notices) {
@@ -137,7 +138,7 @@ func TestChatRefreshReopensSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Sandboxes["sandbox.box"].Status; got != statusRunning {
+	if got := st.Sandboxes["sandbox.box"].Status; got != state.SandboxRunning {
 		t.Errorf("sandbox.box is %s after the refresh, want running", got)
 	}
 
@@ -150,7 +151,7 @@ func TestChatRefreshReopensSandboxes(t *testing.T) {
 	if st, err = e.State.Read(); err != nil || st.Sandboxes["sandbox.box"] == nil {
 		t.Fatalf("sandbox.box is not in the state after the refresh (%v)", err)
 	}
-	if s.ws["sandbox.box"] == first {
+	if s.sess.Workspaces()["sandbox.box"] == first {
 		t.Error("the session still uses the sandbox it opened first")
 	}
 }
