@@ -85,7 +85,7 @@ manifest "m" {
 func TestMountErrors(t *testing.T) {
 	cases := []struct {
 		name, manifest, want string
-		line             int
+		line                 int
 	}{
 		{"literal secret", `manifest "m" {
   s3 "d" {
