@@ -203,6 +203,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	if sb.Manifest != "" {
 		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d %s%s)", sb.Manifest, len(m.Entries), plural(len(m.Entries), "entry", "entries"), accountsSummary(sandboxAccounts(e.Config, sb)))
 	}
+	setMountAttributes(e.Config, sb, func(p, v string) { c.Attributes[p] = v })
 	digest := ""
 	if mdigest != "" {
 		digest = digestJSON([]string{cdigest, mdigest})

@@ -226,7 +226,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 
 	cfg := nsinit.Config{
 		Root: s.spec.Root, HostNet: hostNet, MountFDs: hostRoot, ReadOnly: s.p.opts.ReadOnlyPaths,
-		PIDs: s.spec.Resources.PIDs,
+		PIDs: s.spec.Resources.PIDs, Mounts: nsMounts(s.spec.Root, s.spec.Mounts),
 	}
 	cfg.Passwd, cfg.Group = accountFiles(s.spec.Root, s.spec.Accounts)
 	if cfg.PIDs <= 0 {

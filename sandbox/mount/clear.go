@@ -203,3 +203,21 @@ func lastError(out string) string {
 	}
 	return "no output"
 }
+
+// Owners lists the sandboxes that have recorded mounts.
+func (m *Mounter) Owners() ([]Owner, error) {
+	recs, err := m.records()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[Owner]bool{}
+	var out []Owner
+	for _, rec := range recs {
+		o := Owner{Lineage: rec.Lineage, Address: rec.Address}
+		if !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package mount makes storage mounts (a bucket of an object store at a
 // directory of this machine) with rclone's FUSE mount, keeps a record of
 // each before it is made, and clears them: at destroy, and when a killed

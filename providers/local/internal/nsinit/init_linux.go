@@ -194,6 +194,12 @@ func buildRoot(cfg Config, rights []int) error {
 		}
 		defer unix.Close(tmpFD)
 	}
+	// The storage mounts too: they may be under the host's /tmp.
+	mountFDs, err := openMounts(cfg.Mounts)
+	if err != nil {
+		return err
+	}
+	defer closeAll(mountFDs)
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("mounting the sandbox root tmpfs: %w", err)
 	}
@@ -243,6 +249,9 @@ func buildRoot(cfg Config, rights []int) error {
 	}
 	if err := attach(cfg.MountFDs, wsFD, nr(cfg.Root)); err != nil {
 		return fmt.Errorf("mounting the workspace at %s: %w", cfg.Root, err)
+	}
+	if err := bindMounts(cfg.Mounts, mountFDs, nr); err != nil {
+		return err
 	}
 	for _, p := range cfg.ReadOnly {
 		if visible(p) {
