@@ -301,6 +301,16 @@ func (s *Sandbox) sendConfig(ip *initProc, cfg nsinit.Config, root bool) error {
 			defer unix.Close(fd)
 			rights = append(rights, fd)
 		}
+		// Storage mounts: clones of the host's mounts, moved into place
+		// by the init (nsinit.Config.Mounts).
+		for _, m := range s.spec.Mounts {
+			fd, err := unix.OpenTree(unix.AT_FDCWD, m.HostDir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("cloning the storage mount at %s: %w", m.Path, err)
+			}
+			defer unix.Close(fd)
+			rights = append(rights, fd)
+		}
 	}
 	body, err := json.Marshal(cfg)
 	if err != nil {

@@ -20,6 +20,9 @@ import (
 // already there is kept when its mount is live, and made anew when the
 // mount it showed was made again.
 func bindMounts(ws string, mounts []sandbox.Mount) error {
+	if len(mounts) > nsinit.MaxMounts {
+		return fmt.Errorf("a local sandbox takes at most %d storage mounts; the manifest has %d", nsinit.MaxMounts, len(mounts))
+	}
 	if len(mounts) > 0 && os.Geteuid() != 0 {
 		return fmt.Errorf("binding storage mounts into the workspace needs agentctl to run as root (it runs as uid %d)", os.Geteuid())
 	}

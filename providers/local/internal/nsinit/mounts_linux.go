@@ -28,15 +28,21 @@ func closeAll(fds []int) {
 	}
 }
 
-// bindMounts binds each storage mount at its target under the workspace
-// (nosuid, nodev; read-only when asked).
-func bindMounts(ms []Mount, fds []int, nr func(string) string) error {
+// bindMounts mounts each storage mount at its target under the
+// workspace (nosuid, nodev; read-only when asked): a received clone is
+// moved there, a path descriptor bound.
+func bindMounts(isMount bool, ms []Mount, fds []int, nr func(string) string) error {
 	for i, m := range ms {
 		dst := nr(m.Target)
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("making the mount point %s: %w", m.Target, err)
 		}
-		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fds[i]), dst, "", unix.MS_BIND, ""); err != nil {
+		if isMount {
+			// A detached clone of the host's mount, from the parent.
+			if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("mounting the storage mount at %s: %w", m.Target, err)
+			}
+		} else if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fds[i]), dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding the storage mount at %s: %w", m.Target, err)
 		}
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}

@@ -38,6 +38,10 @@ type Config struct {
 	Mounts []Mount `json:"mounts,omitempty"`
 }
 
+// MaxMounts bounds the storage mounts of one sandbox (each is a
+// descriptor passed to the init).
+const MaxMounts = 32
+
 // Mount is a host directory (a storage mount) bound at Target, an
 // absolute path inside the sandbox under the workspace root.
 type Mount struct {
