@@ -210,3 +210,28 @@ func TestClearAfterKill(t *testing.T) {
 		t.Errorf("an rclone process is left:\n%s", out)
 	}
 }
+
+// TestS3CompatibleKinds: r2 and s3_files mounts speak the same S3 API,
+// through their own provider settings, to an endpoint of their shape.
+func TestS3CompatibleKinds(t *testing.T) {
+	objtest.NeedMounts(t)
+	s := objtest.StartS3(t)
+	s.CreateBucket(t, "room")
+	s.Put(t, "room", "a.txt", "alpha")
+	for _, kind := range []string{mount.KindR2, mount.KindS3Files} {
+		t.Run(kind, func(t *testing.T) {
+			m := newMounter(t)
+			o := mount.Owner{Lineage: "L1", Address: "sandbox." + kind}
+			def := s3Def(s, "room")
+			def.Kind = kind
+			dir, err := m.Mount(context.Background(), o, def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Clear(context.Background(), o)
+			if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "alpha" {
+				t.Fatalf("reading through the %s mount: %q, %v", kind, b, err)
+			}
+		})
+	}
+}
