@@ -292,3 +292,54 @@ func tarNames(t *testing.T, path string) []string {
 		names = append(names, strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/"))
 	}
 }
+
+// TestMountsExample applies examples/mounts.hcl against the test S3
+// server as its comments say: the agent reads the read-only data room,
+// its write there is refused, and its summary reaches the bucket.
+func TestMountsExample(t *testing.T) {
+	objtest.NeedMounts(t)
+	s := objtest.StartS3(t)
+	s.CreateBucket(t, "room")
+	s.Put(t, "room", "deals/acme/terms.md", "Price: 12.5M EUR\n")
+	s.Put(t, "room", "deals/acme/risks.md", "Key customer is 35% of revenue.\n")
+	s.Put(t, "room", "deals/acme/financials.csv", "year,revenue\n2024,6.8\n")
+	src, err := os.ReadFile("../examples/mounts.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	environ := append(os.Environ(), "ROOM_ACCESS_KEY_ID="+s.AccessKeyID, "ROOM_SECRET_ACCESS_KEY="+s.SecretAccessKey)
+	// The engine's tests run without the namespaced sandbox's init.
+	cfg, diags := config.Load(dir, config.Options{Environ: environ, Vars: []string{"endpoint=" + s.URL, "isolation=none"}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry(), Environ: environ}
+	st := planApply(t, e, PlanOptions{})
+	t.Cleanup(func() { destroyAll(t, e) })
+	if r := st.Runs["run.summary"]; r.Status != RunCompleted {
+		t.Fatalf("run.summary: %s %s", r.Status, r.Error)
+	}
+	waitBucketPrefix(t, s, "summaries/acme.md", "# Acme: summary")
+	if got, _ := s.Get("room", "deals/acme/terms.md"); got != "Price: 12.5M EUR\n" {
+		t.Errorf("the read-only data room changed: terms.md is %q", got)
+	}
+}
+
+func waitBucketPrefix(t *testing.T, s *objtest.S3, key, prefix string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got, ok := s.Get("room", key); ok && strings.HasPrefix(got, prefix) {
+			return
+		}
+	}
+	got, _ := s.Get("room", key)
+	t.Fatalf("the bucket's %s is %q, want it to start with %q", key, got, prefix)
+}

@@ -8,6 +8,7 @@ package objtest
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -34,38 +35,70 @@ type S3 struct {
 	SecretAccessKey string
 	Region          string
 	backend         *s3mem.Backend
-	srv             *httptest.Server
+	handler         http.Handler
 	// Refused counts the requests refused for their credentials.
 	Refused atomic.Int64
 }
+
+// NewS3 returns an S3 server that accepts only requests signed (SigV4)
+// with the given key; serve its Handler.
+func NewS3(accessKeyID, secretAccessKey string) *S3 {
+	s := &S3{AccessKeyID: accessKeyID, SecretAccessKey: secretAccessKey, Region: "us-east-1"}
+	s.backend = s3mem.New()
+	s.handler = s.verify(gofakes3.New(s.backend, gofakes3.WithoutVersioning()).Server())
+	return s
+}
+
+// Handler serves the S3 API.
+func (s *S3) Handler() http.Handler { return s.handler }
 
 // StartS3 starts an S3 server on 127.0.0.1 that accepts only requests
 // signed (SigV4) with the returned key; it stops when the test ends.
 func StartS3(t testing.TB) *S3 {
 	t.Helper()
-	s := &S3{AccessKeyID: "AKIAOBJTEST000000001", SecretAccessKey: "objtest-secret-" + fmt.Sprint(len(t.Name())) + "-s3cr3t", Region: "us-east-1"}
-	s.backend = s3mem.New()
-	faker := gofakes3.New(s.backend, gofakes3.WithoutVersioning())
-	s.srv = httptest.NewServer(s.verify(faker.Server()))
-	t.Cleanup(s.srv.Close)
-	s.URL = s.srv.URL
+	s := NewS3("AKIAOBJTEST000000001", "objtest-secret-"+randomHex(8))
+	srv := httptest.NewServer(s.handler)
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
 	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // CreateBucket makes an empty bucket.
 func (s *S3) CreateBucket(t testing.TB, name string) {
 	t.Helper()
-	if err := s.backend.CreateBucket(name); err != nil {
-		t.Fatalf("creating bucket %s: %v", name, err)
+	if err := s.MakeBucket(name); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// MakeBucket makes an empty bucket.
+func (s *S3) MakeBucket(name string) error {
+	if err := s.backend.CreateBucket(name); err != nil {
+		return fmt.Errorf("creating bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 // Put stores an object.
 func (s *S3) Put(t testing.TB, bucket, key, content string) {
 	t.Helper()
-	if _, err := s.backend.PutObject(bucket, key, map[string]string{}, strings.NewReader(content), int64(len(content)), nil); err != nil {
-		t.Fatalf("putting %s/%s: %v", bucket, key, err)
+	if err := s.PutObject(bucket, key, content); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// PutObject stores an object.
+func (s *S3) PutObject(bucket, key, content string) error {
+	if _, err := s.backend.PutObject(bucket, key, map[string]string{}, strings.NewReader(content), int64(len(content)), nil); err != nil {
+		return fmt.Errorf("putting %s/%s: %w", bucket, key, err)
+	}
+	return nil
 }
 
 // Get returns an object's content and whether it exists.

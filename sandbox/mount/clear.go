@@ -102,6 +102,7 @@ func (m *Mounter) clearKey(ctx context.Context, k string) error {
 		return fmt.Errorf("removing mount point %s: %w", hostDir, err)
 	}
 	os.RemoveAll(filepath.Join(m.Dir, k+".cache"))
+	os.Remove(filepath.Join(m.Dir, k+".log"))
 	if err := os.Remove(recPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing mount record: %w", err)
 	}

@@ -235,3 +235,31 @@ func TestS3CompatibleKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestRemountAfterRcloneEnded: a mount whose rclone ended (killed, or
+// the machine restarted) is not live, and mounting it again replaces the
+// dead mount point.
+func TestRemountAfterRcloneEnded(t *testing.T) {
+	objtest.NeedMounts(t)
+	s := objtest.StartS3(t)
+	s.CreateBucket(t, "room")
+	s.Put(t, "room", "a.txt", "alpha")
+	m := newMounter(t)
+	o := mount.Owner{Lineage: "L1", Address: "sandbox.box"}
+	dir, err := m.Mount(context.Background(), o, s3Def(s, "room"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Clear(context.Background(), o) })
+	out, err := exec.Command("pkill", "-KILL", "-f", "^rclone mount .* "+dir+" ").CombinedOutput()
+	if err != nil {
+		t.Fatalf("killing rclone: %v %s", err, out)
+	}
+	waitFor(t, "the mount to go dead", func() bool { return !m.Live(dir) })
+	if _, err := m.Mount(context.Background(), o, s3Def(s, "room")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "alpha" {
+		t.Fatalf("reading after mounting again: %q, %v", b, err)
+	}
+}

@@ -200,8 +200,16 @@ func logTail(path string) string {
 	return strings.Join(lines, "; ")
 }
 
-// Live says whether the mount at hostDir is up.
-func (m *Mounter) Live(hostDir string) bool { return mounted(hostDir) }
+// Live says whether the mount at hostDir is up and answers: a mount
+// whose rclone ended is still listed, but says "transport endpoint is
+// not connected".
+func (m *Mounter) Live(hostDir string) bool {
+	if !mounted(hostDir) {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Stat(hostDir, &st) == nil
+}
 
 // mounted says whether a FUSE file system is mounted at dir.
 func mounted(dir string) bool {
