@@ -135,20 +135,24 @@ func (d Def) rcloneEnv() []string {
 	return env
 }
 
-// cloudEnv matches variables of the machine's environment that configure
-// cloud SDKs or rclone itself: they are not the mount's (its settings
-// are all in its definition) and some break rclone (AWS_CA_BUNDLE naming
-// a bundle it cannot parse), so rclone never sees them.
-var cloudEnv = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(AWS_|AMAZON_|GOOGLE_|GCLOUD_|CLOUDSDK_|GCS_|AZURE_|AZ_|R2_|RCLONE_|BOX_)`)
-})
+// keptEnv are the variables of agentctl's environment rclone starts
+// with: where programs and files are, proxies and TLS trust. Nothing
+// else reaches it: the machine's cloud variables (AWS_*, GOOGLE_*, ...)
+// are not the mount's and some break rclone (an AWS_CA_BUNDLE it cannot
+// read), and agentctl's own secrets (API keys, AGENTCTL_VAR_*) are none
+// of rclone's business.
+var keptEnv = map[string]bool{
+	"PATH": true, "HOME": true, "TMPDIR": true, "LANG": true, "TZ": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true, "http_proxy": true, "https_proxy": true, "no_proxy": true,
+	"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
+}
 
-// CleanEnviron returns environ without the variables of cloud SDKs and
-// rclone (see cloudEnv).
+// CleanEnviron returns the variables of environ that rclone may see
+// (keptEnv).
 func CleanEnviron(environ []string) []string {
-	out := make([]string, 0, len(environ))
+	out := make([]string, 0, len(keptEnv))
 	for _, kv := range environ {
-		if !cloudEnv().MatchString(strings.ToUpper(kv)) {
+		if k, _, ok := strings.Cut(kv, "="); ok && keptEnv[k] {
 			out = append(out, kv)
 		}
 	}

@@ -263,3 +263,12 @@ func TestRemountAfterRcloneEnded(t *testing.T) {
 		t.Fatalf("reading after mounting again: %q, %v", b, err)
 	}
 }
+
+func TestCleanEnviron(t *testing.T) {
+	got := mount.CleanEnviron([]string{"PATH=/bin", "AWS_CA_BUNDLE=/x.pem", "AWS_ACCESS_KEY_ID=k", "GOOGLE_APPLICATION_CREDENTIALS=/g.json",
+		"RCLONE_CONFIG=/c", "OPENAI_API_KEY=sk", "AGENTCTL_VAR_secret=s", "HTTPS_PROXY=http://p:3128", "HOME=/root"})
+	want := []string{"PATH=/bin", "HTTPS_PROXY=http://p:3128", "HOME=/root"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("CleanEnviron = %v, want %v", got, want)
+	}
+}
