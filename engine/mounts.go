@@ -184,3 +184,17 @@ func (e *Engine) openMounts(ctx context.Context, lineage, addr string) []sandbox
 	}
 	return ms
 }
+
+// checkMountsAvailable fails the plan of a sandbox to be made with
+// mounts when they cannot be made on this machine (rclone or FUSE
+// missing), naming the first mount.
+func (e *Engine) checkMountsAvailable(sb *config.SandboxInstance) error {
+	ms := sandboxMounts(e.Config, sb)
+	if len(ms) == 0 {
+		return nil
+	}
+	if err := e.mounter().Available(); err != nil {
+		return fmt.Errorf("%s: %s mount at %s (%s): %w", sb.Addr, ms[0].Kind, ms[0].Path, ms[0].DeclRange.String(), err)
+	}
+	return nil
+}

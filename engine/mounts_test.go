@@ -343,3 +343,25 @@ func waitBucketPrefix(t *testing.T, s *objtest.S3, key, prefix string) {
 	got, _ := s.Get("room", key)
 	t.Fatalf("the bucket's %s is %q, want it to start with %q", key, got, prefix)
 }
+
+// TestMountPlanWithoutRclone: a sandbox to be made with a mount on a
+// machine without rclone fails at plan, naming the mount and what to
+// install; nothing is made.
+func TestMountPlanWithoutRclone(t *testing.T) {
+	s := objtest.StartS3(t)
+	dir := t.TempDir()
+	e := mountEngine(t, dir, s)
+	e.Environ = append(e.Environ, "PATH="+t.TempDir())
+	st, err := e.State.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Plan(context.Background(), st, PlanOptions{})
+	if err == nil || !strings.Contains(err.Error(), "rclone is not installed") || !strings.Contains(err.Error(), "s3 mount at data (") ||
+		!strings.Contains(err.Error(), "main.hcl:") {
+		t.Fatalf("plan: %v; want rclone missing, located at the data mount", err)
+	}
+	if _, err := os.Stat(e.State.Abs("mounts")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("plan made %s: %v", e.State.Abs("mounts"), err)
+	}
+}

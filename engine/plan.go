@@ -170,6 +170,11 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	// anything: a local_dir not hashed before is hashed by its copy
 	// (known after apply), so apply reads it once, not twice.
 	creating := prev == nil || replace || prev.ConfigDigest != cdigest
+	if creating {
+		if err := e.checkMountsAvailable(sb); err != nil {
+			return nil, "", err
+		}
+	}
 	key := sb.Manifest + "\x00" + m.Root
 	md := mcache[key]
 	if md == nil {

@@ -47,11 +47,31 @@ type record struct {
 	PID      int    `json:"pid,omitempty"`
 }
 
-func (m *Mounter) rclone() string {
+// rclone is the rclone program: Rclone, or "rclone" found on the PATH of
+// Environ (the process's when Environ has none).
+func (m *Mounter) rclone() (string, error) {
 	if m.Rclone != "" {
-		return m.Rclone
+		return m.Rclone, nil
 	}
-	return "rclone"
+	path, ok := os.LookupEnv("PATH")
+	for _, kv := range m.Environ {
+		if v, found := strings.CutPrefix(kv, "PATH="); found {
+			path, ok = v, true
+		}
+	}
+	if !ok {
+		return exec.LookPath("rclone")
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, "rclone")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no rclone on PATH %s", path)
 }
 
 func (m *Mounter) timeout() time.Duration {
@@ -68,7 +88,7 @@ func (m *Mounter) HostDir(o Owner, path string) string {
 
 // Available says why mounts cannot be made on this machine, or nil.
 func (m *Mounter) Available() error {
-	if _, err := exec.LookPath(m.rclone()); err != nil {
+	if _, err := m.rclone(); err != nil {
 		return fmt.Errorf("rclone is not installed (%v): install it, on Debian or Ubuntu with `apt-get install rclone fuse3`", err)
 	}
 	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
@@ -147,7 +167,11 @@ func (m *Mounter) args(k string, def Def, hostDir string) []string {
 }
 
 func (m *Mounter) command(ctx context.Context, def Def, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, m.rclone(), args...)
+	bin, err := m.rclone()
+	if err != nil {
+		bin = "rclone" // Available reported it; the start fails the same way
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(CleanEnviron(m.Environ), def.rcloneEnv()...)
 	return cmd
 }
