@@ -251,7 +251,7 @@ func TestRemountAfterRcloneEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Clear(context.Background(), o) })
-	out, err := exec.Command("pkill", "-KILL", "-f", "^rclone mount .* "+dir+" ").CombinedOutput()
+	out, err := exec.Command("pkill", "-KILL", "-f", "rclone mount .* "+dir+" ").CombinedOutput()
 	if err != nil {
 		t.Fatalf("killing rclone: %v %s", err, out)
 	}
