@@ -111,17 +111,17 @@ func (e *Engine) mountForCreate(ctx context.Context, lineage, addr string) ([]sa
 		return nil, nil, fmt.Errorf("%s: clearing the mounts an interrupted apply left: %w", addr, err)
 	}
 	ms := sandboxMounts(e.Config, e.Config.SandboxInstances[addr])
-	clear := func() { mr.Clear(context.WithoutCancel(ctx), o) }
+	undo := func() { mr.Clear(context.WithoutCancel(ctx), o) }
 	var out []sandbox.Mount
 	for _, m := range ms {
 		dir, err := mr.Mount(ctx, o, mountDef(m))
 		if err != nil {
-			clear()
+			undo()
 			return nil, nil, fmt.Errorf("%s: mounting %s at %s (%s): %w", addr, m.Kind, m.Path, m.DeclRange.String(), err)
 		}
 		out = append(out, sandbox.Mount{Path: m.Path, HostDir: dir, ReadOnly: m.ReadOnly})
 	}
-	return out, clear, nil
+	return out, undo, nil
 }
 
 // mountForOpen returns the mounts of a sandbox being opened, mounting
