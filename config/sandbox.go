@@ -160,6 +160,9 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 			args.Accounts = m.Accounts
 			args.AccountsRange = attrs["manifest"].Expr.Range().Ptr()
 		}
+		if m := l.cfg.Manifests[manifest]; m != nil && len(m.Mounts) > 0 {
+			l.checkMountSupport(pt, prov, si, m)
+		}
 		settings, diags := pt.DecodeSandbox(args)
 		l.diags = append(l.diags, diags...)
 		si.Settings = settings

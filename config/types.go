@@ -118,6 +118,9 @@ type Manifest struct {
 	// /home/daytona/workspace).
 	Root    string
 	Entries []ManifestEntry
+	// Mounts are the storage mounts (s3, r2, s3_files, gcs entries), in
+	// declaration order.
+	Mounts []*Mount
 	// Env is persisted environment (env map and non-ephemeral env blocks).
 	Env map[string]string
 	// EphemeralEnv holds ephemeral env blocks; values may be sensitive.

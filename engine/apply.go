@@ -80,6 +80,8 @@ func (a *applier) digests() digest.Algorithm { return a.st.Digests() }
 func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) (err error) {
 	ctx, span := e.startSpan(ctx, "apply", attrDestroy.Bool(p.Destroy))
 	defer func() { endSpan(span, err) }()
+	// Whatever the apply did, the mounts of sandboxes it removed go too.
+	defer func() { err = errors.Join(err, e.sweepMounts(context.WithoutCancel(ctx), st)) }()
 	return e.apply(ctx, st, p)
 }
 
@@ -385,8 +387,14 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 			spec.Image = image
 		}
 	}
+	mounts, unmount, err := a.e.mountForCreate(ctx, a.lineage(), addr)
+	if err != nil {
+		return err
+	}
+	spec.Mounts = mounts
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {
+		unmount()
 		// Provider errors say what failed without naming the provider.
 		return fmt.Errorf("%s: %s: %w", addr, sbc.Provider, err)
 	}
@@ -685,7 +693,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	}
 	var exclude []string
 	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
-		exclude = sbc.SnapshotExclude
+		exclude = snapshotExclude(a.e.Config, sbc)
 	}
 	info, err := archive.SnapshotWith(ctx, sb, "", a.e.State.Abs(rel), archive.SnapshotOptions{Exclude: exclude, Key: state.EncryptionOf(a.e.State).WriteKey(), Digest: a.digests()})
 	if err != nil {

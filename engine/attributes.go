@@ -230,6 +230,7 @@ func sandboxAttributes(cfg *config.Config, sb *config.SandboxInstance, sc *sandb
 	for _, g := range accts.Groups {
 		set("group."+g.Name, map[string]any{"gid": g.GID, "users": g.Users}, true)
 	}
+	setMountAttributes(cfg, sb, func(p, v string) { set(p, v, true) })
 	if m := cfg.Manifests[sb.Manifest]; m != nil {
 		for k, v := range m.Env {
 			set("env."+k, v, true)

@@ -138,6 +138,11 @@ func sandboxConfigDigest(cfg *config.Config, sb *config.SandboxInstance) string 
 	if a := sandboxAccounts(cfg, sb); !a.Empty() {
 		d["accounts"] = a
 	}
+	// Mounts are bound into the sandbox when it is made; their
+	// definitions, not the buckets' contents, are digested.
+	if md := mountDigestData(cfg, sb); md != nil {
+		d["mounts"] = md
+	}
 	return digestJSON(d)
 }
 

@@ -172,6 +172,11 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	// anything: a local_dir not hashed before is hashed by its copy
 	// (known after apply), so apply reads it once, not twice.
 	creating := prev == nil || replace || prev.ConfigDigest != cdigest
+	if creating {
+		if err := e.checkMountsAvailable(sb); err != nil {
+			return nil, "", err
+		}
+	}
 	md, err := e.planManifestDigests(ctx, st, mcache, sb, m, creating, applying)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", addr, err)
@@ -186,6 +191,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	if sb.Manifest != "" {
 		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d %s%s)", sb.Manifest, len(m.Entries), plural(len(m.Entries), "entry", "entries"), accountsSummary(sandboxAccounts(e.Config, sb)))
 	}
+	setMountAttributes(e.Config, sb, func(p, v string) { c.Attributes[p] = v })
 	digest := ""
 	if mdigest != "" {
 		digest = digestJSON([]string{cdigest, mdigest})

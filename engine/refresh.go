@@ -68,6 +68,9 @@ func (e *Engine) openSandbox(ctx context.Context, st *state.State, addr string) 
 	spec := sandbox.Spec{Address: addr, Lineage: st.Lineage, StateDir: e.State.Abs("sandboxes")}
 	if sb := e.Config.SandboxInstances[addr]; sb != nil {
 		spec = e.sandboxSpec(sb, st.Lineage)
+		if ss.Status != statusDeleted {
+			spec.Mounts = e.openMounts(ctx, st.Lineage, addr)
+		}
 	}
 	sb, err := prov.Open(ctx, spec, ss.Session)
 	if err != nil {

@@ -85,6 +85,22 @@ type Spec struct {
 	// and runs a request whose User names one as that user. A provider
 	// that cannot must refuse a Spec with accounts.
 	Accounts Accounts
+	// Mounts are storage mounts already made on this machine (package
+	// sandbox/mount) that the provider binds into the workspace when it
+	// creates the sandbox, and again when it opens one whose binding is
+	// gone. A provider that cannot must refuse a Spec with mounts.
+	Mounts []Mount
+}
+
+// Mount is a storage mount made on this machine, to be bound into a
+// sandbox's workspace.
+type Mount struct {
+	// Path is workspace-relative, like data/room.
+	Path string
+	// HostDir is the absolute host directory the mount is at.
+	HostDir string
+	// ReadOnly mounts refuse writes (EROFS).
+	ReadOnly bool
 }
 
 // SessionState is what state.json stores to reconnect to a sandbox. It

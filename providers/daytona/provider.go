@@ -112,6 +112,9 @@ type sessionData struct {
 // Create implements sandbox.Provider: it creates the sandbox, waits for
 // it to start and creates the workspace root.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if len(spec.Mounts) > 0 {
+		return nil, fmt.Errorf("storage mounts cannot be made in a Daytona sandbox (docs/mounts.md)")
+	}
 	st, err := settingsOf(spec)
 	if err != nil {
 		return nil, err

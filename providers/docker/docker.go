@@ -387,6 +387,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		CapDrop:     []string{"ALL"},
 		CapAdd:      append(slices.Clone(DefaultCapabilities), caps...),
 		ShmSize:     shmMB << 20,
+		// Storage mounts made on this machine, bound in as they are: no
+		// device, capability or privilege is added to the container.
+		Mounts: storageMounts(root, spec.Mounts),
 	}
 	hc.Resources.NanoCPUs = int64(spec.Resources.CPUs * 1e9)
 	hc.Resources.Memory = spec.Resources.MemoryMB << 20

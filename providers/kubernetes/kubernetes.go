@@ -221,6 +221,9 @@ func settingsOf(spec sandbox.Spec) (*SandboxSettings, error) {
 // scheduled or whose image cannot be pulled fails at once with its
 // events; nothing is left behind on failure.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if len(spec.Mounts) > 0 {
+		return nil, errors.New("storage mounts cannot be bound into a Pod (docs/mounts.md)")
+	}
 	if spec.Image == "" {
 		return nil, errors.New("no image; set image = \"...\" in the sandbox block")
 	}

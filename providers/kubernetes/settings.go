@@ -275,6 +275,9 @@ func Type() *registry.Type {
 	return &registry.Type{
 		Name: Kind, Role: registry.RoleSandbox, DefaultNetwork: "pod",
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema, DecodeSandbox: DecodeSandbox,
+		MountSupport: func(any) string {
+			return "a Pod runs on a cluster node, where a mount made on this machine cannot be bound, and mounting inside the Pod would need a privileged container or a CSI driver on the cluster, which agentctl does not ask of it"
+		},
 		NewSandbox: func(ctx context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {

@@ -226,7 +226,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 
 	cfg := nsinit.Config{
 		Root: s.spec.Root, HostNet: hostNet, MountFDs: hostRoot, ReadOnly: s.p.opts.ReadOnlyPaths,
-		PIDs: s.spec.Resources.PIDs,
+		PIDs: s.spec.Resources.PIDs, Mounts: nsMounts(s.spec.Root, s.spec.Mounts),
 	}
 	cfg.Passwd, cfg.Group = accountFiles(s.spec.Root, s.spec.Accounts)
 	if cfg.PIDs <= 0 {
@@ -297,6 +297,16 @@ func (s *Sandbox) sendConfig(ip *initProc, cfg nsinit.Config, root bool) error {
 			fd, err := idmappedMount(ip.cmd.Process.Pid, dir)
 			if err != nil {
 				return err
+			}
+			defer unix.Close(fd)
+			rights = append(rights, fd)
+		}
+		// Storage mounts: clones of the host's mounts, moved into place
+		// by the init (nsinit.Config.Mounts).
+		for _, m := range s.spec.Mounts {
+			fd, err := unix.OpenTree(unix.AT_FDCWD, m.HostDir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("cloning the storage mount at %s: %w", m.Path, err)
 			}
 			defer unix.Close(fd)
 			rights = append(rights, fd)

@@ -295,8 +295,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
 		}
 	}
+	if err := bindMounts(filepath.Join(dir, "workspace"), spec.Mounts); err != nil {
+		unbindAll(dir)
+		cleanup()
+		return nil, err
+	}
 	sb, err := p.newSandbox(spec, sessionData{Dir: dir, Host: p.opts.Host, Isolation: p.opts.Isolation, Status: string(sandbox.StatusRunning)})
 	if err != nil {
+		unbindAll(dir)
 		cleanup()
 		return nil, err
 	}
@@ -305,6 +311,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// first tool call.
 		if err := sb.probe(ctx); err != nil {
 			sb.wsd.Close()
+			unbindAll(dir)
 			cleanup()
 			return nil, err
 		}
@@ -342,6 +349,9 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 	if data.Host == "" {
 		// It is here, so it is this machine's: recorded from now on.
 		data.Host = p.opts.Host
+	}
+	if err := bindMounts(filepath.Join(data.Dir, "workspace"), spec.Mounts); err != nil {
+		return nil, err
 	}
 	return p.newSandbox(spec, data)
 }

@@ -166,6 +166,9 @@ func checkMarker(dir string) error {
 // directories, making directories a command left without permissions
 // removable.
 func removeTree(dir string) error {
+	if err := unbindAll(dir); err != nil {
+		return fmt.Errorf("unmounting the storage bound into %s: %w", dir, err)
+	}
 	return hostfs.RemoveAll(dir)
 }
 

@@ -137,6 +137,11 @@ type Type struct {
 	// DefaultRoot is the workspace root of a sandbox whose manifest sets
 	// none; "" means /workspace.
 	DefaultRoot string
+	// MountSupport says whether this type's sandboxes can have storage
+	// mounts (s3, r2, s3_files and gcs manifest entries; docs/mounts.md)
+	// under the provider's decoded settings: "" when they can, otherwise
+	// why not, as a sentence. Nil means they cannot.
+	MountSupport func(provider any) string
 	// NewSandbox builds the provider from its decoded settings (sandbox
 	// providers only).
 	NewSandbox func(ctx context.Context, settings any, env Env) (sandbox.Provider, error)

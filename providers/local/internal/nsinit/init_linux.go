@@ -97,7 +97,7 @@ func runInit(sock int) int {
 func readConfig(sock int) (Config, []int, error) {
 	var cfg Config
 	hdr := make([]byte, 8)
-	oob := make([]byte, unix.CmsgSpace(2*4))
+	oob := make([]byte, unix.CmsgSpace((2+MaxMounts)*4))
 	n, oobn, _, _, err := unix.Recvmsg(sock, hdr, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("reading the configuration: %w", err)
@@ -131,8 +131,8 @@ func readConfig(sock int) (Config, []int, error) {
 	if err := json.Unmarshal(body, &cfg); err != nil {
 		return cfg, nil, fmt.Errorf("decoding the configuration: %w", err)
 	}
-	if cfg.MountFDs && len(rights) != 2 {
-		return cfg, nil, fmt.Errorf("expected 2 mount descriptors, got %d", len(rights))
+	if cfg.MountFDs && len(rights) != 2+len(cfg.Mounts) {
+		return cfg, nil, fmt.Errorf("expected %d mount descriptors, got %d", 2+len(cfg.Mounts), len(rights))
 	}
 	return cfg, rights, nil
 }
@@ -196,6 +196,17 @@ func buildRoot(cfg Config, rights []int) error {
 		}
 		defer unix.Close(tmpFD)
 	}
+	// The storage mounts too: they may be under the host's /tmp.
+	var mountFDs []int
+	if cfg.MountFDs {
+		mountFDs = rights[2:]
+	} else {
+		var err error
+		if mountFDs, err = openMounts(cfg.Mounts); err != nil {
+			return err
+		}
+		defer closeAll(mountFDs)
+	}
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("mounting the sandbox root tmpfs: %w", err)
 	}
@@ -245,6 +256,9 @@ func buildRoot(cfg Config, rights []int) error {
 	}
 	if err := attach(cfg.MountFDs, wsFD, nr(cfg.Root)); err != nil {
 		return fmt.Errorf("mounting the workspace at %s: %w", cfg.Root, err)
+	}
+	if err := bindMounts(cfg.MountFDs, cfg.Mounts, mountFDs, nr); err != nil {
+		return err
 	}
 	for _, p := range cfg.ReadOnly {
 		if visible(p) {

@@ -33,6 +33,21 @@ type Config struct {
 	// root, nobody and the manifest's users and groups.
 	Passwd string `json:"passwd"`
 	Group  string `json:"group"`
+	// Mounts are storage mounts made on the host, bound inside the
+	// workspace after it is mounted.
+	Mounts []Mount `json:"mounts,omitempty"`
+}
+
+// MaxMounts bounds the storage mounts of one sandbox (each is a
+// descriptor passed to the init).
+const MaxMounts = 32
+
+// Mount is a host directory (a storage mount) bound at Target, an
+// absolute path inside the sandbox under the workspace root.
+type Mount struct {
+	HostDir  string `json:"host_dir"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // Credentials are the ids a command of a manifest user runs with.
