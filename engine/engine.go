@@ -156,6 +156,9 @@ type PlanOptions struct {
 	// holds nothing for are left to the copy to check, as it reads them,
 	// instead of being walked first (manifest.PlanDigests).
 	Apply bool
+	// RefreshOnly plans only to record in the state what a refresh finds
+	// changed outside agentctl (Plan.Drift): plan -refresh-only.
+	RefreshOnly bool
 }
 
 // manifestRoot is the workspace root of a sandbox instance: the

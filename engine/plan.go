@@ -40,7 +40,10 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (_
 }
 
 func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
-	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
+	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial, RefreshOnly: opts.RefreshOnly}
+	if opts.RefreshOnly {
+		return e.planRefreshOnly(ctx, st, p)
+	}
 	live := map[string]liveSandbox{}
 	if opts.Refresh {
 		var err error

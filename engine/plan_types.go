@@ -72,6 +72,10 @@ type Plan struct {
 	// leaves as they are: a sandbox that lives in another working
 	// directory or on another machine.
 	Notes []Note `json:"notes,omitempty"`
+	// RefreshOnly marks a plan -refresh-only: it has no changes, only
+	// Drift, which applying records in the state.
+	RefreshOnly bool    `json:"refresh_only,omitempty"`
+	Drift       []Drift `json:"drift,omitempty"`
 }
 
 // Note is a plan note about one object.
@@ -155,6 +159,9 @@ func (s *Summary) Count(ev Event) {
 
 // HasChanges reports whether applying the plan would do anything.
 func (p *Plan) HasChanges() bool {
+	if p.RefreshOnly {
+		return len(p.Drift) > 0
+	}
 	if len(p.Memory) > 0 {
 		return true
 	}
