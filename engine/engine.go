@@ -150,7 +150,10 @@ type PlanOptions struct {
 	Destroy bool
 	Refresh bool
 	Targets []string
-	Replace []string
+	// Excludes are left out of the plan with what depends on them
+	// (-exclude).
+	Excludes []string
+	Replace  []string
 	// Apply says the plan is applied at once (agentctl apply without a
 	// saved plan): a new sandbox's local_dir trees that the digest cache
 	// holds nothing for are left to the copy to check, as it reads them,

@@ -55,10 +55,13 @@ type Change struct {
 
 // Plan is the set of changes apply would make.
 type Plan struct {
-	Destroy bool      `json:"destroy,omitempty"`
-	Targets []string  `json:"targets,omitempty"`
-	Replace []string  `json:"replace,omitempty"`
-	Changes []*Change `json:"changes"`
+	Destroy bool     `json:"destroy,omitempty"`
+	Targets []string `json:"targets,omitempty"`
+	// Excludes are the -exclude addresses: they and what depends on them
+	// are left out.
+	Excludes []string  `json:"excludes,omitempty"`
+	Replace  []string  `json:"replace,omitempty"`
+	Changes  []*Change `json:"changes"`
 	// Lineage and Serial of the state the plan was made against.
 	Lineage string `json:"lineage"`
 	Serial  uint64 `json:"serial"`

@@ -31,7 +31,7 @@ func (e *Engine) planRefreshOnly(ctx context.Context, st *state.State, p *Plan) 
 		return nil, err
 	}
 	for _, addr := range slices.Sorted(maps.Keys(live)) {
-		if !selected(addr, p.Targets) {
+		if !selected(addr, p.Targets) || len(p.Excludes) > 0 && selected(addr, p.Excludes) {
 			continue
 		}
 		l, recorded := live[addr], st.Sandboxes[addr]

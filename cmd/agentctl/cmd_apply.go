@@ -148,7 +148,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			return fmt.Errorf("reading the saved plan: %w", err)
 		}
 	} else {
-		p, err = e.Plan(ctx, st, engine.PlanOptions{Destroy: destroy, Refresh: args.Refresh, Targets: args.Targets, Replace: args.Replace, Apply: true, RefreshOnly: args.RefreshOnly})
+		p, err = e.Plan(ctx, st, engine.PlanOptions{Destroy: destroy, Refresh: args.Refresh, Targets: args.Targets, Excludes: args.Excludes, Replace: args.Replace, Apply: true, RefreshOnly: args.RefreshOnly})
 		if err != nil {
 			m.printErr(err, b.cfg)
 			return errDiagnostics

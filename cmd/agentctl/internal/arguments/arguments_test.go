@@ -183,6 +183,13 @@ func TestParsePlan(t *testing.T) {
 		{name: "refresh only", args: []string{"-refresh-only", "-target=sandbox.b"}, want: with(func(p *Plan) {
 			p.RefreshOnly, p.Targets = true, []string{"sandbox.b"}
 		})},
+		{name: "exclude", args: []string{"-exclude=run.a", "-exclude", `sandbox.b["k"]`}, want: with(func(p *Plan) {
+			p.Excludes = []string{"run.a", `sandbox.b["k"]`}
+		})},
+		{name: "exclude with target, exclude not an address", args: []string{"-exclude=run.a", "-target=run.b", "-exclude=agent.x"}, diags: []string{
+			"-target and -exclude cannot be used together: name what to include with -target, or what to leave out with -exclude",
+			`-exclude=agent.x: expected a run or sandbox address such as run.NAME or sandbox.NAME["key"]`,
+		}},
 		{name: "refresh only without refreshing, replacing or as a destroy", args: []string{"-refresh-only", "-refresh=false", "-replace=run.a", "-destroy"}, diags: []string{
 			"-refresh-only and -refresh=false cannot be used together: -refresh-only asks the providers about every sandbox",
 			"-refresh-only and -replace cannot be used together: a refresh-only plan replaces nothing; drop -replace, or plan without -refresh-only",

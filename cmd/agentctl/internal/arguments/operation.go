@@ -36,6 +36,9 @@ type Operation struct {
 	State State
 	// Targets limit the operation to these addresses (-target).
 	Targets []string
+	// Excludes leave these addresses, and what depends on them, out of
+	// the operation (-exclude).
+	Excludes []string
 	// Replace are the runs and sandboxes forced to re-run or be replaced.
 	Replace []string
 	Refresh bool
@@ -53,6 +56,7 @@ func (o *Operation) register(fs *flag.FlagSet, jsonOut *bool) {
 	o.Vars.register(fs)
 	o.State.register(fs)
 	fs.Var((*stringList)(&o.Targets), "target", "Limit the operation to this address and what it depends on. Repeatable.")
+	fs.Var((*stringList)(&o.Excludes), "exclude", "Leave this address, and everything that depends on it, out of the operation. Repeatable; not with -target.")
 	fs.Var((*stringList)(&o.Replace), "replace", "Force this run to re-run (or this sandbox to be replaced). Repeatable.")
 	fs.BoolVar(&o.Refresh, "refresh", true, "Ask the providers whether the sandboxes still exist before planning.")
 	fs.IntVar(&o.Parallelism, "parallelism", 0, "Limit the number of concurrent operations (default: the agentctl block's, else 10).")
@@ -71,6 +75,14 @@ func (o *Operation) finish(pos []string, jsonOut bool) hcl.Diagnostics {
 	}
 	if o.RefreshOnly {
 		diags = append(diags, o.checkRefreshOnly()...)
+	}
+	if len(o.Targets) > 0 && len(o.Excludes) > 0 {
+		diags = append(diags, errorf("-target and -exclude cannot be used together: name what to include with -target, or what to leave out with -exclude"))
+	}
+	for _, x := range o.Excludes {
+		if _, err := addrs.ParseInstance(x); err != nil {
+			diags = append(diags, errorf("-exclude=%s: expected a run or sandbox address such as run.NAME or sandbox.NAME[\"key\"]", x))
+		}
 	}
 	for _, r := range o.Replace {
 		if _, err := addrs.ParseInstance(r); err != nil {

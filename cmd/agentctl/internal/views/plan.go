@@ -234,6 +234,10 @@ func planNotes(w io.Writer, p *engine.Plan, c Colors) {
 
 // targetWarning is Terraform's warning for plans made with -target.
 func targetWarning(w io.Writer, p *engine.Plan, c Colors) {
+	if len(p.Excludes) > 0 {
+		fmt.Fprintf(w, "\n%sWarning:%s Resource exclusion is in effect\n\n", c.Yellow+c.Bold, c.Reset)
+		fmt.Fprintf(w, "You are creating a plan with the -exclude option: %s and everything that depends on them are left out, so the result of this plan may not represent all of the changes requested by the current configuration.\n", strings.Join(p.Excludes, ", "))
+	}
 	if len(p.Targets) == 0 {
 		return
 	}
