@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/agentctl/agentctl/providers/builtin"
@@ -199,6 +200,52 @@ func TestEvalRunInputAndOutputs(t *testing.T) {
 	tok := outs["token"]
 	if !tok.Sensitive || tok.Value.AsString() != "t0ken-value" || tok.Value.IsMarked() {
 		t.Errorf("token = %#v", tok)
+	}
+}
+
+// TestEvalExpr evaluates expressions as agentctl console does: run
+// outputs and sandbox URLs from the runtime values, unknown when absent,
+// sensitive values marked.
+func TestEvalExpr(t *testing.T) {
+	c := mustLoad(t, map[string]string{"main.hcl": pipeline}, Options{})
+	rv := RuntimeValues{
+		RunOutputs:  map[string]cty.Value{"run.first": cty.StringVal("F")},
+		SandboxURLs: map[string]map[string]string{"sandbox.box": {"8080": "http://127.0.0.1:32768"}},
+	}
+	eval := func(src string, rv RuntimeValues) cty.Value {
+		t.Helper()
+		expr, diags := hclsyntax.ParseExpression([]byte(src), "<stdin>", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Fatal(diags.Error())
+		}
+		v, diags := c.EvalExpr(expr, rv)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", src, diags.Error())
+		}
+		return v
+	}
+	for src, want := range map[string]string{
+		`upper(var.topic)`:                   "PRICING",
+		`run.first.output`:                   "F",
+		`sandbox.box.urls["8080"]`:           "http://127.0.0.1:32768",
+		`"${run.first.output}/${var.topic}"`: "F/pricing",
+	} {
+		if v := eval(src, rv); !v.IsKnown() || v.AsString() != want {
+			t.Errorf("%s = %#v, want %q", src, v, want)
+		}
+	}
+	if v := eval(`run.first.output`, RuntimeValues{}); v.IsKnown() {
+		t.Errorf("run.first.output with no runs = %#v, want unknown", v)
+	}
+	if v := eval(`run.second["a"].output`, rv); v.IsKnown() {
+		t.Errorf(`run.second["a"].output not run = %#v, want unknown`, v)
+	}
+	if v := eval(`var.token`, rv); !v.IsMarked() {
+		t.Errorf("var.token = %#v, want a sensitive value", v)
+	}
+	expr, _ := hclsyntax.ParseExpression([]byte(`var.topik`), "<stdin>", hcl.InitialPos)
+	if _, diags := c.EvalExpr(expr, rv); !diags.HasErrors() || !strings.Contains(diags.Error(), `"topik"`) {
+		t.Errorf("var.topik: diags = %v", diags)
 	}
 }
 

@@ -218,6 +218,14 @@ func (c *Config) evalRunInput(ri *RunInstance, late *lateVals) (string, hcl.Diag
 	return s.AsString(), nil
 }
 
+// EvalExpr evaluates expr as an output's value is evaluated: with the
+// variables, locals and functions, and the run outputs and sandbox URLs
+// in rv (agentctl console). References to runs and sandboxes rv does not
+// hold are unknown; sensitive values stay marked.
+func (c *Config) EvalExpr(expr hcl.Expression, rv RuntimeValues) (cty.Value, hcl.Diagnostics) {
+	return expr.Value(buildCtx(c.funcs, c.varsObj, c.localsObj, nil, c.lateObjectsOf(&rv, referencedLate(expr))))
+}
+
 // EvalOutputs evaluates every output. Values that depend on runs not in
 // rv are unknown.
 func (c *Config) EvalOutputs(rv RuntimeValues) (map[string]OutputValue, hcl.Diagnostics) {

@@ -89,6 +89,9 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
+	if p.RefreshOnly {
+		return e.applyRefreshOnly(st, p)
+	}
 	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapshotted: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if p.HasChanges() {
 		commit := make(chan string, 1)

@@ -40,7 +40,13 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (_
 }
 
 func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
-	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
+	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Excludes: opts.Excludes, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial, RefreshOnly: opts.RefreshOnly}
+	if err := checkExcludes(e.Config, st, opts.Excludes); err != nil {
+		return nil, err
+	}
+	if opts.RefreshOnly {
+		return e.planRefreshOnly(ctx, st, p)
+	}
 	live := map[string]liveSandbox{}
 	if opts.Refresh {
 		var err error
@@ -59,6 +65,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindChat, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
 		p.filterTargets(e.Config, opts.Targets)
+		p.filterExcludes(e.Config, opts.Excludes)
 		sortChanges(p.Changes)
 		return p, nil
 	}
@@ -115,8 +122,9 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 	}
 	p.filterTargets(cfg, opts.Targets)
+	p.filterExcludes(cfg, opts.Excludes)
 	sortChanges(p.Changes)
-	if len(opts.Targets) == 0 {
+	if len(opts.Targets) == 0 && len(opts.Excludes) == 0 {
 		p.Memory = agentmemory.Pending(st)
 	}
 	e.placeElsewhere(ctx, st, p, live)

@@ -55,10 +55,13 @@ type Change struct {
 
 // Plan is the set of changes apply would make.
 type Plan struct {
-	Destroy bool      `json:"destroy,omitempty"`
-	Targets []string  `json:"targets,omitempty"`
-	Replace []string  `json:"replace,omitempty"`
-	Changes []*Change `json:"changes"`
+	Destroy bool     `json:"destroy,omitempty"`
+	Targets []string `json:"targets,omitempty"`
+	// Excludes are the -exclude addresses: they and what depends on them
+	// are left out.
+	Excludes []string  `json:"excludes,omitempty"`
+	Replace  []string  `json:"replace,omitempty"`
+	Changes  []*Change `json:"changes"`
 	// Lineage and Serial of the state the plan was made against.
 	Lineage string `json:"lineage"`
 	Serial  uint64 `json:"serial"`
@@ -72,6 +75,10 @@ type Plan struct {
 	// leaves as they are: a sandbox that lives in another working
 	// directory or on another machine.
 	Notes []Note `json:"notes,omitempty"`
+	// RefreshOnly marks a plan -refresh-only: it has no changes, only
+	// Drift, which applying records in the state.
+	RefreshOnly bool    `json:"refresh_only,omitempty"`
+	Drift       []Drift `json:"drift,omitempty"`
 }
 
 // Note is a plan note about one object.
@@ -155,6 +162,9 @@ func (s *Summary) Count(ev Event) {
 
 // HasChanges reports whether applying the plan would do anything.
 func (p *Plan) HasChanges() bool {
+	if p.RefreshOnly {
+		return len(p.Drift) > 0
+	}
 	if len(p.Memory) > 0 {
 		return true
 	}

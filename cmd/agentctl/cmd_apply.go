@@ -80,6 +80,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		if err != nil {
 			return err
 		}
+		if pf != nil && args.RefreshOnly {
+			return fmt.Errorf("-refresh-only cannot be used with a saved plan (%s): the plan says what it records; make it with agentctl plan -refresh-only -out=FILE", path)
+		}
 		if pf != nil {
 			saved = pf
 			path = pf.ConfigDir
@@ -145,7 +148,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			return fmt.Errorf("reading the saved plan: %w", err)
 		}
 	} else {
-		p, err = e.Plan(ctx, st, engine.PlanOptions{Destroy: destroy, Refresh: args.Refresh, Targets: args.Targets, Replace: args.Replace, Apply: true})
+		p, err = e.Plan(ctx, st, engine.PlanOptions{Destroy: destroy, Refresh: args.Refresh, Targets: args.Targets, Excludes: args.Excludes, Replace: args.Replace, Apply: true, RefreshOnly: args.RefreshOnly})
 		if err != nil {
 			m.printErr(err, b.cfg)
 			return errDiagnostics
@@ -165,7 +168,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			view.Unchanged(st.Outputs)
 			return nil
 		}
-		if !approved && !m.confirm(destroy) {
+		if !approved && !m.confirm(destroy, p.RefreshOnly) {
 			fmt.Fprintf(m.Stderr, "\n%s cancelled.\n", capitalizeWord(op))
 			return exitCode(exitError)
 		}
@@ -235,10 +238,13 @@ func (m *meta) approvalBeforePlan(args *arguments.Apply, autoApprove, terminal b
 }
 
 // confirm asks for "yes" on standard input, as Terraform does.
-func (m *meta) confirm(destroy bool) bool {
-	if destroy {
+func (m *meta) confirm(destroy, refreshOnly bool) bool {
+	switch {
+	case refreshOnly:
+		fmt.Fprint(m.Stdout, "\nWould you like to update the agentctl state to reflect these detected changes?\n  agentctl will write these changes to the state without changing any sandbox or executing any run.\n  There is no undo. Only 'yes' will be accepted to confirm.\n\n  Enter a value: ")
+	case destroy:
 		fmt.Fprint(m.Stdout, "\nDo you really want to destroy all sandboxes and runs?\n  agentctl will delete every sandbox and snapshot of this configuration.\n  There is no undo. Only 'yes' will be accepted to confirm.\n\n  Enter a value: ")
-	} else {
+	default:
 		fmt.Fprint(m.Stdout, "\nDo you want to perform these actions?\n  agentctl will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
 	}
 	line, err := m.stdinReader().ReadString('\n')

@@ -335,6 +335,9 @@ func (j *jsonEvents) Event(ev engine.Event) {
 // plan writes each planned change, the plan's warnings (as diagnostics),
 // its notes (plan_note) and the summary as events.
 func (j *jsonEvents) plan(p *engine.Plan) {
+	for _, d := range p.Drift {
+		j.emit(map[string]any{"type": "resource_drift", "drift": d})
+	}
 	for _, c := range p.Changes {
 		if c.Action == engine.ActionNoop {
 			continue
@@ -348,5 +351,10 @@ func (j *jsonEvents) plan(p *engine.Plan) {
 		j.emit(map[string]any{"type": "plan_note", "address": n.Address, "message": n.Message})
 	}
 	s := p.Summary()
+	if p.RefreshOnly {
+		j.emit(map[string]any{"type": "change_summary", "operation": "refresh", "changes": s.Counts(), "drift": len(p.Drift),
+			"message": refreshSummary(p)})
+		return
+	}
 	j.emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})
 }
