@@ -90,7 +90,7 @@ func commandLine(cwd string, argv []string, env map[string]string, marker, stdin
 	for k, v := range env {
 		b.WriteString(sandbox.ShellQuote(k+"="+v) + " ")
 	}
-	b.WriteString(sandbox.ShellQuote(sandbox.ExecMarkerEnv+"="+marker))
+	b.WriteString(sandbox.ShellQuote(sandbox.ExecMarkerEnv + "=" + marker))
 	for _, a := range argv {
 		b.WriteString(" " + sandbox.ShellQuote(a))
 	}

@@ -41,7 +41,7 @@ func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey} }
 // Settings are a Runloop sandbox's own arguments, decoded and checked.
 // Their JSON encoding takes part in the sandbox's configuration digest.
 type Settings struct {
-	Blueprint   string            `json:"blueprint,omitempty"`
+	Blueprint string `json:"blueprint,omitempty"`
 	// Commit takes a Runloop disk snapshot of the devbox with each
 	// workspace snapshot (commit_snapshot).
 	Commit      bool              `json:"commit_snapshot,omitempty"`
