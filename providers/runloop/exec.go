@@ -46,6 +46,11 @@ func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		}
 		cwd = r.Follow
 	}
+	return w.exec(ctx, argv, req, cwd)
+}
+
+// exec runs argv in cwd.
+func (w *Workspace) exec(ctx context.Context, argv []string, req sandbox.ExecRequest, cwd string) (sandbox.ExecResult, error) {
 	if err := w.keepAlive(ctx); err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -190,7 +195,8 @@ func (c *execution) cleanup(ctx context.Context) {
 // run executes a helper script and returns its stdout, exit code and
 // stderr.
 func (w *Workspace) run(ctx context.Context, op, script string) (string, int, string, error) {
-	res, err := w.Exec(ctx, sandbox.ExecRequest{Shell: script, Timeout: 5 * time.Minute, OutputLimit: 64 << 20})
+	// Helpers run in /: the workspace root may not exist yet.
+	res, err := w.exec(ctx, []string{"/bin/sh", "-c", script}, sandbox.ExecRequest{Timeout: 5 * time.Minute, OutputLimit: 64 << 20}, "/")
 	if err != nil {
 		return "", 0, "", fmt.Errorf("%s: %w", op, err)
 	}

@@ -90,7 +90,7 @@ func (p *Provider) createParams(ctx context.Context, spec sandbox.Spec, st *Sett
 		// The engine restores from a disk snapshot (Commit).
 		id, err := p.ImageID(ctx, spec.Image)
 		if err != nil {
-			return CreateParams{}, fmt.Errorf("Runloop creates devboxes from blueprints or disk snapshots, not images: %w", err)
+			return CreateParams{}, fmt.Errorf("a Runloop devbox starts from a blueprint or a disk snapshot, not an image: %w", err)
 		}
 		params.SnapshotID, params.BlueprintName, params.BlueprintID = id, "", ""
 	}
@@ -108,7 +108,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, err
 	}
 	if !spec.Accounts.Empty() {
-		return nil, errors.New("Runloop runs every command as the devbox's one user: remove the manifest's users and groups")
+		return nil, errors.New("a Runloop devbox runs every command as its one user: remove the manifest's users and groups")
 	}
 	root, err := workspaceRoot(spec)
 	if err != nil {
