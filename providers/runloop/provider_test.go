@@ -145,3 +145,52 @@ func TestSuspendedDevboxIsUnavailable(t *testing.T) {
 		t.Fatalf("exec on a suspended devbox: %v", err)
 	}
 }
+
+// TestDiskSnapshotRestoresTheDisk: a devbox created from a disk snapshot
+// has the files its source had when the snapshot was taken, not those
+// written after, and each devbox's disk is its own.
+func TestDiskSnapshotRestoresTheDisk(t *testing.T) {
+	f, p, spec := setup(t)
+	ctx := context.Background()
+	src, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteFile(ctx, "before.txt", []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := "agentctl-snapshot/disk:1"
+	if _, err := src.(sandbox.Committer).Commit(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteFile(ctx, "after.txt", []byte("not in the snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Another address, so the create does not shut src down as its
+	// leftover.
+	spec.Image, spec.Address = ref, "sandbox.restored"
+	restored, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := restored.ReadFile(ctx, "before.txt", 0); err != nil || string(b) != "kept" {
+		t.Fatalf("before.txt in the restored devbox = %q, %v; want the snapshot's %q", b, err, "kept")
+	}
+	if _, err := restored.Stat(ctx, "after.txt"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after.txt, written after the snapshot, in the restored devbox: %v; want it absent", err)
+	}
+	res, err := restored.Exec(ctx, sandbox.ExecRequest{Shell: "cat before.txt; echo more >> before.txt"})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "kept" {
+		t.Fatalf("exec in the restored devbox: %+v %v", res, err)
+	}
+	if b, err := src.ReadFile(ctx, "before.txt", 0); err != nil || string(b) != "kept" {
+		t.Fatalf("the source devbox's before.txt = %q, %v; a write in another devbox changed it", b, err)
+	}
+	if got, err := f.ReadFile(restored.ID(), spec.Root+"/before.txt"); err != nil || string(got) != "keptmore\n" {
+		t.Fatalf("the restored devbox's disk holds %q, %v", got, err)
+	}
+	f.Shutdown(src.ID())
+	if _, err := f.ReadFile(src.ID(), spec.Root+"/before.txt"); err == nil {
+		t.Fatalf("a shut-down devbox's disk survived")
+	}
+}

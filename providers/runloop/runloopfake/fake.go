@@ -7,9 +7,14 @@
 // It models the documented lifecycle (running, suspended, shutdown; a
 // suspended devbox runs no commands until resumed, a shut-down one
 // answers nothing), rate limits (429 with Retry-After) and injected
-// faults. Commands really run, with /bin/sh on the host: a devbox's
-// filesystem is the host's, confined to Root (tests use workspace roots
-// under it) and the command files /tmp/agentctl-*.
+// faults. Commands really run, with /bin/sh on the host. Each devbox has
+// a disk of its own, which it sees at Root (tests use workspace roots
+// under it): its commands run in a mount namespace with the disk mounted
+// there (so the fake needs unshare and mount namespaces; New skips the
+// test without them). Disk snapshots are tars of the disk, unpacked into
+// the disk of a devbox created from them. Outside Root a devbox sees the
+// host, and its file API reaches only Root and the command files
+// /tmp/agentctl-*.
 package runloopfake
 
 import (
@@ -53,27 +58,39 @@ type Server struct {
 	t      testing.TB
 	srv    *httptest.Server
 	APIKey string
-	Root   string
-	router routers.Router
+	// Root is where each devbox sees its own disk.
+	Root    string
+	router  routers.Router
+	disks   string
+	unshare []string
 
 	mu         sync.Mutex
 	devboxes   map[string]*devbox
 	snapshots  []map[string]any
+	snapTars   map[string]string
 	faults     []*Fault
 	seq        int
 	violations []string
 	requests   []string
+	// hold, when set, holds the answers to creates (HoldCreates).
+	hold chan struct{}
+	// inject adds fields to the next response of an operation
+	// (InjectResponseField).
+	inject map[string]map[string]any
 }
 
 type devbox struct {
 	view  map[string]any
 	execs map[string]*execution
+	// disk is the devbox's disk on the host ("" once shut down).
+	disk string
 }
 
 type execution struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	code int
+	cmd    *exec.Cmd
+	done   chan struct{}
+	code   int
+	stderr bytes.Buffer
 }
 
 // New starts a fake; it stops with the test, and reports spec violations
@@ -101,7 +118,13 @@ func New(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, APIKey: "rl_test_key_0123456789abcdef", Root: root, router: r, devboxes: map[string]*devbox{}}
+	disks := t.TempDir()
+	unshare, err := unshareArgs(filepath.Join(disks, "probe"))
+	if err != nil {
+		t.Skipf("runloopfake gives each devbox a disk of its own in a mount namespace, which this host cannot make: %v", err)
+	}
+	s := &Server{t: t, APIKey: "rl_test_key_0123456789abcdef", Root: root, router: r, disks: disks, unshare: unshare,
+		devboxes: map[string]*devbox{}, snapTars: map[string]string{}, inject: map[string]map[string]any{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.srv.Close()
@@ -109,6 +132,7 @@ func New(t testing.TB) *Server {
 		defer s.mu.Unlock()
 		for _, d := range s.devboxes {
 			s.stopAll(d)
+			s.awaitAll(d)
 		}
 		for _, v := range s.violations {
 			t.Errorf("runloopfake: spec violation: %s", v)
@@ -162,9 +186,69 @@ func (s *Server) Shutdown(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := s.devboxes[id]; d != nil {
-		s.setStatus(d, "shutdown")
-		s.stopAll(d)
+		s.shutdown(d)
 	}
+}
+
+// Live returns the ids of the devboxes not shut down, in creation order.
+func (s *Server) Live() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i := 1; i <= s.seq; i++ {
+		id := fmt.Sprintf("dbx_%04d", i)
+		if d := s.devboxes[id]; d != nil && d.view["status"] != "shutdown" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Snapshots returns the ids of the disk snapshots, oldest first.
+func (s *Server) Snapshots() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, sn := range s.snapshots {
+		out = append(out, sn["id"].(string))
+	}
+	return out
+}
+
+// HoldCreates makes the fake create devboxes but hold the answers until
+// release is called (a client killed while it waits leaves a devbox it
+// never learnt about).
+func (s *Server) HoldCreates() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.hold = ch
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == ch {
+				s.hold = nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+	s.t.Cleanup(release)
+	return release
+}
+
+// InjectResponseField adds field = value to the body of the next
+// successful answer to operation op (an operationId of the document), so
+// tests can check that the response validation catches a field the
+// document does not declare.
+func (s *Server) InjectResponseField(op, field string, value any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inject[op] == nil {
+		s.inject[op] = map[string]any{}
+	}
+	s.inject[op][field] = value
 }
 
 // Violations returns the spec violations so far and forgets them.
@@ -231,6 +315,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(rec, fault.Status, map[string]any{"message": "injected fault"})
 	} else {
 		s.handle(rec, r, route.Operation.OperationID, params, body)
+		s.injectFields(rec, route.Operation.OperationID)
 	}
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.status, Header: rec.h,
 		Body: io.NopCloser(bytes.NewReader(rec.body.Bytes())), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
@@ -244,6 +329,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(rec.body.Bytes())
 }
 
+// injectFields adds the fields InjectResponseField set for op to a
+// successful JSON answer.
+func (s *Server) injectFields(rec *recorder, op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	extra := s.inject[op]
+	if extra == nil || rec.status != http.StatusOK || !strings.HasPrefix(rec.h.Get("Content-Type"), "application/json") {
+		return
+	}
+	var v map[string]any
+	if err := json.Unmarshal(rec.body.Bytes(), &v); err != nil {
+		return
+	}
+	for k, x := range extra {
+		v[k] = x
+	}
+	delete(s.inject, op)
+	rec.body.Reset()
+	_ = json.NewEncoder(&rec.body).Encode(v)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -255,6 +361,14 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, op string, param
 	defer s.mu.Unlock()
 	if op == "createDevbox" {
 		s.create(w, body)
+		if hold := s.hold; hold != nil {
+			s.mu.Unlock()
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			s.mu.Lock()
+		}
 		return
 	}
 	if op == "listDevboxes" {
@@ -280,12 +394,19 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, op string, param
 func (s *Server) create(w http.ResponseWriter, body []byte) {
 	var p map[string]any
 	_ = json.Unmarshal(body, &p)
-	if sid, _ := p["snapshot_id"].(string); sid != "" && s.snapshot(sid) == nil {
+	sid, _ := p["snapshot_id"].(string)
+	if sid != "" && s.snapshot(sid) == nil {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "snapshot " + sid + " not found"})
 		return
 	}
 	s.seq++
 	id := fmt.Sprintf("dbx_%04d", s.seq)
+	disk, err := s.newDisk(id, s.snapTars[sid])
+	if err != nil {
+		s.t.Errorf("%v", err)
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": err.Error()})
+		return
+	}
 	meta, _ := p["metadata"].(map[string]any)
 	if meta == nil {
 		meta = map[string]any{}
@@ -301,7 +422,7 @@ func (s *Server) create(w http.ResponseWriter, body []byte) {
 			view[k] = v
 		}
 	}
-	d := &devbox{view: view, execs: map[string]*execution{}}
+	d := &devbox{view: view, execs: map[string]*execution{}, disk: disk}
 	s.devboxes[id] = d
 	writeJSON(w, http.StatusOK, view)
 }
@@ -338,6 +459,32 @@ func (s *Server) stopAll(d *devbox) {
 	}
 }
 
+// awaitAll waits (a while) for d's commands to end after stopAll.
+func (s *Server) awaitAll(d *devbox) {
+	limit := time.After(10 * time.Second)
+	for _, e := range d.execs {
+		select {
+		case <-e.done:
+		case <-limit:
+			return
+		}
+	}
+}
+
+// shutdown ends d: its commands are killed and its disk removed; callers
+// hold s.mu.
+func (s *Server) shutdown(d *devbox) {
+	s.setStatus(d, "shutdown")
+	s.stopAll(d)
+	s.awaitAll(d)
+	if d.disk != "" {
+		if err := os.RemoveAll(d.disk); err != nil {
+			s.t.Errorf("runloopfake: removing the disk of %s: %v", d.view["id"], err)
+		}
+		d.disk = ""
+	}
+}
+
 func (s *Server) devboxOp(w http.ResponseWriter, op string, d *devbox, params map[string]string, body []byte, r *http.Request) {
 	st := d.view["status"].(string)
 	if st == "shutdown" && op != "getDevbox" && op != "shutdownDevbox" {
@@ -347,8 +494,9 @@ func (s *Server) devboxOp(w http.ResponseWriter, op string, d *devbox, params ma
 	switch op {
 	case "getDevbox":
 	case "shutdownDevbox":
-		s.setStatus(d, "shutdown")
-		s.stopAll(d)
+		if st != "shutdown" {
+			s.shutdown(d)
+		}
 	case "suspendDevbox":
 		s.setStatus(d, "suspended")
 		for _, e := range d.execs {
@@ -405,14 +553,15 @@ func (s *Server) running(w http.ResponseWriter, op string, d *devbox, params map
 		s.mu.Lock()
 		writeJSON(w, http.StatusOK, s.execView(d, params["execution_id"], e))
 	case "uploadFile":
-		s.upload(w, r, body)
+		s.upload(w, r, d, body)
 	case "downloadFile":
 		p, _ := p["path"].(string)
-		if err := s.confine(p); err != nil {
+		hp, err := s.hostPath(d, p)
+		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
 			return
 		}
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(hp)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
 			return
@@ -423,8 +572,16 @@ func (s *Server) running(w http.ResponseWriter, op string, d *devbox, params map
 		name, _ := p["name"].(string)
 		meta, _ := p["metadata"].(map[string]any)
 		s.seq++
-		snap := map[string]any{"id": fmt.Sprintf("snp_%04d", s.seq), "create_time_ms": time.Now().UnixMilli(), "metadata": meta, "source_devbox_id": d.view["id"], "name": name}
+		id := fmt.Sprintf("snp_%04d", s.seq)
+		file, err := s.snapshotTar(d, id)
+		if err != nil {
+			s.t.Errorf("%v", err)
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"message": err.Error()})
+			return
+		}
+		snap := map[string]any{"id": id, "create_time_ms": time.Now().UnixMilli(), "metadata": meta, "source_devbox_id": d.view["id"], "name": name}
 		s.snapshots = append(s.snapshots, snap)
+		s.snapTars[id] = file
 		writeJSON(w, http.StatusOK, snap)
 	}
 }
@@ -442,10 +599,9 @@ func (s *Server) execView(d *devbox, id string, e *execution) map[string]any {
 func (s *Server) execute(w http.ResponseWriter, d *devbox, command string) {
 	s.seq++
 	id := fmt.Sprintf("exe_%04d", s.seq)
-	cmd := exec.Command("/bin/sh", "-c", command)
-	cmd.Dir = s.Root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd := s.command(d, command)
 	e := &execution{cmd: cmd, done: make(chan struct{})}
+	cmd.Stderr = &e.stderr
 	if err := cmd.Start(); err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": err.Error()})
 		return
@@ -461,12 +617,15 @@ func (s *Server) execute(w http.ResponseWriter, d *devbox, command string) {
 				e.code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
 			}
 		}
+		if e.code == 125 && bytes.HasPrefix(e.stderr.Bytes(), []byte("runloopfake:")) {
+			s.t.Errorf("%s", bytes.TrimSpace(e.stderr.Bytes()))
+		}
 		close(e.done)
 	}()
 	writeJSON(w, http.StatusOK, s.execView(d, id, e))
 }
 
-func (s *Server) upload(w http.ResponseWriter, r *http.Request, body []byte) {
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, d *devbox, body []byte) {
 	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
@@ -477,8 +636,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "want one path and one file"})
 		return
 	}
-	p := form.Value["path"][0]
-	if err := s.confine(p); err != nil {
+	p, err := s.hostPath(d, form.Value["path"][0])
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
 		return
 	}
@@ -490,17 +649,6 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{})
-}
-
-// confine refuses a path outside Root and the command files.
-func (s *Server) confine(p string) error {
-	if strings.HasPrefix(p, "/tmp/agentctl-") && !strings.Contains(p[5:], "/") {
-		return nil
-	}
-	if p == s.Root || strings.HasPrefix(p, s.Root+"/") {
-		return nil
-	}
-	return fmt.Errorf("runloopfake: %s is outside the fake's root %s", p, s.Root)
 }
 
 func (s *Server) snapshot(id string) map[string]any {
@@ -517,6 +665,10 @@ func (s *Server) snapshotOp(w http.ResponseWriter, r *http.Request, op string, p
 		for i, sn := range s.snapshots {
 			if sn["id"] == params["id"] {
 				s.snapshots = append(s.snapshots[:i], s.snapshots[i+1:]...)
+				if err := os.Remove(s.snapTars[params["id"]]); err != nil {
+					s.t.Errorf("runloopfake: removing snapshot %s: %v", params["id"], err)
+				}
+				delete(s.snapTars, params["id"])
 				writeJSON(w, http.StatusOK, map[string]any{})
 				return
 			}
