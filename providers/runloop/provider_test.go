@@ -194,3 +194,21 @@ func TestDiskSnapshotRestoresTheDisk(t *testing.T) {
 		t.Fatalf("a shut-down devbox's disk survived")
 	}
 }
+
+// TestEnvironmentAndSecretsReachCommands: the sandbox's env and the
+// values of the Runloop secrets it names are in every command's
+// environment, put there by Runloop at create.
+func TestEnvironmentAndSecretsReachCommands(t *testing.T) {
+	f, p, spec := setup(t)
+	f.Secrets["MY_TOKEN"] = "s3cret"
+	spec.Settings.(*runloop.Settings).Secrets = map[string]string{"TOKEN": "MY_TOKEN"}
+	ctx := context.Background()
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Shell: `echo "$A $TOKEN"`})
+	if err != nil || string(res.Stdout) != "1 s3cret\n" {
+		t.Fatalf("exec = %q %v; want the env and the secret's value", res.Stdout, err)
+	}
+}

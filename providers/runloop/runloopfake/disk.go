@@ -54,7 +54,7 @@ func unshareArgs(probeDir string) ([]string, error) {
 func (s *Server) command(d *devbox, line string) *exec.Cmd {
 	args := append(append([]string(nil), s.unshare[1:]...), "--", "/bin/sh", "-c", mountScript, "sh", d.disk, s.Root, line)
 	cmd := exec.Command(s.unshare[0], args...)
-	cmd.Dir = "/"
+	cmd.Dir, cmd.Env = "/", d.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }

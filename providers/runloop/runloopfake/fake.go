@@ -59,7 +59,10 @@ type Server struct {
 	srv    *httptest.Server
 	APIKey string
 	// Root is where each devbox sees its own disk.
-	Root    string
+	Root string
+	// Secrets are the account's secrets by name: a devbox created with
+	// secrets {VAR = NAME} has NAME's value in $VAR.
+	Secrets map[string]string
 	router  routers.Router
 	disks   string
 	unshare []string
@@ -84,6 +87,9 @@ type devbox struct {
 	execs map[string]*execution
 	// disk is the devbox's disk on the host ("" once shut down).
 	disk string
+	// env is the environment of its commands: its
+	// environment_variables and its secrets' values.
+	env []string
 }
 
 type execution struct {
@@ -124,7 +130,7 @@ func New(t testing.TB) *Server {
 		t.Skipf("runloopfake gives each devbox a disk of its own in a mount namespace, which this host cannot make: %v", err)
 	}
 	s := &Server{t: t, APIKey: "rl_test_key_0123456789abcdef", Root: root, router: r, disks: disks, unshare: unshare,
-		devboxes: map[string]*devbox{}, snapTars: map[string]string{}, inject: map[string]map[string]any{}}
+		Secrets: map[string]string{}, devboxes: map[string]*devbox{}, snapTars: map[string]string{}, inject: map[string]map[string]any{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.srv.Close()
@@ -422,9 +428,27 @@ func (s *Server) create(w http.ResponseWriter, body []byte) {
 			view[k] = v
 		}
 	}
-	d := &devbox{view: view, execs: map[string]*execution{}, disk: disk}
+	d := &devbox{view: view, execs: map[string]*execution{}, disk: disk, env: s.environment(p)}
 	s.devboxes[id] = d
 	writeJSON(w, http.StatusOK, view)
+}
+
+// environment is the environment of a devbox created with p: its
+// environment_variables, and the values of the secrets it names; callers
+// hold s.mu.
+func (s *Server) environment(p map[string]any) []string {
+	env := os.Environ()
+	vars, _ := p["environment_variables"].(map[string]any)
+	for k, v := range vars {
+		env = append(env, k+"="+fmt.Sprint(v))
+	}
+	secrets, _ := p["secrets"].(map[string]any)
+	for k, name := range secrets {
+		if v, ok := s.Secrets[fmt.Sprint(name)]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
