@@ -303,3 +303,78 @@ func (p *runloopPipeline) restored(id, logBefore string) {
 		t.Errorf("output/log.txt after restore = %q; want the snapshot's %q (nothing re-run)", logAfter, logBefore)
 	}
 }
+
+const runloopCreateConfig = `
+provider "runloop" {}
+
+provider "scripted" {
+  script "one" {
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "echo done > out.txt" }
+      }
+    }
+    reply { text = "done" }
+  }
+}
+
+manifest "work" {
+  root = "{{ROOT}}/workspace"
+}
+
+sandbox "box" {
+  provider = provider.runloop
+  manifest = manifest.work
+}
+
+capability "shell" "default" {}
+
+agent "one" {
+  provider     = provider.scripted
+  instructions = "Do it."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.default]
+  max_turns    = 4
+}
+
+run "once" {
+  agent = agent.one
+  input = "Do it."
+}
+`
+
+// TestRunloopKilledMidCreate: an apply killed with SIGKILL after Runloop
+// made its devbox but before agentctl heard of it leaves a devbox the
+// state does not hold; the next apply finds it by its metadata and shuts
+// it down before creating its own, so nothing runs untracked, and
+// destroy then leaves nothing running.
+func TestRunloopKilledMidCreate(t *testing.T) {
+	p := newRunloopPipeline(t)
+	p.write(runloopCreateConfig)
+	release := p.fake.HoldCreates()
+	var out bytes.Buffer
+	apply, exited := p.start(&out, "apply", "-auto-approve")
+	waitFor(t, "Runloop created the devbox", exited, &out, func() bool { return len(p.fake.Live()) == 1 })
+	orphan := p.fake.Live()[0]
+	if err := apply.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	release()
+	if st := p.fake.Status(orphan); st != "running" {
+		t.Fatalf("the orphan is %q before the next apply; want running (left behind)", st)
+	}
+
+	p.run("apply", "-auto-approve")
+	live := p.fake.Live()
+	if st := p.fake.Status(orphan); st != "shutdown" || len(live) != 1 || live[0] == orphan || p.creates() != 2 {
+		t.Fatalf("after the next apply: orphan %s is %q, running %v, %d creates; want the orphan shut down and one new devbox", orphan, st, live, p.creates())
+	}
+	if got := p.file(live[0], "out.txt"); got != "done\n" {
+		t.Errorf("out.txt = %q", got)
+	}
+	p.run("destroy", "-auto-approve")
+	if live := p.fake.Live(); len(live) != 0 {
+		t.Errorf("devboxes still running after destroy: %v", live)
+	}
+}
