@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -170,5 +172,66 @@ func TestHostileToolOutputNeverReachesModel(t *testing.T) {
 	r := readState(t, e).Runs["run.r"]
 	if r.Status != RunGuardrailTripped || r.Guardrail == nil || r.Guardrail.Name != "no_secret" || r.Guardrail.On != "tool_output" {
 		t.Fatalf("run.r = %s, guardrail %+v", r.Status, r.Guardrail)
+	}
+}
+
+// fileText is the content of the first file named name under dir.
+func fileText(t *testing.T, dir, name string) string {
+	t.Helper()
+	var text string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == name && text == "" {
+			b, _ := os.ReadFile(p)
+			text = string(b)
+		}
+		return nil
+	})
+	return text
+}
+
+// TestToolOutputTripResumeDoesNotRerunTool: a run stopped by a
+// tool_output guardrail resumes (its configuration unchanged) to the
+// same trip from its journal: the tool does not run again (its side
+// effect happens once), the model is not asked again, and the withheld
+// output is never sent.
+func TestToolOutputTripResumeDoesNotRerunTool(t *testing.T) {
+	srv := fakeopenai.New(t)
+	srv.Enqueue(
+		fakeopenai.Calls(fakeopenai.FunctionCall("leak", "exec_command", `{"cmd":"echo SECRET-7f3a | tee -a runs.log"}`)),
+		fakeopenai.Text("done"),
+	)
+	e, dir := guardedEngine(t, srv)
+	want := `guardrail "no_secret" tripped on the output of a call of exec_command (agent "a"): tool output must not carry secrets`
+	if err := applyErr(t, e, PlanOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("apply: %v", err)
+	}
+	_, p := plan(t, e, PlanOptions{})
+	if c := p.Change("run.r"); c.Action != ActionResume {
+		t.Fatalf("plan: %s %q", c.Action, c.Reasons)
+	}
+	if err := applyErr(t, e, PlanOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("resume: %v", err)
+	}
+	if got := fileText(t, dir, "runs.log"); got != "SECRET-7f3a\n" {
+		t.Fatalf("runs.log = %q: the tool ran again on resume", got)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1", n)
+	}
+	if strings.Contains(string(srv.Requests()[0].Body), "SECRET-7f3a") {
+		t.Error("the withheld output was sent")
+	}
+	r := readState(t, e).Runs["run.r"]
+	if r.Status != RunGuardrailTripped || r.Guardrail == nil || r.Guardrail.Name != "no_secret" || r.Guardrail.Tool != "exec_command" {
+		t.Fatalf("run.r = %s, guardrail %+v", r.Status, r.Guardrail)
+	}
+	n := 0
+	for _, v := range guardVerdicts(t, e) {
+		if v.Name == "no_secret" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d no_secret verdicts, want 1 (the recorded one stands)", n)
 	}
 }
