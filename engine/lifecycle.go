@@ -95,3 +95,37 @@ func (x *runExec) postconditions() {
 		x.errText = diags.Error()
 	}
 }
+
+// sandboxPostconditions checks a sandbox's postconditions on what its
+// state records once it was created (self: status, id, urls). A failure
+// fails the sandbox's apply (its dependents are skipped) and the next
+// plan, which checks them again on the recorded sandbox, until the
+// condition or the sandbox (apply -replace) changes. The sandbox itself
+// stays, recorded, as Terraform keeps an object whose postcondition
+// failed.
+func (e *Engine) sandboxPostconditions(ss *state.Sandbox) error {
+	if ss == nil {
+		return nil
+	}
+	si := e.Config.SandboxInstances[ss.Address]
+	if si == nil || len(si.Postconditions) == 0 {
+		return nil
+	}
+	urls := map[string]cty.Value{}
+	for k, v := range ss.URLs {
+		urls[k] = cty.StringVal(v)
+	}
+	urlVal := cty.MapValEmpty(cty.String)
+	if len(urls) > 0 {
+		urlVal = cty.MapVal(urls)
+	}
+	self := cty.ObjectVal(map[string]cty.Value{
+		"status": cty.StringVal(ss.Status),
+		"id":     cty.StringVal(ss.Session.ID),
+		"urls":   urlVal,
+	})
+	if diags := e.Config.CheckSandboxPostconditions(si, self); diags.HasErrors() {
+		return fmt.Errorf("%w; the sandbox is kept: fix the condition, or apply -replace=%s to create it again", conditionsError(ss.Address, diags), ss.Address)
+	}
+	return nil
+}
