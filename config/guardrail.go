@@ -234,7 +234,7 @@ func (l *loader) guardCondition(a *hcl.Attribute, on string) GuardCondition {
 			ok = false
 		}
 	}
-	if !l.checkLiteralRegexps(a.Expr) || !ok {
+	if !l.checkFunctionNames(a.Expr) || !l.checkLiteralRegexps(a.Expr) || !ok {
 		return GuardCondition{}
 	}
 	c.vars = refObject(l.vars, "var", a.Expr.Variables())
@@ -260,6 +260,26 @@ func (l *loader) guardCondition(a *hcl.Attribute, on string) GuardCondition {
 		}
 	}
 	return c
+}
+
+// checkFunctionNames reports each call of a function the language does
+// not have. Evaluating over unknown values alone would miss a call on
+// the unknown side of || or && (HCL drops its diagnostics there), and at
+// run time such a call would decide nothing.
+func (l *loader) checkFunctionNames(expr hcl.Expression) bool {
+	ok := true
+	_ = hclsyntax.VisitAll(expr.(hclsyntax.Node), func(n hclsyntax.Node) hcl.Diagnostics {
+		call, isCall := n.(*hclsyntax.FunctionCallExpr)
+		if !isCall {
+			return nil
+		}
+		if _, known := l.funcs[call.Name]; !known {
+			l.errorf(call.NameRange, "Call to unknown function", "There is no function named %q.%s", call.Name, suggest(call.Name, slices.Sorted(maps.Keys(l.funcs))))
+			ok = false
+		}
+		return nil
+	})
+	return ok
 }
 
 // checkLiteralRegexps compiles the literal patterns of the regex,

@@ -171,6 +171,10 @@ guardrail "g" {
   on        = "output"
   condition = strcontains(guard.text, "x")
 }`, 3, "Call to unknown function", "strcontains"},
+		"unknown function behind an operator": {`guardrail "g" {
+  on        = "tool_input"
+  condition = guard.tool != "x" || (startswith(guard.text, "echo") && true)
+}`, 3, "Call to unknown function", "startswith"},
 		"not a bool": {`guardrail "g" {
   on        = "output"
   condition = "yes"

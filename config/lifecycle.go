@@ -34,6 +34,10 @@ var conditionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 // runSelfAttrs are the attributes of self in a run's postcondition.
 var runSelfAttrs = []string{"output", "usage", "status"}
 
+// sandboxSelfAttrs are the attributes of self in a sandbox's
+// postcondition.
+var sandboxSelfAttrs = []string{"status", "id", "urls"}
+
 // decodeLifecycle decodes the lifecycle blocks of a run or sandbox
 // (owner, for messages): one block at most, of precondition and
 // postcondition blocks.
@@ -111,9 +115,7 @@ func (l *loader) checkSandboxConditions(lc *Lifecycle, si *SandboxInstance, each
 	if lc == nil {
 		return
 	}
-	for _, c := range lc.Postconditions {
-		l.errorf(c.DeclRange, "Sandbox postcondition not supported yet", "A sandbox's lifecycle takes preconditions only for now; check what a run needs of the sandbox in the run's postcondition, or remove this block.")
-	}
+	l.checkSandboxPostconditions(lc, si, each)
 	sc := scope{each: each != nil, where: "a sandbox precondition"}
 	for _, c := range lc.Preconditions {
 		if !l.checkRefs(c.Condition, sc) || !l.checkRefs(c.ErrorMessage, sc) {
@@ -123,6 +125,60 @@ func (l *loader) checkSandboxConditions(lc *Lifecycle, si *SandboxInstance, each
 			l.diags = append(l.diags, d)
 		}
 	}
+}
+
+// checkSandboxPostconditions checks the references of a sandbox's
+// postconditions (var, local, each, and self with status, id and urls)
+// and keeps them on si.
+func (l *loader) checkSandboxPostconditions(lc *Lifecycle, si *SandboxInstance, each *eachVal) {
+	sc := scope{each: each != nil, where: "a sandbox postcondition"}
+	for _, c := range lc.Postconditions {
+		ok := true
+		for _, expr := range []hcl.Expression{c.Condition, c.ErrorMessage} {
+			for _, tr := range expr.Variables() {
+				if tr.RootName() != "self" {
+					ok = l.checkTraversal(tr, sc) && ok
+					continue
+				}
+				name, nrng, good := stepName(tr, 1)
+				if !good || !oneOf(name, sandboxSelfAttrs...) {
+					l.errorf(hcl.RangeBetween(tr.SourceRange(), nrng), "Invalid attribute of self", "In a sandbox's postcondition self has %s.%s", quoteList(sandboxSelfAttrs), suggest(name, sandboxSelfAttrs))
+					ok = false
+				}
+			}
+			if !ok {
+				continue
+			}
+			ctx := l.ctx(expr, each, nil)
+			ctx.Variables["self"] = cty.DynamicVal
+			_, diags := expr.Value(ctx)
+			l.diags = append(l.diags, diags...)
+		}
+		if ok {
+			si.Postconditions = append(si.Postconditions, c)
+		}
+	}
+	si.each = each
+}
+
+// CheckSandboxPostconditions evaluates a sandbox's postconditions with
+// self its attributes (status, id, urls): a located diagnostic for each
+// that failed or could not be decided.
+func (c *Config) CheckSandboxPostconditions(si *SandboxInstance, self cty.Value) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, cond := range si.Postconditions {
+		ctx := buildCtx(c.funcs, c.varsObj, c.localsObj, si.each, nil)
+		ctx.Variables["self"] = self
+		d := evalCondition(cond, ctx, ctx, si.Addr)
+		if d == errUnknownCondition {
+			rng := cond.Condition.Range()
+			d = &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Postcondition not known", Subject: &rng, Detail: si.Addr + ": the postcondition's value is not known once the sandbox was created"}
+		}
+		if d != nil {
+			diags = append(diags, d)
+		}
+	}
+	return diags
 }
 
 // CheckRunConditions evaluates the preconditions (kind "precondition") or

@@ -96,15 +96,24 @@ func TestLifecycleDiagnostics(t *testing.T) {
     }
   }
 }`, 5, "Invalid condition result", "must be true or false"},
-		"sandbox postcondition": {`sandbox "s" {
+		"sandbox postcondition self attribute": {`sandbox "s" {
   provider = provider.local
   lifecycle {
     postcondition {
-      condition     = true
+      condition     = self.output != ""
       error_message = "no"
     }
   }
-}`, 4, "Sandbox postcondition not supported yet", "preconditions only"},
+}`, 5, "Invalid attribute of self", `self has "status", "id", "urls".`},
+		"sandbox postcondition reference": {`sandbox "s" {
+  provider = provider.local
+  lifecycle {
+    postcondition {
+      condition     = run.r.output != ""
+      error_message = "no"
+    }
+  }
+}`, 5, "Invalid reference", "in a sandbox postcondition"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, diags := load(t, map[string]string{"main.hcl": lifecycleBase + tc.block}, Options{})

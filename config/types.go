@@ -171,8 +171,12 @@ type SandboxInstance struct {
 	// Settings are the provider type's own sandbox arguments as its
 	// decoder returned them, already checked (for example
 	// *docker.SandboxSettings); they become sandbox.Spec.Settings.
-	Settings  any
-	DeclRange hcl.Range
+	Settings any
+	// Postconditions are checked on the sandbox once created
+	// (CheckSandboxPostconditions), with self its attributes.
+	Postconditions []*Condition
+	each           *eachVal
+	DeclRange      hcl.Range
 }
 
 type Resources struct {

@@ -440,7 +440,13 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		}
 		return err
 	}
-	return a.recordURLs(ctx, addr, sb)
+	if err := a.recordURLs(ctx, addr, sb); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	ss := a.st.Sandboxes[addr]
+	a.mu.Unlock()
+	return a.e.sandboxPostconditions(ss)
 }
 
 // restoreFailed records why a restore did not finish in the state (the
@@ -566,6 +572,23 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
 // restore did not finish. A restore that fails fails the caller: nothing
 // runs on a workspace that is not the snapshot's.
 func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandbox, error) {
+	sb, err := a.startSandbox(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	// A sandbox kept after its postcondition failed is checked again
+	// whenever a run needs it: nothing runs on it until it passes.
+	a.mu.Lock()
+	ss := a.st.Sandboxes[addr]
+	a.mu.Unlock()
+	if err := a.e.sandboxPostconditions(ss); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// startSandbox is ensureRunning without the postconditions.
+func (a *applier) startSandbox(ctx context.Context, addr string) (sandbox.Sandbox, error) {
 	defer a.lockSandbox(addr)()
 	a.mu.Lock()
 	ss := a.st.Sandboxes[addr]

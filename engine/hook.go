@@ -11,6 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/sandbox"
@@ -37,6 +43,8 @@ type hookRunner struct {
 	run   string // the run's address, in the event
 	scrub *sandbox.Scrubber
 	warn  func(msg string)
+	// tracer starts a span per hook run.
+	tracer trace.Tracer
 }
 
 // hookPayload is the JSON a hook reads: the event and the run's address.
@@ -65,7 +73,7 @@ func (h *hookRunner) runEvent(ctx context.Context, ev agentloop.HookEvent, statu
 	payload = scrubJSON(h.scrub, payload)
 	var failed []string
 	for _, hk := range hooks {
-		stderr, err := runHook(ctx, h.cfg.Dir, hk, payload)
+		stderr, err := h.traced(ctx, hk, ev.Event, payload)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -93,6 +101,50 @@ func (h *hookRunner) runEvent(ctx context.Context, ev agentloop.HookEvent, statu
 	return res, nil
 }
 
+// Span attributes of a hook's span.
+var (
+	attrHookEvent  = attribute.Key("agentctl.hook.event")
+	attrHookResult = attribute.Key("agentctl.hook.result")
+)
+
+// traced runs one hook in a span "hook EVENT" that says how it ended:
+// agentctl.hook.result (ok, failed, timed_out, not_started) and the
+// command's exit code when it exited. Its command line and what it wrote
+// stay out of the trace.
+func (h *hookRunner) traced(ctx context.Context, hk *config.Hook, event string, payload []byte) (string, error) {
+	tr := h.tracer
+	if tr == nil {
+		tr = noop.Tracer{}
+	}
+	ctx, span := tr.Start(ctx, "hook "+event, trace.WithAttributes(attrHookEvent.String(event)))
+	stderr, err := runHook(ctx, h.cfg.Dir, hk, payload)
+	if span.IsRecording() {
+		result := "ok"
+		var exit *exec.ExitError
+		switch {
+		case errors.Is(err, errHookTimedOut):
+			result = "timed_out"
+		case errors.As(err, &exit):
+			result = "failed"
+			span.SetAttributes(semconv.ProcessExitCode(exit.ExitCode()))
+		case err != nil:
+			result = "not_started"
+		default:
+			span.SetAttributes(semconv.ProcessExitCode(0))
+		}
+		span.SetAttributes(attrHookResult.String(result))
+		if err != nil {
+			span.SetStatus(codes.Error, "hook "+result)
+			span.SetAttributes(semconv.ErrorTypeKey.String("hook_failed"))
+		}
+	}
+	span.End()
+	return stderr, err
+}
+
+// errHookTimedOut is a hook killed at its timeout.
+var errHookTimedOut = errors.New("timed out")
+
 // runHook runs one hook with payload on its standard input and returns
 // its standard error; the error says how it failed.
 func runHook(ctx context.Context, dir string, hk *config.Hook, payload []byte) (string, error) {
@@ -108,7 +160,7 @@ func runHook(ctx context.Context, dir string, hk *config.Hook, payload []byte) (
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return stderr.String(), fmt.Errorf("timed out after %s and was killed", hk.Timeout)
+		return stderr.String(), fmt.Errorf("%w after %s and was killed", errHookTimedOut, hk.Timeout)
 	}
 	return stderr.String(), err
 }
@@ -149,7 +201,7 @@ func (x *runExec) runEndHooks(ctx context.Context, h *hookRunner) {
 
 // hooks is the run's hook runner; its warnings are apply events.
 func (x *runExec) hooks() *hookRunner {
-	return &hookRunner{cfg: x.e.Config, ri: x.ri, run: x.addr, scrub: x.scrub, warn: func(msg string) {
+	return &hookRunner{cfg: x.e.Config, ri: x.ri, run: x.addr, scrub: x.scrub, tracer: x.e.tracer(), warn: func(msg string) {
 		x.e.emit(Event{Type: EventApplyProgress, Address: x.addr, Message: "Warning: " + msg})
 	}}
 }

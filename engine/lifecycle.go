@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -94,4 +96,79 @@ func (x *runExec) postconditions() {
 		x.status, x.runErr = RunFailed, diags
 		x.errText = diags.Error()
 	}
+}
+
+// sandboxPostconditions checks a sandbox's postconditions on what its
+// state records once it was created (self: status, id, urls). A failure
+// fails the sandbox's apply (its dependents are skipped) and the next
+// plan, which checks them again on the recorded sandbox, until the
+// condition or the sandbox (apply -replace) changes. The sandbox itself
+// stays, recorded, as Terraform keeps an object whose postcondition
+// failed.
+func (e *Engine) sandboxPostconditions(ss *state.Sandbox) error {
+	if ss == nil {
+		return nil
+	}
+	si := e.Config.SandboxInstances[ss.Address]
+	if si == nil || len(si.Postconditions) == 0 {
+		return nil
+	}
+	urls := map[string]cty.Value{}
+	for k, v := range ss.URLs {
+		urls[k] = cty.StringVal(v)
+	}
+	urlVal := cty.MapValEmpty(cty.String)
+	if len(urls) > 0 {
+		urlVal = cty.MapVal(urls)
+	}
+	self := cty.ObjectVal(map[string]cty.Value{
+		"status": cty.StringVal(ss.Status),
+		"id":     cty.StringVal(ss.Session.ID),
+		"urls":   urlVal,
+	})
+	if diags := e.Config.CheckSandboxPostconditions(si, self); diags.HasErrors() {
+		return fmt.Errorf("%w; the sandbox is kept: fix the condition, or apply -replace=%s to create it again", conditionsError(ss.Address, diags), ss.Address)
+	}
+	return nil
+}
+
+// conditionPlanAttributes shows in a run's plan its conditions
+// ("precondition.0" = the condition's source) and the hooks of the run
+// and of the agents it may reach ("hook.EVENT" = the command, with the
+// agent it is on). Neither is part of the run's digest: they are shown
+// so that a reviewer sees what an apply will check and run.
+func conditionPlanAttributes(cfg *config.Config, ri *config.RunInstance, attrs map[string]string) {
+	if lc := ri.Lifecycle; lc != nil {
+		for i, c := range lc.Preconditions {
+			attrs[fmt.Sprintf("precondition.%d", i)] = exprSource(cfg, c.Condition)
+		}
+		for i, c := range lc.Postconditions {
+			attrs[fmt.Sprintf("postcondition.%d", i)] = exprSource(cfg, c.Condition)
+		}
+	}
+	hooks := map[string][]string{}
+	add := func(owner string, hs []*config.Hook) {
+		for _, h := range hs {
+			b, _ := json.Marshal(h.Command)
+			hooks[h.Event] = append(hooks[h.Event], fmt.Sprintf("%s %s (timeout %s)", owner, b, h.Timeout))
+		}
+	}
+	add("run", ri.Hooks)
+	for _, a := range cfg.AgentClosure(ri.Agent) {
+		if ag := cfg.Agents[a]; ag != nil {
+			add("agent."+a, ag.Hooks)
+		}
+	}
+	for ev, list := range hooks {
+		attrs["hook."+ev] = strings.Join(list, "; ")
+	}
+}
+
+// exprSource is expr as written in the configuration.
+func exprSource(cfg *config.Config, expr hcl.Expression) string {
+	rng := expr.Range()
+	if f := cfg.Files[rng.Filename]; f != nil {
+		return strings.TrimSpace(string(rng.SliceBytes(f.Bytes)))
+	}
+	return fmt.Sprintf("(%s:%d)", rng.Filename, rng.Start.Line)
 }

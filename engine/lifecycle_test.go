@@ -125,3 +125,61 @@ func TestPostconditionFailsRunAndSkipsDependent(t *testing.T) {
 		t.Fatalf("run.use = %+v", r)
 	}
 }
+
+// sandboxConditionSrc is a local sandbox with a postcondition COND and a
+// run in it.
+const sandboxConditionSrc = `
+provider "scripted" {
+  script "a" {
+    reply { text = "done" }
+  }
+}
+provider "local" { isolation = "none" }
+sandbox "s" {
+  provider = provider.local
+  lifecycle {
+    postcondition {
+      condition     = COND
+      error_message = "the sandbox is not ready: ${self.status}"
+    }
+  }
+}
+agent "a" {
+  provider = provider.scripted
+  sandbox  = sandbox.s
+}
+run "r" {
+  agent = agent.a
+  input = "go"
+}
+`
+
+// TestSandboxPostcondition: a sandbox whose postcondition fails on its
+// attributes once created fails its apply at the condition, and its
+// dependent run does not run; the sandbox is kept, and the next apply
+// checks it again before the run uses it. Once the condition holds the
+// run runs.
+func TestSandboxPostcondition(t *testing.T) {
+	bad := strings.Replace(sandboxConditionSrc, "COND", `self.status == "running" && length(self.urls) > 0`, 1)
+	e, dir := newTestEngine(t, bad)
+	for attempt := 1; attempt <= 2; attempt++ {
+		err := applyErr(t, e, PlanOptions{})
+		if err == nil || !strings.Contains(err.Error(), "Postcondition failed") || !strings.Contains(err.Error(), "sandbox.s: the sandbox is not ready: running") || !strings.Contains(err.Error(), "main.hcl:12,") {
+			t.Fatalf("apply %d: %v", attempt, err)
+		}
+		st := readState(t, e)
+		if r := st.Runs["run.r"]; r != nil && r.Status == RunCompleted {
+			t.Fatalf("apply %d: run.r ran on a sandbox whose postcondition failed", attempt)
+		}
+		if ss := st.Sandboxes["sandbox.s"]; ss == nil || ss.Session.ID == "" {
+			t.Fatalf("apply %d: the sandbox was not kept: %+v", attempt, ss)
+		}
+	}
+	e = reloaded(t, e, dir, strings.Replace(sandboxConditionSrc, "COND", `self.status == "running" && self.id != "" && length(self.urls) == 0`, 1))
+	if err := applyErr(t, e, PlanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := readState(t, e).Runs["run.r"]; r.Status != RunCompleted {
+		t.Fatalf("run.r = %s", r.Status)
+	}
+}

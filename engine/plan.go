@@ -430,6 +430,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	e.mcpPlanAttributes(ri, c.Attributes)
 	budgetAttributes(cfg, ri, c.Attributes)
 	guardrailPlanAttributes(cfg, ri, c.Attributes)
+	conditionPlanAttributes(cfg, ri, c.Attributes)
 	return c, nil
 }
 

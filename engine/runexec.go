@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -130,6 +131,10 @@ type runExec struct {
 	runErr  error
 	status  string
 	errText string
+	// answered are the model_fallback models that answered a model
+	// call of this attempt (its steps are checkpointed concurrently).
+	answeredMu sync.Mutex
+	answered   map[string]bool
 }
 
 // newRunExec starts carrying out the run change c.
@@ -309,6 +314,38 @@ func (x *runExec) recordStart(ctx context.Context) error {
 	return a.update(func(st *state.State) { st.Runs[x.addr] = r }, state.RunRef(x.addr))
 }
 
+// noteAnswered notes the fallback model that answered step s, if any.
+func (x *runExec) noteAnswered(s agentloop.Step) {
+	if s.Kind != agentloop.StepModel || s.Response == nil || s.Response.Model == "" {
+		return
+	}
+	x.answeredMu.Lock()
+	defer x.answeredMu.Unlock()
+	if x.answered == nil {
+		x.answered = map[string]bool{}
+	}
+	x.answered[s.Response.Model] = true
+}
+
+// answeredModels is models (the run's agents' own) with the fallback
+// models that answered a call of the run, in this attempt or the ones it
+// resumes, sorted.
+func (x *runExec) answeredModels(models []string) []string {
+	for _, s := range x.history {
+		x.noteAnswered(s)
+	}
+	x.answeredMu.Lock()
+	defer x.answeredMu.Unlock()
+	out := slices.Clone(models)
+	for m := range x.answered {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // runningRecord is the state's record of the run as it starts: running,
 // with the turns, usage and spending of the steps it resumes from.
 func (x *runExec) runningRecord(ctx context.Context) *state.Run {
@@ -381,7 +418,10 @@ func (x *runExec) runner(events *runEvents) *agentloop.Runner {
 		Prior:     x.in.prior, // continue = run.X (continue.go)
 		// Journals and events hold nothing sensitive: model text and tool
 		// calls are scrubbed as they are recorded.
-		Checkpoint: func(_ context.Context, s agentloop.Step) error { return x.journal.Append(scrubStep(scrub, s)) },
+		Checkpoint: func(_ context.Context, s agentloop.Step) error {
+			x.noteAnswered(s)
+			return x.journal.Append(scrubStep(scrub, s))
+		},
 		Events:     events.Event,
 		Decisions:  decisions(x.prev, x.resume),
 		Redact:     func(args string) string { return scrubJSONString(scrub, args) },
@@ -456,6 +496,7 @@ func (x *runExec) finishRecord() error {
 		if x.status == RunCompleted {
 			r.Provenance.CompletedAt = time.Now().UTC()
 		}
+		r.Provenance.Models = x.answeredModels(r.Provenance.Models)
 		recordPending(r, x.runErr, x.scrub)
 	}, state.RunRef(x.addr)); err != nil {
 		return err

@@ -260,7 +260,7 @@ func (s *Session) RunTurn(ctx context.Context, t Turn) (res *agentloop.Result, l
 		Decisions: decisions(&state.Run{Approvals: t.Approvals}, t.Resume),
 		Redact:    func(args string) string { return scrubJSONString(s.scrub, args) },
 		Ask:       s.asker(t.Ask),
-		Hook: (&hookRunner{cfg: e.Config, run: s.key, scrub: s.scrub, warn: func(msg string) {
+		Hook: (&hookRunner{cfg: e.Config, run: s.key, scrub: s.scrub, tracer: e.tracer(), warn: func(msg string) {
 			e.emit(Event{Type: EventApplyProgress, Message: "Warning: " + msg})
 		}}).runHooks,
 	}

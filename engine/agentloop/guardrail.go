@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentctl/agentctl/model"
 )
 
 // What a guardrail checks (Guardrail.On).
@@ -123,6 +125,44 @@ func (st *runState) guardrailsFor(a *Agent, on string) []Guardrail {
 
 func verdictKey(path string, v GuardrailVerdict) string {
 	return path + "\x00" + v.Name + "\x00" + v.On + "\x00" + v.CallID
+}
+
+// recordVerdict notes a verdict of a resumed run's history: a pass is
+// not checked again; a tool_output trip withholds its call's output for
+// good (withheldOutput).
+func (st *runState) recordVerdict(s Step) {
+	if s.Kind != StepGuardrail || s.Guardrail == nil {
+		return
+	}
+	v := *s.Guardrail
+	switch {
+	case !v.Tripped:
+		st.passed[verdictKey(s.Path, v)] = true
+	case v.On == GuardToolOutput && v.CallID != "":
+		if st.withheld == nil {
+			st.withheld = map[string]GuardrailVerdict{}
+		}
+		st.withheld[withheldKey(s.Path, v.CallID)] = v
+	}
+}
+
+func withheldKey(path, callID string) string { return path + "\x00" + callID }
+
+// withheldOutput stops a resumed run again at a call whose output a
+// tool_output guardrail withheld in an earlier attempt. That output was
+// never recorded, so answering the call would mean running the tool
+// again (its side effects twice) only to check an output the guardrail
+// already refused: the recorded trip stands instead. Changing the
+// guardrail or the run re-runs the run from its start.
+func (f *frame) withheldOutput(a *Agent, c model.Item) error {
+	f.st.mu.Lock()
+	v, ok := f.st.withheld[withheldKey(f.path, c.CallID)]
+	f.st.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	f.st.emit(Event{Type: EventGuardrail, Path: f.path, Agent: a.Name, Name: v.Name, CallID: c.CallID, Text: v.Message, IsError: true})
+	return &GuardrailTrippedError{Verdict: v, Agent: a.Name, Tool: c.Name}
 }
 
 // passedBefore reports a verdict checkpointed as passed by an earlier

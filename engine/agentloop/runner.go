@@ -174,9 +174,7 @@ func Replay(steps []Step) (turns int, usage model.Usage) {
 func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (*Result, error) {
 	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, callIDs: map[string]bool{}, passed: map[string]bool{}, started: time.Now()}
 	for _, s := range history {
-		if s.Kind == StepGuardrail && s.Guardrail != nil && !s.Guardrail.Tripped {
-			st.passed[verdictKey(s.Path, *s.Guardrail)] = true
-		}
+		st.recordVerdict(s)
 		st.byPath[s.Path] = append(st.byPath[s.Path], s)
 		if s.Kind == StepModel && s.Response != nil {
 			for _, c := range s.Response.FunctionCalls() {
@@ -225,6 +223,9 @@ type runState struct {
 	// passed are the guardrail verdicts checkpointed as passed
 	// (verdictKey): a resumed run does not check them again.
 	passed map[string]bool
+	// withheld are the tool_output trips the history records, by
+	// withheldKey: their calls do not run again (guardrail.go).
+	withheld map[string]GuardrailVerdict
 	// spent is what the run spent so far; baseElapsed is the running
 	// time its earlier attempts recorded, started when this one began.
 	spent       Spending
@@ -680,6 +681,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 		}
 		if _, done := f.outputs[c.CallID]; done {
 			continue
+		}
+		if err := f.withheldOutput(a, c); err != nil {
+			return err
 		}
 		canon, err := tools.CanonicalArguments(c.Arguments)
 		switch {

@@ -137,7 +137,24 @@ type TurnError struct {
 }
 
 func (e *TurnError) Error() string {
+	if t, ok := agentloop.IsGuardrailTripped(e.Err); ok {
+		return fmt.Sprintf("%s: guardrail %q stopped the turn on %s (agent %q): %s; the turn was dropped (the conversation is as it was before it)",
+			e.Session, t.Verdict.Name, tripWhat(t), t.Agent, t.Verdict.Message)
+	}
 	return fmt.Sprintf("%s: the turn failed and was dropped (the conversation is as it was before it): %v", e.Session, e.Err)
+}
+
+// tripWhat says what a tripped guardrail checked, in a chat turn's words.
+func tripWhat(t *agentloop.GuardrailTrippedError) string {
+	switch t.Verdict.On {
+	case agentloop.GuardInput:
+		return "its input"
+	case agentloop.GuardOutput:
+		return "its answer"
+	case agentloop.GuardToolInput:
+		return "the arguments of a call of " + t.Tool
+	}
+	return "the output of a call of " + t.Tool
 }
 
 func (e *TurnError) Unwrap() error { return e.Err }

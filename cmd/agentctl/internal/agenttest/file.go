@@ -47,7 +47,19 @@ type Run struct {
 	Variables map[string]config.Value
 	Overrides map[string]config.ProviderOverride
 	Asserts   []*Assert
-	DeclRange hcl.Range
+	// ExpectFailures are the runs (run.NAME, every instance) whose
+	// failure the apply is expected to end with, as Terraform's
+	// expect_failures: the test goes on to its assertions, and fails
+	// when one of them did not fail.
+	ExpectFailures []ExpectedFailure
+	DeclRange      hcl.Range
+}
+
+// ExpectedFailure is one entry of expect_failures: a run's name and where
+// it is written.
+type ExpectedFailure struct {
+	Run   string
+	Range hcl.Range
 }
 
 // Assert is one assert block.
@@ -64,7 +76,7 @@ var (
 		{Type: "run", LabelNames: []string{"name"}},
 	}}
 	runSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "command"}},
+		Attributes: []hcl.AttributeSchema{{Name: "command"}, {Name: "expect_failures"}},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "variables"},
 			{Type: "override_provider", LabelNames: []string{"provider"}},
@@ -168,6 +180,12 @@ func decodeRun(b *hcl.Block) (*Run, hcl.Diagnostics) {
 			diags = append(diags, errorAt(a.Expr.Range(), "Invalid command", "command must be apply or plan."))
 		}
 	}
+	if a, ok := content.Attributes["expect_failures"]; ok {
+		r.ExpectFailures = decodeExpectFailures(a, &diags)
+		if r.Command != CommandApply {
+			diags = append(diags, errorAt(a.Expr.Range(), "Invalid expect_failures", "expect_failures checks the runs an apply fails; this run has command = plan."))
+		}
+	}
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "variables":
@@ -190,6 +208,27 @@ func decodeRun(b *hcl.Block) (*Run, hcl.Diagnostics) {
 		}
 	}
 	return r, diags
+}
+
+// decodeExpectFailures reads expect_failures: a list of run.NAME
+// references.
+func decodeExpectFailures(a *hcl.Attribute, diags *hcl.Diagnostics) []ExpectedFailure {
+	exprs, ds := hcl.ExprList(a.Expr)
+	if ds.HasErrors() {
+		*diags = append(*diags, errorAt(a.Expr.Range(), "Invalid expect_failures", "expect_failures is a list of runs: expect_failures = [run.NAME]."))
+		return nil
+	}
+	var out []ExpectedFailure
+	for _, x := range exprs {
+		tr, ds := hcl.AbsTraversalForExpr(x)
+		if ds.HasErrors() || len(tr) != 2 || tr.RootName() != "run" {
+			*diags = append(*diags, errorAt(x.Range(), "Invalid expect_failures entry", "Each entry is a run of the configuration, as run.NAME (every instance of it)."))
+			continue
+		}
+		name := tr[1].(hcl.TraverseAttr).Name
+		out = append(out, ExpectedFailure{Run: name, Range: x.Range()})
+	}
+	return out
 }
 
 // decodeVariables reads a variables block: literal values (they may use

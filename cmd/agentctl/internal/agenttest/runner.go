@@ -7,6 +7,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"go.opentelemetry.io/otel/trace"
@@ -256,21 +258,39 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir
 	if err != nil {
 		return e, StatusError, asDiags(err)
 	}
+	var out hcl.Diagnostics
+	status := StatusPass
 	if r.Command == CommandApply {
+		if ds := unknownExpected(cfg, r); ds.HasErrors() {
+			return e, StatusError, ds
+		}
+		var applyErr error
 		if p.HasChanges() {
-			if err := e.Apply(ctx, st, p); err != nil {
-				return e, StatusError, asDiags(fmt.Errorf("run %q: apply failed: %w", r.Name, err))
-			}
+			applyErr = e.Apply(ctx, st, p)
 		} else if e.RefreshOutputs(st) {
 			if err := dir.Write(st); err != nil {
 				return e, StatusError, errDiags(err)
 			}
 		}
+		if applyErr != nil && len(r.ExpectFailures) == 0 {
+			return e, StatusError, asDiags(fmt.Errorf("run %q: apply failed: %w", r.Name, applyErr))
+		}
+		if len(r.ExpectFailures) > 0 {
+			if st, err = dir.Read(); err != nil {
+				return e, StatusError, errDiags(err)
+			}
+			unexpected, missed := checkFailures(r, st)
+			if applyErr != nil && unexpected != "" {
+				return e, StatusError, asDiags(fmt.Errorf("run %q: apply failed (%s is not in expect_failures): %w", r.Name, unexpected, applyErr))
+			}
+			if len(missed) > 0 {
+				status = StatusFail
+				out = append(out, missed...)
+			}
+		}
 	}
 	ev := newEvaluator(ctx, e, st, p, r.Command)
 	defer ev.close()
-	var out hcl.Diagnostics
-	status := StatusPass
 	for _, a := range r.Asserts {
 		ds := ev.check(a)
 		if ds.HasErrors() {
@@ -279,6 +299,50 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir
 		out = append(out, ds...)
 	}
 	return e, status, out
+}
+
+// failedStatuses are the statuses of a run that failed.
+var failedStatuses = []string{engine.RunFailed, engine.RunGuardrailTripped}
+
+// unknownExpected reports expect_failures entries naming no run of cfg.
+func unknownExpected(cfg *config.Config, r *Run) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, x := range r.ExpectFailures {
+		if _, ok := cfg.Runs[x.Run]; !ok {
+			diags = append(diags, errorAt(x.Range, "Unknown run in expect_failures", fmt.Sprintf("The configuration has no run %q.", x.Run)))
+		}
+	}
+	return diags
+}
+
+// checkFailures compares the runs that failed in st with r's
+// expect_failures: unexpected is the address of a failed run not listed
+// (""), missed a diagnostic per listed run none of whose instances
+// failed.
+func checkFailures(r *Run, st *state.State) (unexpected string, missed hcl.Diagnostics) {
+	failed := map[string]string{} // run name -> status of a failed instance
+	for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
+		rs := st.Runs[addr]
+		if !slices.Contains(failedStatuses, rs.Status) {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(addr, "run."), "[")
+		failed[name] = rs.Status
+		if !slices.ContainsFunc(r.ExpectFailures, func(x ExpectedFailure) bool { return x.Run == name }) && unexpected == "" {
+			unexpected = addr
+		}
+	}
+	for _, x := range r.ExpectFailures {
+		if _, ok := failed[x.Run]; ok {
+			continue
+		}
+		status := "not run"
+		if rs := st.Runs["run."+x.Run]; rs != nil {
+			status = rs.Status
+		}
+		missed = append(missed, errorAt(x.Range, "Expected failure did not happen", fmt.Sprintf("run.%s was expected to fail (expect_failures), but it is %s.", x.Run, status)))
+	}
+	return unexpected, missed
 }
 
 // asDiags returns err's diagnostics when it carries them.
