@@ -689,9 +689,11 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 }
 
 // Link is a symlink member: Name is relative to the extraction directory,
-// Target is the link's target as archived.
+// Target is the link's target as archived, ModTime its modification time
+// (to the second).
 type Link struct {
 	Name, Target string
+	ModTime      time.Time
 }
 
 // SanitizeTarDeferLinks is SanitizeTar for extractors that refuse a
@@ -774,7 +776,7 @@ func sanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 			links[m.name] = true
 			if deferLinks && !strings.HasPrefix(hdr.Linkname, "/") && !symlinkStaysInside(m.name, hdr.Linkname) {
 				deferredAt[m.name] = len(deferred)
-				deferred = append(deferred, Link{Name: m.name, Target: hdr.Linkname})
+				deferred = append(deferred, Link{Name: m.name, Target: hdr.Linkname, ModTime: hdr.ModTime.Truncate(time.Second)})
 				continue
 			}
 			out.Typeflag, out.Linkname, out.Mode = tar.TypeSymlink, hdr.Linkname, 0o777

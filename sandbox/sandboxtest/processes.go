@@ -132,7 +132,9 @@ func checkAttached(t *testing.T, ps sandbox.ProcessStarter) {
 // checkTerminalOutput: on a terminal, stderr comes with stdout, and the
 // terminal has the size asked for.
 func checkTerminalOutput(t *testing.T, ps sandbox.ProcessStarter) {
-	p, err := ps.StartProcess(ctx(t), sandbox.ProcessRequest{Shell: "echo to-err >&2; echo to-out; stty size", TTY: true, Rows: 33, Cols: 101})
+	// The size is read after a moment: Docker daemons before API 1.42
+	// size an exec's terminal only once it runs.
+	p, err := ps.StartProcess(ctx(t), sandbox.ProcessRequest{Shell: "echo to-err >&2; echo to-out; sleep 1; stty size", TTY: true, Rows: 33, Cols: 101})
 	if err != nil {
 		t.Fatalf("StartProcess on a terminal: %v", err)
 	}

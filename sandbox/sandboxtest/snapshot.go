@@ -193,8 +193,13 @@ func diffTars(a, b tarMembers) []string {
 			out = append(out, fmt.Sprintf("restore added %s (%v)", name, b.byName[name]))
 		}
 	}
-	if len(out) == 0 && strings.Join(a.order, "\n") != strings.Join(b.order, "\n") {
-		out = append(out, "the snapshot of the restored sandbox lists its members in another order")
+	if len(out) == 0 {
+		for i := range min(len(a.order), len(b.order)) {
+			if a.order[i] != b.order[i] {
+				out = append(out, fmt.Sprintf("the snapshot of the restored sandbox lists its members in another order: member %d is %s, was %s", i, b.order[i], a.order[i]))
+				break
+			}
+		}
 	}
 	return out
 }
