@@ -97,31 +97,39 @@ func (c *cluster) newSandbox(t testing.TB, spec sandbox.Spec) *Sandbox {
 // carrying agentctl's label for lineage.
 func (c *cluster) labelled(t testing.TB, lineage string) []string {
 	t.Helper()
-	ctx := context.Background()
+	out, err := c.leftovers(context.Background(), lineage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// leftovers is labelled with the error returned.
+func (c *cluster) leftovers(ctx context.Context, lineage string) ([]string, error) {
 	opts := metav1.ListOptions{LabelSelector: sandbox.LabelLineage + "=" + lineage}
 	var out []string
 	pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, opts)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, o := range pods.Items {
 		out = append(out, "pod/"+o.Name)
 	}
 	pvcs, err := c.cs.CoreV1().PersistentVolumeClaims(c.ns).List(ctx, opts)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, o := range pvcs.Items {
 		out = append(out, "pvc/"+o.Name)
 	}
 	svcs, err := c.cs.CoreV1().Services(c.ns).List(ctx, opts)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, o := range svcs.Items {
 		out = append(out, "service/"+o.Name)
 	}
-	return out
+	return out, nil
 }
 
 func tarOf(t testing.TB, members ...*tar.Header) *bytes.Buffer {
