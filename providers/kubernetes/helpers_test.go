@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -132,34 +130,6 @@ func (c *cluster) leftovers(ctx context.Context, lineage string) ([]string, erro
 	return out, nil
 }
 
-func tarOf(t testing.TB, members ...*tar.Header) *bytes.Buffer {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, h := range members {
-		if h.Typeflag == tar.TypeReg && h.Size == 0 && h.Linkname != "" {
-			// Linkname doubles as content for regular files in tests.
-			data := h.Linkname
-			h.Linkname = ""
-			h.Size = int64(len(data))
-			if err := tw.WriteHeader(h); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tw.Write([]byte(data)); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &buf
-}
-
 func execOK(t testing.TB, sb sandbox.Sandbox, shell string) string {
 	t.Helper()
 	res, err := sb.Exec(context.Background(), sandbox.ExecRequest{Shell: shell})
@@ -177,15 +147,6 @@ func mustContain(t testing.TB, what, out string, wants ...string) {
 	for _, w := range wants {
 		if !strings.Contains(out, w) {
 			t.Fatalf("%s: missing %q in:\n%s", what, w, out)
-		}
-	}
-}
-
-func mustNotContain(t testing.TB, what, out string, nots ...string) {
-	t.Helper()
-	for _, n := range nots {
-		if strings.Contains(out, n) {
-			t.Fatalf("%s: unexpected %q in:\n%s", what, n, out)
 		}
 	}
 }

@@ -136,3 +136,34 @@ func (s *suite) testDelete(t *testing.T) {
 		})
 	}
 }
+
+// testLeftovers: a sandbox whose creation was never recorded (agentctl
+// was killed during Create) is removed by the next Create of the same
+// lineage and address, so nothing is left untracked; sandboxes of
+// another address or lineage are left alone.
+func (s *suite) testLeftovers(t *testing.T) {
+	spec := s.spec(t, sandbox.Spec{})
+	other, foreign := spec, spec
+	other.Address = `sandbox.other["` + randHex(3) + `"]`
+	foreign.Lineage += "-other"
+	var made []sandbox.Sandbox
+	for _, sp := range []sandbox.Spec{spec, other, foreign, spec} {
+		sb, err := s.f.Provider.Create(ctx(t), sp)
+		if err != nil {
+			t.Fatalf("Create of %s (lineage %s): %v", sp.Address, sp.Lineage, err)
+		}
+		t.Cleanup(func() { sb.Delete(context.Background()) })
+		made = append(made, sb)
+	}
+	if st, err := made[0].Refresh(ctx(t)); st != sandbox.StatusMissing && !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the sandbox an interrupted create left is still there after the next Create of its address: %q (%s)", st, describe(err))
+	}
+	for i, what := range []string{"", "another address's sandbox", "another lineage's sandbox", "the new sandbox"} {
+		if i == 0 {
+			continue
+		}
+		if st, err := made[i].Refresh(ctx(t)); err != nil || st != sandbox.StatusRunning {
+			t.Errorf("Create removed %s, which was no leftover of it: %q (%s)", what, st, describe(err))
+		}
+	}
+}

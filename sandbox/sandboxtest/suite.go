@@ -89,6 +89,7 @@ func TestSandbox(t *testing.T, f Factory) {
 	t.Run("stop-start", s.testStopStart)
 	t.Run("snapshot-restore", s.testSnapshot)
 	t.Run("delete", s.testDelete)
+	t.Run("leftovers", s.testLeftovers)
 	t.Run("errors", s.testErrors)
 }
 

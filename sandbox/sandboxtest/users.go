@@ -74,6 +74,20 @@ func CheckProcessUser(t testing.TB, sb sandbox.Sandbox, user, script string, tty
 	}
 }
 
+// CheckNamed expects a command run as alice (Accounts) to see the
+// accounts by name, as the sandbox's own passwd and group files have
+// them, with the workspace root, root, as its working directory: what
+// providers whose images hold the accounts show (sandboxes of the
+// Daytona fake have ids without names).
+func CheckNamed(t testing.TB, sb sandbox.Sandbox, root string) {
+	t.Helper()
+	res := ExecAs(t, sb, "alice", "id; pwd", 0)
+	want := "uid=2001(alice) gid=2001(alice) groups=2001(alice),3000(dev)\n" + root + "\n"
+	if string(res.Stdout) != want || res.ExitCode != 0 {
+		t.Errorf("id as alice = %q (exit %d, %s), want %q", res.Stdout, res.ExitCode, res.Stderr, want)
+	}
+}
+
 // CheckUnknownUser expects a command as a user the manifest does not
 // declare to be refused with an UnknownUserError, never run as another.
 func CheckUnknownUser(t testing.TB, sb sandbox.Sandbox) {
