@@ -71,9 +71,10 @@ const (
 )
 
 // TestSandbox holds a sandbox provider to the contract of the sandbox
-// package (DESIGN §18), the way testing/fstest.TestFS holds an fs.FS:
-// every behaviour is a subtest, and a failure names the behaviour that
-// broke. It creates its own sandboxes through f and deletes them.
+// package, the way testing/fstest.TestFS holds an fs.FS: every behaviour
+// is a subtest, and a failure names the behaviour that broke
+// (docs/sandbox.md, "The contract's conformance suite"). It creates its
+// own sandboxes through f and deletes them.
 func TestSandbox(t *testing.T, f Factory) {
 	t.Helper()
 	if f.Provider == nil || f.Spec == nil {

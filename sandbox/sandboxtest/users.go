@@ -1,6 +1,7 @@
-// Package sandboxtest holds checks of the sandbox contract that the
-// providers' tests share, so that each provider is held to the same
-// behaviour.
+// Package sandboxtest is the sandbox contract's conformance suite
+// (TestSandbox), which every provider's tests run, and the checks of it
+// that providers' own tests share, so that each provider is held to the
+// same behaviour. Used by tests only.
 package sandboxtest
 
 import (
