@@ -354,7 +354,7 @@ func checkSpecialFiles(t *testing.T, sb sandbox.Sandbox) {
 func checkSparse(t *testing.T, sb sandbox.Sandbox) {
 	c := ctx(t)
 	const size = 64 << 20
-	err := sb.CopyIn(c, "files/sparse", sparseTar(t, "big", size))
+	err := sb.CopyIn(c, "files/sparse", SparseTar(t, "big", size))
 	if errors.Is(err, hostfs.ErrUnsafeArchive) && strings.Contains(err.Error(), "sparse") {
 		// Extractors that would write the holes out as zeros refuse
 		// sparse members (docs/sandbox.md, "Safe extraction").
@@ -362,7 +362,7 @@ func checkSparse(t *testing.T, sb sandbox.Sandbox) {
 	} else {
 		checkSparseFile(t, sb, err, size)
 	}
-	if err := sb.CopyIn(c, "files/sparse/huge", sparseTar(t, "huge", 2<<40)); !errors.Is(err, hostfs.ErrUnsafeArchive) {
+	if err := sb.CopyIn(c, "files/sparse/huge", SparseTar(t, "huge", 2<<40)); !errors.Is(err, hostfs.ErrUnsafeArchive) {
 		t.Errorf("CopyIn of a member expanding to 2 TiB = %s, want ErrUnsafeArchive", describe(err))
 	}
 }

@@ -1,11 +1,9 @@
 package sandboxtest
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/testfiles"
@@ -94,18 +92,9 @@ func bareRepo(t *testing.T) string {
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
 	testfiles.WriteTree(t, src, map[string]string{"README.md": "lib from git\n", "lib/code.txt": "code\n"})
-	git := func(dir string, args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	git(src, "init", "-q", "-b", "main")
-	git(src, "add", ".")
-	git(src, "commit", "-q", "-m", "init")
-	git(base, "clone", "-q", "--bare", src, "lib.git")
+	testfiles.Git(t, src, "init", "-q", "-b", "main")
+	testfiles.Git(t, src, "add", ".")
+	testfiles.Git(t, src, "commit", "-q", "-m", "init")
+	testfiles.Git(t, base, "clone", "-q", "--bare", src, "lib.git")
 	return filepath.Join(base, "lib.git")
 }

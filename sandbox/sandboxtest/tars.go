@@ -34,11 +34,11 @@ func tarOf(t testing.TB, members ...*tar.Header) *bytes.Buffer {
 	return &buf
 }
 
-// sparseTar is a PAX (GNU 1.0) sparse archive of a few KB whose single
+// SparseTar is a PAX (GNU 1.0) sparse archive of a few KB whose single
 // member, name, expands to size bytes: zeros, and an "x" at the end.
 // Go's tar writer cannot write sparse files, so the extended header is
 // made by hand.
-func sparseTar(t testing.TB, name string, size int64) *bytes.Buffer {
+func SparseTar(t testing.TB, name string, size int64) *bytes.Buffer {
 	t.Helper()
 	rec := func(k, v string) string {
 		s := " " + k + "=" + v + "\n"
