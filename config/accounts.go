@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sync"
@@ -201,11 +202,11 @@ func (l *loader) checkRunAs() {
 				addr, user, agent.Name, via, sbAddr, where, suggest(user, declared), user)
 		}
 	}
-	for _, name := range sortedKeys(c.Agents) {
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
 		a := c.Agents[name]
 		check(a, a.Sandbox, "")
 	}
-	for _, addr := range sortedKeys(c.RunInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(c.RunInstances)) {
 		ri := c.RunInstances[addr]
 		for _, name := range c.AgentClosure(ri.Agent) {
 			if a := c.Agents[name]; a != nil {

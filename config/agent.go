@@ -16,17 +16,19 @@ var agentSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "model"}, {Name: "provider"}, {Name: "instructions"}, {Name: "sandbox"},
 		{Name: "capabilities"}, {Name: "handoffs"}, {Name: "output_schema"}, {Name: "max_turns"},
-		{Name: "mcp_servers"},
+		{Name: "mcp_servers"}, {Name: "model_fallback"}, {Name: "guardrails"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}, {Type: "budget"}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "tool", LabelNames: []string{"name"}}, {Type: "settings"}, {Type: "budget"}, {Type: "handoff"},
+		{Type: "hook", LabelNames: []string{"event"}},
+	},
 }
 
 var toolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "agent", Required: true}, {Name: "description"}, {Name: "needs_approval"}}}
 
-var agentSettingsSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "reasoning_effort"}, {Name: "reasoning_summary"}, {Name: "verbosity"}, {Name: "temperature"},
-	{Name: "top_p"}, {Name: "max_output_tokens"}, {Name: "parallel_tool_calls"}, {Name: "tool_choice"},
-}}
+// toolTypeSchema picks out a tool block's type: set, the block is a
+// hosted tool decoded by the agent's model provider (hosted.go).
+var toolTypeSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "type"}}}
 
 func (l *loader) decodeAgent(b *hcl.Block) {
 	name := b.Labels[0]
@@ -103,6 +105,7 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 	if a, ok := attrs["mcp_servers"]; ok {
 		l.decodeMCPServerRefs(ag, a)
 	}
+	ag.Guardrails = l.guardrailRefs(attrs["guardrails"])
 	if a, ok := attrs["handoffs"]; ok {
 		exprs, diags := hcl.ExprList(a.Expr)
 		l.diags = append(l.diags, diags...)
@@ -127,6 +130,9 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 			}
 			ag.OutputSchema = js
 		}
+	}
+	if v, r, ok := val("model_fallback", "model_fallback"); ok {
+		l.decodeModelFallback(ag, v, r)
 	}
 	if v, r, ok := val("max_turns", "max_turns"); ok {
 		if n, ok := l.toInt(v, r, "max_turns"); ok {
@@ -154,6 +160,12 @@ func (l *loader) decodeAgent(b *hcl.Block) {
 				continue
 			}
 			ag.Budget = l.decodeBudget(tb, "agent", nil)
+		case "handoff":
+			l.decodeHandoff(ag, tb)
+		case "hook":
+			if h := l.decodeHook(tb, "agent", sc, nil); h != nil {
+				ag.Hooks = append(ag.Hooks, h)
+			}
 		}
 	}
 }
@@ -170,7 +182,18 @@ func (l *loader) decodeAgentTool(ag *Agent, tb *hcl.Block) {
 			return
 		}
 	}
-	tc, diags := tb.Body.Content(toolSchema)
+	for _, t := range ag.HostedTools {
+		if t.Name == tname {
+			l.errorf(tb.LabelRanges[0], "Duplicate tool", "Agent %q already has a tool named %q at %s.", ag.Name, tname, rangeString(t.DeclRange))
+			return
+		}
+	}
+	typed, rest, diags := tb.Body.PartialContent(toolTypeSchema)
+	l.diags = append(l.diags, diags...)
+	if a, ok := typed.Attributes["type"]; ok && l.declareHostedTool(ag, tname, a, rest, tb.DefRange) {
+		return
+	}
+	tc, diags := rest.Content(toolSchema)
 	l.diags = append(l.diags, diags...)
 	if diags.HasErrors() {
 		return
@@ -187,48 +210,4 @@ func (l *loader) decodeAgentTool(ag *Agent, tb *hcl.Block) {
 	}
 	t.NeedsApproval = l.approvalPolicy(tc.Attributes["needs_approval"])
 	ag.Tools = append(ag.Tools, t)
-}
-
-func (l *loader) decodeAgentSettings(ag *Agent, b *hcl.Block) {
-	content, diags := b.Body.Content(agentSettingsSchema)
-	l.diags = append(l.diags, diags...)
-	s := &ag.Settings
-	for name, a := range content.Attributes {
-		v, ok := l.eval(a.Expr, scope{where: "agent settings"}, nil, nil)
-		if !ok || !l.noSensitive(v, a.Expr.Range(), "An agent setting") {
-			continue
-		}
-		r := a.Expr.Range()
-		enum := func(allowed ...string) string {
-			str, ok := l.toString(v, r, name)
-			if ok && !oneOf(str, allowed...) {
-				l.errorf(r, "Invalid "+name, "%s must be one of %s, not %q.%s", name, quoteList(allowed), str, suggest(str, allowed))
-			}
-			return str
-		}
-		switch name {
-		case "reasoning_effort":
-			s.ReasoningEffort = enum("none", "minimal", "low", "medium", "high", "xhigh")
-		case "reasoning_summary":
-			s.ReasoningSummary = enum("auto", "concise", "detailed")
-		case "verbosity":
-			s.Verbosity = enum("low", "medium", "high")
-		case "tool_choice":
-			s.ToolChoice, _ = l.toString(v, r, name)
-		case "temperature", "top_p":
-			if f, ok := l.toFloat(v, r, name); ok && !v.IsNull() {
-				if name == "temperature" {
-					s.Temperature = &f
-				} else {
-					s.TopP = &f
-				}
-			}
-		case "max_output_tokens":
-			s.MaxOutputTokens, _ = l.toInt64(v, r, name)
-		case "parallel_tool_calls":
-			if bv, ok := l.toBool(v, r, name); ok && !v.IsNull() {
-				s.ParallelToolCalls = &bv
-			}
-		}
-	}
 }

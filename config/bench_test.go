@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/providers/builtin"
 )
 
 // largeConfig generates a configuration with the given numbers of
@@ -89,7 +91,7 @@ func BenchmarkValidateLarge(b *testing.B) {
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	for b.Loop() {
-		c, diags := Load(dir, Options{})
+		c, diags := Load(dir, Options{Registry: builtin.Registry()})
 		if diags.HasErrors() {
 			b.Fatal(diags.Error())
 		}
@@ -106,7 +108,7 @@ func TestLargeConfigValid(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(largeConfig(50, 50, 10)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, diags := Load(dir, Options{})
+	c, diags := Load(dir, Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}

@@ -2,8 +2,8 @@ package config
 
 // Bounds on what a configuration can make agentctl do before anything
 // runs: a hostile or broken file gets a located diagnostic in bounded time
-// and memory, never a crash or a hang (DESIGN §10). docs/language.md
-// lists the limits.
+// and memory, never a crash or a hang. docs/language.md ("Limits") lists
+// the limits.
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ import (
 	ctyyaml "github.com/zclconf/go-cty-yaml"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/agentctl/agentctl/internal/filekind"
 )
@@ -365,7 +365,7 @@ func boundedBcryptFunc() function.Function {
 
 // boundedYAMLDecodeFunc is go-cty-yaml's yamldecode() refusing documents
 // whose aliases expand out of proportion (a "billion laughs" document),
-// checked first with gopkg.in/yaml.v3, which bounds alias expansion.
+// checked first with go.yaml.in/yaml/v3, which bounds alias expansion.
 func boundedYAMLDecodeFunc() function.Function {
 	inner := ctyyaml.YAMLDecodeFunc
 	return function.New(&function.Spec{

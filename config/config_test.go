@@ -2,16 +2,20 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/providers/daytona"
 	"github.com/agentctl/agentctl/providers/docker"
 	"github.com/agentctl/agentctl/providers/openai"
@@ -30,6 +34,9 @@ func load(t *testing.T, files map[string]string, opts Options) (*Config, hcl.Dia
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if opts.Registry == nil {
+		opts.Registry = builtin.Registry()
 	}
 	return Load(dir, opts)
 }
@@ -118,7 +125,7 @@ output "token" {
 func TestLoadPipeline(t *testing.T) {
 	c := mustLoad(t, map[string]string{"main.hcl": pipeline}, Options{Environ: []string{"COMPAT_KEY=sk-compat-123"}})
 
-	if got := sortedKeys(c.RunInstances); !cmp.Equal(got, []string{`run.first`, `run.second["a"]`, `run.second["b"]`}) {
+	if got := slices.Sorted(maps.Keys(c.RunInstances)); !cmp.Equal(got, []string{`run.first`, `run.second["a"]`, `run.second["b"]`}) {
 		t.Errorf("run instances = %v", got)
 	}
 	ri := c.RunInstances[`run.second["a"]`]
@@ -196,6 +203,52 @@ func TestEvalRunInputAndOutputs(t *testing.T) {
 	}
 }
 
+// TestEvalExpr evaluates expressions as agentctl console does: run
+// outputs and sandbox URLs from the runtime values, unknown when absent,
+// sensitive values marked.
+func TestEvalExpr(t *testing.T) {
+	c := mustLoad(t, map[string]string{"main.hcl": pipeline}, Options{})
+	rv := RuntimeValues{
+		RunOutputs:  map[string]cty.Value{"run.first": cty.StringVal("F")},
+		SandboxURLs: map[string]map[string]string{"sandbox.box": {"8080": "http://127.0.0.1:32768"}},
+	}
+	eval := func(src string, rv RuntimeValues) cty.Value {
+		t.Helper()
+		expr, diags := hclsyntax.ParseExpression([]byte(src), "<stdin>", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Fatal(diags.Error())
+		}
+		v, diags := c.EvalExpr(expr, rv)
+		if diags.HasErrors() {
+			t.Fatalf("%s: %s", src, diags.Error())
+		}
+		return v
+	}
+	for src, want := range map[string]string{
+		`upper(var.topic)`:                   "PRICING",
+		`run.first.output`:                   "F",
+		`sandbox.box.urls["8080"]`:           "http://127.0.0.1:32768",
+		`"${run.first.output}/${var.topic}"`: "F/pricing",
+	} {
+		if v := eval(src, rv); !v.IsKnown() || v.AsString() != want {
+			t.Errorf("%s = %#v, want %q", src, v, want)
+		}
+	}
+	if v := eval(`run.first.output`, RuntimeValues{}); v.IsKnown() {
+		t.Errorf("run.first.output with no runs = %#v, want unknown", v)
+	}
+	if v := eval(`run.second["a"].output`, rv); v.IsKnown() {
+		t.Errorf(`run.second["a"].output not run = %#v, want unknown`, v)
+	}
+	if v := eval(`var.token`, rv); !v.IsMarked() {
+		t.Errorf("var.token = %#v, want a sensitive value", v)
+	}
+	expr, _ := hclsyntax.ParseExpression([]byte(`var.topik`), "<stdin>", hcl.InitialPos)
+	if _, diags := c.EvalExpr(expr, rv); !diags.HasErrors() || !strings.Contains(diags.Error(), `"topik"`) {
+		t.Errorf("var.topik: diags = %v", diags)
+	}
+}
+
 func TestVariablePrecedence(t *testing.T) {
 	files := map[string]string{
 		"main.hcl":          `variable "v" { default = "default" }` + "\n" + `output "v" { value = var.v }`,
@@ -211,6 +264,7 @@ func TestVariablePrecedence(t *testing.T) {
 	}
 	get := func(opts Options) string {
 		t.Helper()
+		opts.Registry = builtin.Registry()
 		c, diags := Load(dir, opts)
 		if diags.HasErrors() {
 			t.Fatal(diags.Error())
@@ -407,7 +461,7 @@ func TestSingleFileConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "other.hcl"), []byte(`agent "a" { model = "n" }`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, diags := Load(p, Options{})
+	c, diags := Load(p, Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
@@ -586,5 +640,18 @@ agent "a" {
 				t.Errorf("diagnostic %q: %q at %v, want %q saying %q at the attribute", d.Summary, d.Detail, d.Subject, tc.summary, tc.detail)
 			}
 		})
+	}
+}
+
+// Load takes its provider types from the caller only: without a registry
+// it says what is missing instead of falling back to the shipped types.
+func TestLoadNeedsARegistry(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`provider "local" {}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, diags := Load(dir, Options{})
+	if c != nil || !diags.HasErrors() || !strings.Contains(diags.Error(), "Options.Registry") || !strings.Contains(diags.Error(), "builtin.Registry()") {
+		t.Fatalf("Load without a registry: config %v, diagnostics %v; want an error naming Options.Registry", c, diags)
 	}
 }

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
@@ -14,7 +17,7 @@ import (
 // works in the sandbox the continued run's agent used.
 func (l *loader) resolveContinues() {
 	runs := cty.NilVal
-	for _, addr := range sortedKeys(l.cfg.RunInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(l.cfg.RunInstances)) {
 		ri := l.cfg.RunInstances[addr]
 		if ri.continueAttr == nil {
 			continue
@@ -47,7 +50,7 @@ func (l *loader) resolveContinues() {
 		}
 		ri.Sandbox = up.AgentSandbox(ua)
 	}
-	for _, addr := range sortedKeys(l.cfg.RunInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(l.cfg.RunInstances)) {
 		inherit(addr, map[string]bool{})
 	}
 }
@@ -131,13 +134,13 @@ func (l *loader) runAddrValue() cty.Value {
 // checkScriptRuns verifies that every model provider script scoped to a
 // run names a declared run block.
 func (l *loader) checkScriptRuns() {
-	for _, name := range sortedKeys(l.cfg.Providers) {
+	for _, name := range slices.Sorted(maps.Keys(l.cfg.Providers)) {
 		refs, ok := l.cfg.Providers[name].Settings.(registry.RunRefs)
 		if !ok {
 			continue
 		}
 		runs := refs.ScriptRuns()
-		for _, run := range sortedKeys(runs) {
+		for _, run := range slices.Sorted(maps.Keys(runs)) {
 			if !l.declared("run", run) {
 				l.errorf(runs[run], "Script for undeclared run",
 					"The %s provider has a script scoped to run %q, but there is no run block with that name.%s", name, run, suggest(run, l.declaredNames("run")))

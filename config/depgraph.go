@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentctl/agentctl/addrs"
@@ -29,7 +31,7 @@ func (c *Config) AgentClosure(name string) []string {
 		}
 	}
 	visit(name)
-	return sortedKeys(seen)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // AgentSandbox returns the sandbox instance address agent a uses in run
@@ -90,7 +92,7 @@ func newSandboxReach(c *Config) *sandboxReach {
 			r.mem[id] = append(r.mem[id], name)
 		}
 	}
-	for _, name := range sortedKeys(c.Agents) {
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
 		if _, ok := r.comp[name]; !ok {
 			r.comp[name] = len(r.mem)
 			r.mem = append(r.mem, []string{name})
@@ -182,7 +184,7 @@ func (r *sandboxReach) forRun(ri *RunInstance) []string {
 			set[sb] = true
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // DependencyGraph returns the graph of sandbox and run instances: a run

@@ -9,13 +9,13 @@
 // outputs (output.go); variables and locals are in variables.go, for_each
 // in foreach.go, and the evaluation helpers in eval.go.
 //
-// Provider types are not known here: Options.Registry (the built-in types
-// by default) lists them, and each type decodes its provider block and
-// its sandboxes' own arguments into typed settings. The loader hands the
-// type a body whose expressions it has already evaluated (boundBody), so
-// variables, locals, each and functions work in them, sensitive values
-// are refused or recorded for scrubbing, and diagnostics keep their
-// ranges.
+// Provider types are not known here: the caller's Options.Registry
+// (providers/builtin.Registry() for the shipped types) lists them, and
+// each type decodes its provider block and its sandboxes' own arguments
+// into typed settings. The loader hands the type a body whose
+// expressions it has already evaluated (boundBody), so variables,
+// locals, each and functions work in them, sensitive values are refused
+// or recorded for scrubbing, and diagnostics keep their ranges.
 //
 // Values known only during apply (run outputs, sandbox URLs) are
 // evaluated late, by EvalRunInput and EvalOutputs.

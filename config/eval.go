@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"math/big"
-	"sort"
 	"strings"
 	"time"
 
@@ -432,15 +431,6 @@ func instanceAddr(kind, name, key string, hasForEach bool) string {
 		a.Key = addrs.StringKey(key)
 	}
 	return a.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func oneOf(s string, allowed ...string) bool {

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentctl/agentctl/config/diagfmt"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/agentctl/agentctl/config/diagfmt"
+	"github.com/agentctl/agentctl/providers/builtin"
 )
 
 // FuzzLoad loads arbitrary bytes as a configuration file and renders its
@@ -27,7 +29,7 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, diags := Load(dir, Options{Environ: []string{"AGENTCTL_VAR_x=1", "HOME=/nonexistent"}})
+		c, diags := Load(dir, Options{Registry: builtin.Registry(), Environ: []string{"AGENTCTL_VAR_x=1", "HOME=/nonexistent"}})
 		if c == nil {
 			t.Fatal("Load returned a nil config for an existing file")
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 
-	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/providers/registry"
 )
 
@@ -29,8 +28,8 @@ type Options struct {
 	// env() read from here, never from the process.
 	Environ []string
 	// Registry holds the provider types provider blocks may use and
-	// decodes their settings; nil means the built-in types
-	// (builtin.Registry).
+	// decodes their settings: providers/builtin.Registry() for the types
+	// agentctl ships, or a registry of a test's own. Load refuses nil.
 	Registry *registry.Registry
 	// Values set variables after every other source (agentctl test's
 	// variables blocks), each converted to its variable's type.
@@ -80,6 +79,7 @@ type loader struct {
 	agentBlocks    []*hcl.Block
 	runBlocks      []*hcl.Block
 	mcpBlocks      []*hcl.Block
+	guardBlocks    []*hcl.Block
 
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
@@ -97,6 +97,12 @@ type loader struct {
 	// mcpRefs are where each agent refers to each MCP server, by
 	// "AGENT SERVER".
 	mcpRefs map[string]hcl.Range
+
+	// hostedBlocks are the tool blocks with a type, decoded by the
+	// agent's model provider once every agent is known; settingRanges are
+	// the values of each agent's model settings, by agent and setting.
+	hostedBlocks  []hostedBlock
+	settingRanges map[string]map[string]hcl.Range
 
 	// scriptRefs are the agent names used by scripted provider scripts.
 	scriptRefs []nameRef
@@ -122,6 +128,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "run", LabelNames: []string{"name"}},
 		{Type: "mcp_server", LabelNames: []string{"name"}},
+		{Type: "guardrail", LabelNames: []string{"name"}},
 	},
 }
 
@@ -130,6 +137,13 @@ var rootSchema = &hcl.BodySchema{
 // The returned Config is nil only when nothing could be parsed; it may be
 // incomplete when diagnostics contain errors.
 func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
+	if opts.Registry == nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No provider registry",
+			Detail:   "config.Load needs Options.Registry, the provider types the configuration may use: providers/builtin.Registry() for the types agentctl ships.",
+		}}
+	}
 	l := &loader{
 		cfg: &Config{
 			Path:             path,
@@ -144,21 +158,20 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			Agents:           map[string]*Agent{},
 			Runs:             map[string]*Run{},
 			MCPServers:       map[string]*MCPServer{},
+			Guardrails:       map[string]*Guardrail{},
 			SandboxInstances: map[string]*SandboxInstance{},
 			RunInstances:     map[string]*RunInstance{},
 			Settings:         Settings{Parallelism: 10},
 		},
-		opts:       opts,
-		reg:        opts.Registry,
-		col:        &sensitiveCollector{},
-		localAttrs: map[string]*hcl.Attribute{},
-		names:      map[string]map[string]hcl.Range{},
-		dependsOn:  map[string][]hcl.Traversal{},
-		capRefs:    map[string]hcl.Range{},
-		mcpRefs:    map[string]hcl.Range{},
-	}
-	if l.reg == nil {
-		l.reg = builtin.Registry()
+		opts:          opts,
+		reg:           opts.Registry,
+		col:           &sensitiveCollector{},
+		localAttrs:    map[string]*hcl.Attribute{},
+		names:         map[string]map[string]hcl.Range{},
+		dependsOn:     map[string][]hcl.Traversal{},
+		capRefs:       map[string]hcl.Range{},
+		mcpRefs:       map[string]hcl.Range{},
+		settingRanges: map[string]map[string]hcl.Range{},
 	}
 	l.cfg.registry = l.reg
 	files, err := configFiles(path)
@@ -301,6 +314,10 @@ func (l *loader) structure(body hcl.Body) {
 			if l.declareBlock(b, "mcp_server", b.Labels[0]) {
 				l.mcpBlocks = append(l.mcpBlocks, b)
 			}
+		case "guardrail":
+			if l.declareBlock(b, "guardrail", b.Labels[0]) {
+				l.guardBlocks = append(l.guardBlocks, b)
+			}
 		}
 	}
 }
@@ -424,6 +441,11 @@ func (l *loader) decodeAll() {
 	for _, b := range l.agentBlocks {
 		l.decodeAgent(b)
 	}
+	for _, b := range l.guardBlocks {
+		l.decodeGuardrail(b)
+	}
+	l.checkGuardrails()
+	l.checkModelFeatures()
 	l.applyOverrides()
 	l.checkMCPToolNames()
 	l.checkMemory()

@@ -27,6 +27,10 @@ var manifestSchema = &hcl.BodySchema{
 		{Type: "env", LabelNames: []string{"name"}},
 		{Type: "user", LabelNames: []string{"name"}},
 		{Type: "group", LabelNames: []string{"name"}},
+		{Type: "s3", LabelNames: []string{"path"}},
+		{Type: "r2", LabelNames: []string{"path"}},
+		{Type: "s3_files", LabelNames: []string{"path"}},
+		{Type: "gcs", LabelNames: []string{"path"}},
 	},
 }
 
@@ -103,6 +107,9 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 	var accounts []*hcl.Block
 	for _, eb := range content.Blocks {
 		schema := entrySchemas[eb.Type]
+		if mountKinds[eb.Type] {
+			schema = mountSchemas[eb.Type]
+		}
 		ec, diags := eb.Body.Content(schema)
 		l.diags = append(l.diags, diags...)
 		if diags.HasErrors() {
@@ -126,6 +133,12 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 			continue
 		}
 		paths[p] = eb.DefRange
+		if mountKinds[eb.Type] {
+			if mt, ok := l.decodeMount(eb, ec, p); ok {
+				m.Mounts = append(m.Mounts, mt)
+			}
+			continue
+		}
 		e := ManifestEntry{Kind: eb.Type, Path: p, DeclRange: eb.DefRange}
 		what := fmt.Sprintf("The %s %q", eb.Type, p)
 		str := func(name string) (string, bool) {
@@ -189,6 +202,7 @@ func (l *loader) decodeManifest(b *hcl.Block) {
 			m.Entries = append(m.Entries, e)
 		}
 	}
+	l.checkMountPaths(m)
 	l.decodeAccounts(m, accounts)
 }
 

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/agentctl/agentctl/model"
@@ -119,7 +121,7 @@ func (l *loader) decodeMCPServer(b *hcl.Block) {
 	}
 	s.NeedsApproval = l.perToolApprovalPolicy(attrs["needs_approval"])
 	if per := s.NeedsApproval.PerTool(); per != nil && s.AllowedTools != nil {
-		for _, t := range sortedKeys(per) {
+		for _, t := range slices.Sorted(maps.Keys(per)) {
 			if !oneOf(t, s.AllowedTools...) {
 				l.errorf(s.NeedsApproval.Range, "Approval for a tool that is not allowed",
 					"needs_approval names %q, which allowed_tools does not list.%s", t, suggest(t, s.AllowedTools))
@@ -189,7 +191,7 @@ func (l *loader) decodeMCPServerRefs(ag *Agent, a *hcl.Attribute) {
 // agent's other tools, and between the lists the servers report, are
 // found by plan, which lists each server's tools.
 func (l *loader) checkMCPToolNames() {
-	for _, name := range sortedKeys(l.cfg.Agents) {
+	for _, name := range slices.Sorted(maps.Keys(l.cfg.Agents)) {
 		ag := l.cfg.Agents[name]
 		owner := map[string]string{}
 		for _, sn := range ag.MCPServers {

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/agentctl/agentctl/addrs"
@@ -109,7 +112,7 @@ func (l *loader) decodeMemory(c *Capability, b *hcl.Block) {
 // agent with a memory capability: the agent reads memory with the shell
 // and repairs it with apply_patch.
 func (l *loader) checkMemory() {
-	for _, name := range sortedKeys(l.cfg.Agents) {
+	for _, name := range slices.Sorted(maps.Keys(l.cfg.Agents)) {
 		ag := l.cfg.Agents[name]
 		var memRef string
 		has := map[string]bool{}

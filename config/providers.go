@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
-	"github.com/agentctl/agentctl/addrs"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/providers/registry"
 )
 
@@ -58,7 +60,7 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 	}
 	if refs, ok := settings.(registry.ScriptRefs); ok {
 		agents := refs.ScriptAgents()
-		for _, name := range sortedKeys(agents) {
+		for _, name := range slices.Sorted(maps.Keys(agents)) {
 			l.scriptRefs = append(l.scriptRefs, nameRef{name, agents[name]})
 		}
 	}
@@ -142,7 +144,7 @@ const overrideType = "scripted"
 // have, or of a sandbox provider, is an error at the override.
 func (l *loader) applyOverrides() {
 	pt, ok := l.reg.Lookup(overrideType)
-	for _, key := range sortedKeys(l.opts.ProviderOverrides) {
+	for _, key := range slices.Sorted(maps.Keys(l.opts.ProviderOverrides)) {
 		o := l.opts.ProviderOverrides[key]
 		if !ok {
 			l.errorf(o.DeclRange, "Provider override unavailable", "The provider type %q that overrides use is not registered.", overrideType)
@@ -170,7 +172,7 @@ func (l *loader) applyOverrides() {
 		p.Type, p.Settings, p.DeclRange = overrideType, settings, o.DeclRange
 		if refs, ok := settings.(registry.ScriptRefs); ok {
 			agents := refs.ScriptAgents()
-			for _, name := range sortedKeys(agents) {
+			for _, name := range slices.Sorted(maps.Keys(agents)) {
 				l.scriptRefs = append(l.scriptRefs, nameRef{name, agents[name]})
 			}
 		}

@@ -10,8 +10,8 @@ import (
 
 var runSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "agent", Required: true}, {Name: "input", Required: true}, {Name: "sandbox"},
-	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"},
-}, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}}}
+	{Name: "max_turns"}, {Name: "depends_on"}, {Name: "for_each"}, {Name: "continue"}, {Name: "guardrails"},
+}, Blocks: []hcl.BlockHeaderSchema{{Type: "budget"}, {Type: "lifecycle"}, {Type: "hook", LabelNames: []string{"event"}}}}
 
 func (l *loader) decodeRun(b *hcl.Block) {
 	name := b.Labels[0]
@@ -34,9 +34,12 @@ func (l *loader) decodeRun(b *hcl.Block) {
 			return
 		}
 	}
-	for _, bb := range content.Blocks[min(1, len(content.Blocks)):] {
-		l.errorf(bb.DefRange, "Duplicate budget block", "A run may have one budget block; the first is at %s.", rangeString(content.Blocks[0].DefRange))
+	budgets := content.Blocks.OfType("budget")
+	for _, bb := range budgets[min(1, len(budgets)):] {
+		l.errorf(bb.DefRange, "Duplicate budget block", "A run may have one budget block; the first is at %s.", rangeString(budgets[0].DefRange))
 	}
+	lifecycle := l.decodeLifecycle(content.Blocks.OfType("lifecycle"), "run")
+	guardrails := l.guardrailRefs(attrs["guardrails"])
 	var depends []hcl.Traversal
 	if a, ok := attrs["depends_on"]; ok {
 		exprs, diags := hcl.ExprList(a.Expr)
@@ -58,7 +61,7 @@ func (l *loader) decodeRun(b *hcl.Block) {
 		}
 		ri := &RunInstance{
 			Addr: instanceAddr("run", name, ev.key, r.ForEach != nil), Name: name, Key: ev.key,
-			Agent: agent, InputExpr: attrs["input"].Expr, DeclRange: b.DefRange,
+			Agent: agent, InputExpr: attrs["input"].Expr, DeclRange: b.DefRange, Lifecycle: lifecycle, Guardrails: guardrails,
 		}
 		if each != nil {
 			ri.eachValue = ev.value
@@ -78,8 +81,13 @@ func (l *loader) decodeRun(b *hcl.Block) {
 				}
 			}
 		}
-		if len(content.Blocks) > 0 {
-			ri.Budget = l.decodeBudget(content.Blocks[0], "run", each)
+		for _, hb := range content.Blocks.OfType("hook") {
+			if h := l.decodeHook(hb, "run", scope{each: each != nil}, each); h != nil {
+				ri.Hooks = append(ri.Hooks, h)
+			}
+		}
+		if len(budgets) > 0 {
+			ri.Budget = l.decodeBudget(budgets[0], "run", each)
 		}
 		l.dependsOn[ri.Addr] = depends
 		l.cfg.RunInstances[ri.Addr] = ri

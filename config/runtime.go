@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -216,13 +218,21 @@ func (c *Config) evalRunInput(ri *RunInstance, late *lateVals) (string, hcl.Diag
 	return s.AsString(), nil
 }
 
+// EvalExpr evaluates expr as an output's value is evaluated: with the
+// variables, locals and functions, and the run outputs and sandbox URLs
+// in rv (agentctl console). References to runs and sandboxes rv does not
+// hold are unknown; sensitive values stay marked.
+func (c *Config) EvalExpr(expr hcl.Expression, rv RuntimeValues) (cty.Value, hcl.Diagnostics) {
+	return expr.Value(buildCtx(c.funcs, c.varsObj, c.localsObj, nil, c.lateObjectsOf(&rv, referencedLate(expr))))
+}
+
 // EvalOutputs evaluates every output. Values that depend on runs not in
 // rv are unknown.
 func (c *Config) EvalOutputs(rv RuntimeValues) (map[string]OutputValue, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	ctx := buildCtx(c.funcs, c.varsObj, c.localsObj, nil, c.lateObjects(&rv))
 	out := map[string]OutputValue{}
-	for _, name := range sortedKeys(c.Outputs) {
+	for _, name := range slices.Sorted(maps.Keys(c.Outputs)) {
 		o := c.Outputs[name]
 		v, ds := o.Expr.Value(ctx)
 		diags = append(diags, ds...)
@@ -294,7 +304,7 @@ func sensitiveOutputDiag(o *Output) *hcl.Diagnostic {
 func (l *loader) validateLate() {
 	c := l.cfg
 	late := c.lateObjects(nil)
-	for _, addr := range sortedKeys(c.RunInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(c.RunInstances)) {
 		ri := c.RunInstances[addr]
 		hasEach := c.Runs[ri.Name].ForEach != nil
 		for _, tr := range l.dependsOn[addr] {
@@ -318,8 +328,9 @@ func (l *loader) validateLate() {
 				}
 			}
 		}
-		ri.DependsOn = sortedKeys(deps)
-		ri.InputSandboxes = sortedKeys(sbs)
+		l.checkConditionRefs(ri.Lifecycle, scope{each: hasEach, run: true}, deps, c.runCtx(ri, late))
+		ri.DependsOn = slices.Sorted(maps.Keys(deps))
+		ri.InputSandboxes = slices.Sorted(maps.Keys(sbs))
 		v, diags := ri.InputExpr.Value(c.runCtx(ri, late))
 		l.diags = append(l.diags, diags...)
 		if diags.HasErrors() {
@@ -339,7 +350,7 @@ func (l *loader) validateLate() {
 		}
 	}
 	ctx := buildCtx(c.funcs, c.varsObj, c.localsObj, nil, late)
-	for _, name := range sortedKeys(c.Outputs) {
+	for _, name := range slices.Sorted(maps.Keys(c.Outputs)) {
 		o := c.Outputs[name]
 		if !l.checkRefs(o.Expr, scope{run: true, sandbox: true, where: "an output"}) {
 			continue

@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
-	"github.com/agentctl/agentctl/addrs"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -18,7 +20,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "provider", Required: true}, {Name: "image"}, {Name: "manifest"}, {Name: "network"},
 		{Name: "ports"}, {Name: "on_exit"}, {Name: "for_each"}, {Name: "snapshot_exclude"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "resources"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "resources"}, {Type: "lifecycle"}},
 }
 
 var resourcesSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
@@ -71,7 +73,7 @@ func (l *loader) foreignArgs(attrs hcl.Attributes, prov *Provider) bool {
 		}
 	}
 	found := false
-	for _, name := range sortedKeys(attrs) {
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		if own[name] {
 			continue
 		}
@@ -129,6 +131,7 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 	if a, ok := attrs["manifest"]; ok {
 		manifest, _ = l.namedRef(a.Expr, "manifest", "manifest")
 	}
+	lifecycle := l.decodeLifecycle(content.Blocks.OfType("lifecycle"), "sandbox")
 	instances := []eachVal{{}}
 	if a, ok := attrs["for_each"]; ok {
 		s.ForEach = a.Expr
@@ -147,6 +150,7 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 			Provider: provAddr, Manifest: manifest, OnExit: "stop", DeclRange: b.DefRange,
 		}
 		args := l.decodeSandboxInstance(si, content, each)
+		l.checkSandboxConditions(lifecycle, si, each)
 		args.Address, args.Provider, args.ProviderAddr = si.Addr, prov.Settings, prov.Addr
 		args.Body = &boundBody{l: l, body: rest, sc: scope{each: each != nil, where: "a sandbox"}, each: each, refuse: "A sandbox argument"}
 		if args.NetworkRange == nil {
@@ -155,6 +159,9 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 		if m := l.cfg.Manifests[manifest]; m != nil && !m.Accounts.Empty() {
 			args.Accounts = m.Accounts
 			args.AccountsRange = attrs["manifest"].Expr.Range().Ptr()
+		}
+		if m := l.cfg.Manifests[manifest]; m != nil && len(m.Mounts) > 0 {
+			l.checkMountSupport(pt, prov, si, m)
 		}
 		settings, diags := pt.DecodeSandbox(args)
 		l.diags = append(l.diags, diags...)

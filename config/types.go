@@ -34,6 +34,7 @@ type Config struct {
 	Agents       map[string]*Agent
 	Runs         map[string]*Run
 	MCPServers   map[string]*MCPServer
+	Guardrails   map[string]*Guardrail
 
 	// SandboxInstances and RunInstances are the blocks expanded by
 	// for_each, keyed by instance address (sandbox.NAME, run.NAME["key"]).
@@ -98,7 +99,7 @@ type Output struct {
 // Provider is a provider block, or the implicit default configuration of
 // an unaliased provider that is referred to without one.
 type Provider struct {
-	Type  string // a registered provider type: openai, scripted, local, docker, daytona
+	Type  string // a registered provider type: openai, scripted, local, docker, daytona, kubernetes
 	Alias string
 	// Addr is provider.TYPE or provider.TYPE.ALIAS.
 	Addr string
@@ -117,6 +118,9 @@ type Manifest struct {
 	// /home/daytona/workspace).
 	Root    string
 	Entries []ManifestEntry
+	// Mounts are the storage mounts (s3, r2, s3_files, gcs entries), in
+	// declaration order.
+	Mounts []*Mount
 	// Env is persisted environment (env map and non-ephemeral env blocks).
 	Env map[string]string
 	// EphemeralEnv holds ephemeral env blocks; values may be sensitive.
@@ -240,7 +244,9 @@ type CommandCapability struct {
 }
 
 type Agent struct {
-	Name         string
+	Name string
+	// Hooks are the agent's hook blocks (hook.go), in the order written.
+	Hooks        []*Hook
 	Model        string
 	Provider     string // provider address; "" = the unaliased openai provider
 	Instructions string
@@ -255,8 +261,21 @@ type Agent struct {
 	Settings     AgentSettings
 	DeclRange    hcl.Range
 
+	// ModelFallback are the models tried in order when Model is
+	// unavailable (model.Unavailable), with the same provider.
+	ModelFallback []string
+	// HostedTools are the tools the model's service runs itself (tool
+	// blocks with a type), in declaration order.
+	HostedTools []HostedTool
+	// HandoffFilters are the input filters of the agent's handoffs, by
+	// the agent handed to; a handoff without one hands off the whole
+	// conversation.
+	HandoffFilters map[string]HandoffFilter
+
 	// Budget bounds what this agent does within a run (nil: no budget).
 	Budget *Budget
+	// Guardrails are the names of the agent's guardrails, in order.
+	Guardrails []string
 }
 
 type AgentTool struct {
@@ -268,6 +287,30 @@ type AgentTool struct {
 	DeclRange     hcl.Range
 }
 
+// HostedTool is a tool block with a type: a tool the agent's model
+// service runs itself (an OpenAI hosted tool).
+type HostedTool struct {
+	Name string // the block's label
+	Type string // web_search, file_search, code_interpreter, image_generation
+	// Config is the tool's definition as the service's API takes it,
+	// built by the provider type (registry.Type.DecodeHostedTool).
+	Config    json.RawMessage
+	DeclRange hcl.Range
+}
+
+// HandoffFilter is a handoff's input_filter: what of the conversation
+// the agent handed to is given.
+type HandoffFilter struct {
+	// RemoveToolCalls drops every tool call and tool output (hosted ones
+	// and the handoff's own included) and reasoning item.
+	RemoveToolCalls bool `json:"remove_tool_calls,omitempty"`
+	// KeepLast keeps only the last KeepLast items (0: all).
+	KeepLast int `json:"keep_last,omitempty"`
+}
+
+// AgentSettings are an agent's model settings. The settings added after
+// the first ones are left out of the JSON (the run digest) when unset,
+// so that the digests of agents that don't set them stay as they were.
 type AgentSettings struct {
 	ReasoningEffort   string
 	ReasoningSummary  string
@@ -277,6 +320,16 @@ type AgentSettings struct {
 	MaxOutputTokens   int64
 	ParallelToolCalls *bool
 	ToolChoice        string
+
+	FrequencyPenalty     *float64          `json:",omitempty"`
+	PresencePenalty      *float64          `json:",omitempty"`
+	Truncation           string            `json:",omitempty"`
+	Store                *bool             `json:",omitempty"`
+	Metadata             map[string]string `json:",omitempty"`
+	PromptCacheRetention string            `json:",omitempty"`
+	PromptCacheMode      string            `json:",omitempty"`
+	PromptCacheTTL       string            `json:",omitempty"`
+	Include              []string          `json:",omitempty"`
 }
 
 // Budget is a budget block: limits on what a run (or one agent within a
@@ -316,13 +369,21 @@ type RunInstance struct {
 	// (continue = run.NAME), "" for none. It is also in DependsOn; when
 	// the run sets no sandbox and its agent names none, Sandbox is the
 	// one the continued run's agent used.
-	Continue  string
-	DependsOn []string // addresses, from depends_on and from references
+	Continue string
+	// Guardrails are the names of the run's own guardrails, in order
+	// (its agents' guardrails are on the agents).
+	Guardrails []string
+	DependsOn  []string // addresses, from depends_on and from references
 	// InputSandboxes are the sandbox instances the input refers to (for
 	// their URLs), sorted.
 	InputSandboxes []string
 	InputExpr      hcl.Expression
 	DeclRange      hcl.Range
+	// Lifecycle holds the run's preconditions and postconditions (nil:
+	// none; lifecycle.go).
+	Lifecycle *Lifecycle
+	// Hooks are the run's hook blocks (hook.go), in the order written.
+	Hooks []*Hook
 
 	// eachValue is each.value for a for_each instance (each.key is Key).
 	eachValue cty.Value

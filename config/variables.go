@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -233,7 +235,7 @@ func (l *loader) variableSources() map[string]varSource {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Value for undeclared variable",
-				Detail:   fmt.Sprintf("A variable named %q was assigned on the command line, but the configuration does not declare it.%s Declare it with a variable block or remove the -var option.", name, suggest(name, sortedKeys(l.cfg.Variables))),
+				Detail:   fmt.Sprintf("A variable named %q was assigned on the command line, but the configuration does not declare it.%s Declare it with a variable block or remove the -var option.", name, suggest(name, slices.Sorted(maps.Keys(l.cfg.Variables)))),
 			})
 			continue
 		}
@@ -241,12 +243,12 @@ func (l *loader) variableSources() map[string]varSource {
 			out[name] = varSource{val: val, src: "the -var option"}
 		}
 	}
-	for _, name := range sortedKeys(l.opts.Values) {
+	for _, name := range slices.Sorted(maps.Keys(l.opts.Values)) {
 		tv := l.opts.Values[name]
 		if _, ok := l.cfg.Variables[name]; !ok {
 			r := tv.Range
 			l.errorf(r, "Value for undeclared variable",
-				"A variable named %q is set here, but the configuration does not declare it.%s Declare it with a variable block or remove the value.", name, suggest(name, sortedKeys(l.cfg.Variables)))
+				"A variable named %q is set here, but the configuration does not declare it.%s Declare it with a variable block or remove the value.", name, suggest(name, slices.Sorted(maps.Keys(l.cfg.Variables))))
 			continue
 		}
 		r := tv.Range
@@ -338,7 +340,7 @@ func (l *loader) readVarFile(path string, out map[string]varSource) {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagWarning,
 				Summary:  "Value for undeclared variable",
-				Detail:   fmt.Sprintf("The variables file sets %q, but the configuration declares no such variable; the value is ignored.%s", name, suggest(name, sortedKeys(l.cfg.Variables))),
+				Detail:   fmt.Sprintf("The variables file sets %q, but the configuration declares no such variable; the value is ignored.%s", name, suggest(name, slices.Sorted(maps.Keys(l.cfg.Variables)))),
 				Subject:  &r,
 			})
 			continue

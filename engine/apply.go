@@ -14,12 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
-
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/agentloop"
-	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/graph"
 	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/vcs"
@@ -85,12 +80,17 @@ func (a *applier) digests() digest.Algorithm { return a.st.Digests() }
 func (e *Engine) Apply(ctx context.Context, st *state.State, p *Plan) (err error) {
 	ctx, span := e.startSpan(ctx, "apply", attrDestroy.Bool(p.Destroy))
 	defer func() { endSpan(span, err) }()
+	// Whatever the apply did, the mounts of sandboxes it removed go too.
+	defer func() { err = errors.Join(err, e.sweepMounts(context.WithoutCancel(ctx), st)) }()
 	return e.apply(ctx, st, p)
 }
 
 func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	if p.Lineage != "" && (p.Lineage != st.Lineage || p.Serial != st.Serial) {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
+	}
+	if p.RefreshOnly {
+		return e.applyRefreshOnly(st, p)
 	}
 	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapshotted: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if p.HasChanges() {
@@ -124,49 +124,72 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 			}
 		}
 	}
-	errs := g.Walk(ctx, e.parallelism(), func(ctx context.Context, addr string) error {
-		c := p.Change(addr)
-		if c.Action != ActionNoop && e.interrupted() {
-			// After an interrupt nothing new starts; the next apply does it.
-			return errNotStarted
-		}
-		var err error
-		start := time.Now()
-		if c.Action != ActionNoop {
-			e.emit(Event{Type: EventApplyStart, Address: addr, Action: c.Action})
-		}
-		switch c.Kind {
-		case KindSandbox:
-			err = a.sandboxNode(ctx, c)
-		case KindChat:
-			err = a.forgetChat(addr)
-		default:
-			err = a.tracedRunNode(ctx, c)
-		}
-		err = e.scrubErr(err)
-		if errors.Is(err, errUnchanged) {
-			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
-			return nil
-		}
-		if errors.Is(err, errRunAwaiting) {
-			// Reported (EventApprovalRequired) once the state recorded it;
-			// the runs that depend on it wait with it.
-			return err
-		}
-		if errors.Is(err, errRunInterrupted) {
-			e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
-			return err
-		}
-		if err != nil {
-			e.emit(Event{Type: EventApplyErrored, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
-			return err
-		}
-		if c.Action != ActionNoop {
-			e.emit(Event{Type: EventApplyComplete, Address: addr, Action: c.Action, Elapsed: time.Since(start)})
-		}
-		return nil
-	})
+	errs := g.Walk(ctx, e.parallelism(), a.node)
 	e.reportWaiting(g, p, errs)
+	all := walkErrors(p, errs)
+	if err := a.finish(ctx); err != nil {
+		all = append(all, err)
+	}
+	if p.Destroy && len(all) == 0 {
+		if err := a.adoptBLAKE3(); err != nil {
+			all = append(all, err)
+		}
+	}
+	all = append(all, a.memErrs...)
+	return errors.Join(all...)
+}
+
+// node applies the change at addr, one node of the walk, and reports it
+// (EventApplyStart, then complete, errored or interrupted).
+func (a *applier) node(ctx context.Context, addr string) error {
+	e := a.e
+	c := a.p.Change(addr)
+	if c.Action != ActionNoop && e.interrupted() {
+		// After an interrupt nothing new starts; the next apply does it.
+		return errNotStarted
+	}
+	var err error
+	start := time.Now()
+	if c.Action != ActionNoop {
+		e.emit(Event{Type: EventApplyStart, Address: addr, Action: c.Action})
+	}
+	switch c.Kind {
+	case KindSandbox:
+		err = a.sandboxNode(ctx, c)
+	case KindChat:
+		err = a.forgetChat(addr)
+	default:
+		err = a.tracedRunNode(ctx, c)
+	}
+	err = e.scrubErr(err)
+	if errors.Is(err, errUnchanged) {
+		e.emit(Event{Type: EventApplyComplete, Address: addr, Action: ActionNoop, Message: err.Error(), Elapsed: time.Since(start)})
+		return nil
+	}
+	if errors.Is(err, errRunAwaiting) {
+		// Reported (EventApprovalRequired) once the state recorded it;
+		// the runs that depend on it wait with it.
+		return err
+	}
+	if errors.Is(err, errRunInterrupted) {
+		e.emit(Event{Type: EventApplyInterrupted, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
+		return err
+	}
+	if err != nil {
+		e.emit(Event{Type: EventApplyErrored, Address: addr, Action: c.Action, Message: err.Error(), Elapsed: time.Since(start)})
+		return err
+	}
+	if c.Action != ActionNoop {
+		e.emit(Event{Type: EventApplyComplete, Address: addr, Action: c.Action, Elapsed: time.Since(start)})
+	}
+	return nil
+}
+
+// walkErrors are the errors of the walk that fail the apply, in the
+// plan's order: the nodes' own (not those skipped because a dependency
+// failed, nor runs awaiting approval), and one naming the nodes an
+// interrupt kept from starting.
+func walkErrors(p *Plan, errs map[string]error) []error {
 	var all []error
 	var notStarted []string
 	for _, c := range p.Changes {
@@ -182,16 +205,7 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 	if len(notStarted) > 0 {
 		all = append(all, fmt.Errorf("apply interrupted before %s started; run agentctl apply again to carry on", strings.Join(notStarted, ", ")))
 	}
-	if err := a.finish(ctx); err != nil {
-		all = append(all, err)
-	}
-	if p.Destroy && len(all) == 0 {
-		if err := a.adoptBLAKE3(); err != nil {
-			all = append(all, err)
-		}
-	}
-	all = append(all, a.memErrs...)
-	return errors.Join(all...)
+	return all
 }
 
 // adoptBLAKE3 moves a state that keeps SHA-256 content digests (one
@@ -376,8 +390,14 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 			spec.Image = image
 		}
 	}
+	mounts, unmount, err := a.e.mountForCreate(ctx, a.lineage(), addr)
+	if err != nil {
+		return err
+	}
+	spec.Mounts = mounts
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {
+		unmount()
 		// Provider errors say what failed without naming the provider.
 		return fmt.Errorf("%s: %s: %w", addr, sbc.Provider, err)
 	}
@@ -565,6 +585,10 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 	}
 	sb, err := a.open(ctx, addr)
 	if errors.Is(err, sandbox.ErrNotFound) {
+		if ee, ok := errors.AsType[*sandbox.ElsewhereError](err); ok {
+			// Planned without a refresh, or it moved since the plan.
+			a.e.emit(Event{Type: EventApplyProgress, Address: addr, Message: "it lives in " + ee.Where + ": restoring it here from its latest snapshot; this working directory becomes its owner"})
+		}
 		if err := a.createSandbox(ctx, addr, true); err != nil {
 			return nil, err
 		}
@@ -602,290 +626,6 @@ func (a *applier) ensureRunning(ctx context.Context, addr string) (sandbox.Sandb
 		return nil, err
 	}
 	return sb, nil
-}
-
-// tracedRunNode is runNode in a span of its own, the parent of the run's
-// agent turns.
-func (a *applier) tracedRunNode(ctx context.Context, c *Change) (err error) {
-	if c.Action == ActionNoop {
-		return nil
-	}
-	attrs := []attribute.KeyValue{attrAddress.String(c.Address), attrAction.String(string(c.Action))}
-	if ri := a.e.Config.RunInstances[c.Address]; ri != nil {
-		attrs = append(attrs, semconv.GenAIAgentName(ri.Agent))
-	}
-	ctx, span := a.e.startSpan(ctx, "run "+c.Address, attrs...)
-	defer func() {
-		a.mu.Lock()
-		if r := a.st.Runs[c.Address]; r != nil && c.Action != ActionForget {
-			runSpanResult(span, r)
-		}
-		a.mu.Unlock()
-		endSpan(span, err)
-	}()
-	return a.runNode(ctx, c)
-}
-
-// runNode executes, re-runs or resumes one run.
-func (a *applier) runNode(ctx context.Context, c *Change) error {
-	e := a.e
-	addr := c.Address
-	if c.Action == ActionForget {
-		return a.forgetRun(addr)
-	}
-	if c.Action == ActionNoop {
-		return nil
-	}
-	ri := e.Config.RunInstances[addr]
-	if err := a.listMCP(ctx, ri); err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
-	}
-	if err := e.resolveSkills(ctx, ri); err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
-	}
-	a.mu.Lock()
-	sbDigest := map[string]string{}
-	for _, sbAddr := range e.Config.RunSandboxes(ri) {
-		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
-			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
-		}
-	}
-	in, err := e.runInputs(a.st, ri, sbDigest, nil)
-	prev := a.st.Runs[addr]
-	a.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	digest := runDigest(in.digests)
-	forced := slices.Contains(a.p.Replace, addr)
-	var history []agentloop.Step
-	resume := false
-	if prev != nil && prev.Digest == digest && !forced {
-		switch prev.Status {
-		case RunCompleted:
-			// An upstream re-ran but produced the same output.
-			return errUnchanged
-		case RunPending:
-		default:
-			resume = true
-		}
-	}
-	// A new attempt's journal is named for this state's lineage; a resumed
-	// one is the journal its record names.
-	journalRel := state.ScopedJournalName(a.lineage(), addr)
-	if resume {
-		if history, err = e.readJournal(prev); err != nil {
-			return err
-		}
-		journalRel = prev.JournalFile()
-	}
-
-	workspaces := map[string]*sandbox.Workspace{}
-	scrub := e.scrubber()
-	for _, sbAddr := range e.Config.RunSandboxes(ri) {
-		sb, err := a.ensureRunning(ctx, sbAddr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", addr, err)
-		}
-		workspaces[sbAddr] = e.workspace(sbAddr, sb)
-	}
-	// The sandboxes whose URLs the input takes are running, and their URLs
-	// recorded, before the input is evaluated with them.
-	for _, sbAddr := range urlSandboxes(e.Config, ri) {
-		if _, ok := workspaces[sbAddr]; ok {
-			continue
-		}
-		if _, err := a.ensureRunning(ctx, sbAddr); err != nil {
-			return fmt.Errorf("%s: %w", addr, err)
-		}
-	}
-	a.mu.Lock()
-	input, err := e.runInputText(a.st, ri, in.input)
-	for sbAddr, ws := range workspaces {
-		if ss := a.st.Sandboxes[sbAddr]; ss != nil {
-			ws.URLs = maps.Clone(ss.URLs)
-		}
-	}
-	a.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	// The run's interactive sessions end with it; a resumed run starts
-	// with none, numbering after the ids its earlier attempt used.
-	var outputs []string
-	for _, s := range history {
-		if s.Kind == agentloop.StepTool && s.Result != nil {
-			outputs = append(outputs, s.Result.Output)
-		}
-	}
-	sessions := tools.NewSessions(tools.SessionIDsUsed(outputs))
-	defer sessions.Close()
-	agents, err := e.buildAgents(ctx, ri, workspaces, sessions)
-	if err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
-	}
-	// The run's MCP servers start now and stop when it ends; the digest
-	// covers the tools they list now.
-	mcps, err := e.startMCP(ctx, a.lineage(), ri, workspaces, resume)
-	if err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
-	}
-	defer mcps.close()
-	if err := mcps.addTools(e.Config, agents); err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
-	}
-	if len(mcps.sessions) > 0 {
-		a.mu.Lock()
-		e.mcpInputs(a.st, ri, in.digests, &attributes{sc: scrub, m: in.attrs})
-		a.mu.Unlock()
-		digest = runDigest(in.digests)
-	}
-
-	if !resume {
-		// The previous attempt's journal (its transcript) goes only now,
-		// when its record is about to be replaced, with a file of this name
-		// that a crash left before its record was written.
-		stale := []string{journalRel}
-		if prev != nil && prev.Journal != "" && prev.Journal != journalRel {
-			stale = append(stale, prev.Journal)
-		}
-		for _, j := range stale {
-			if err := e.State.RemoveJournal(j); err != nil {
-				return fmt.Errorf("%s: clearing old journal: %w", addr, err)
-			}
-		}
-	}
-	journal, err := e.State.OpenJournal(journalRel)
-	if err != nil {
-		return fmt.Errorf("%s: opening journal: %w", addr, err)
-	}
-	defer journal.Close()
-
-	models := map[string]bool{}
-	for _, ag := range agents {
-		if ag.ModelName != "" {
-			models[ag.ModelName] = true
-		}
-	}
-	started := time.Now().UTC()
-	if err := a.update(func(st *state.State) {
-		r := &state.Run{Address: addr, Agent: ri.Agent, Status: RunRunning, Digest: digest, DigestInputs: in.digests, Attributes: in.attrs,
-			Sandboxes: sortedKeys(workspaces), Journal: journalRel, Steps: len(history), TraceID: traceID(ctx)}
-		r.Turns, r.Usage = agentloop.Replay(history)
-		spent := agentloop.Spend(history)
-		r.ToolCalls, r.RunningTime, r.Budgets = spent.ToolCalls, spent.Duration, runBudgets(e.Config, ri)
-		r.Provenance = state.Provenance{
-			ConfigDigest: e.ConfigDigest(),
-			GitCommit:    a.gitCommit(),
-			Models:       sortedKeys(models),
-			StartedAt:    started,
-		}
-		if resume && prev != nil {
-			r.Provenance.StartedAt = prev.Provenance.StartedAt
-			r.Approvals = prev.Approvals
-			r.ToolDecisions = prev.ToolDecisions
-		}
-		st.Runs[addr] = r
-	}, state.RunRef(addr)); err != nil {
-		return err
-	}
-
-	events := newRunEvents(scrub, func(ev agentloop.Event) {
-		e.emit(Event{Type: EventRuntime, Address: addr, Runtime: &ev})
-	})
-	runner := &agentloop.Runner{
-		Agents:    agents,
-		MaxTurns:  ri.MaxTurns,
-		Budget:    loopBudget(ri.Budget),
-		Interrupt: e.Interrupt,
-		Tracer:    e.tracer(),
-		Prior:     in.prior, // continue = run.X (continue.go)
-		// Journals and events hold nothing sensitive: model text and tool
-		// calls are scrubbed as they are recorded.
-		Checkpoint: func(_ context.Context, s agentloop.Step) error { return journal.Append(scrubStep(scrub, s)) },
-		Events:     events.Event,
-		Decisions:  decisions(prev, resume),
-		Redact:     func(args string) string { return scrubJSONString(scrub, args) },
-		Ask:        a.asker(addr, scrub),
-	}
-	stop := a.progress(addr, c.Action)
-	res, runErr := runner.Run(ctx, ri.Agent, input, history)
-	events.Flush()
-	stop()
-	// The servers and sessions stop before the sandboxes are snapshotted.
-	mcps.close()
-	sessions.Close()
-	status := RunCompleted
-	errText := ""
-	switch {
-	case runErr == nil:
-	case errors.Is(runErr, agentloop.ErrInterrupted) || errors.Is(runErr, context.Canceled):
-		status = RunInterrupted
-		errText = runErr.Error()
-	case isAwaiting(runErr):
-		status = RunAwaiting
-	default:
-		status = RunFailed
-		errText = runErr.Error()
-	}
-	if status == RunCompleted && len(runMemoryTargets(e.Config, ri)) > 0 {
-		// The memories of its agents learn from it before the sandboxes
-		// are snapshotted; a memory failure leaves the run completed and
-		// the memory work waiting for the next apply.
-		steps, err := e.readJournal(&state.Run{Address: addr, Journal: journalRel, Steps: journal.Len(), Status: RunRunning})
-		if err == nil {
-			err = a.memoryAfterRun(ctx, ri, digest, steps, res.Output, workspaces)
-		}
-		if err != nil {
-			err = fmt.Errorf("%s completed, but its memory was not written: %w; the next apply carries the memory work on", addr, err)
-			e.emit(Event{Type: EventApplyProgress, Address: addr, Message: err.Error()})
-			a.mu.Lock()
-			a.memErrs = append(a.memErrs, err)
-			a.mu.Unlock()
-		}
-	}
-	if status == RunCompleted {
-		for _, sbAddr := range sortedKeys(workspaces) {
-			if err := a.snapshot(ctx, sbAddr, workspaces[sbAddr].Sandbox); err != nil {
-				status, errText, runErr = RunFailed, err.Error(), err
-				break
-			}
-		}
-	}
-	if err := a.update(func(st *state.State) {
-		r := st.Runs[addr]
-		r.Status = status
-		r.Error = scrub.String(errText)
-		r.Steps = journal.Len()
-		if res != nil {
-			r.Turns = res.Turns
-			r.Usage = res.Usage
-			r.ToolCalls, r.RunningTime = res.Spending.ToolCalls, res.Spending.Duration
-			if status == RunCompleted {
-				r.Output = scrubJSON(scrub, res.Output)
-			}
-		}
-		if status == RunCompleted {
-			r.Provenance.CompletedAt = time.Now().UTC()
-		}
-		recordPending(r, runErr, scrub)
-	}, state.RunRef(addr)); err != nil {
-		return err
-	}
-	if status == RunAwaiting {
-		return a.awaiting(addr)
-	}
-	if status == RunInterrupted {
-		turns := 0
-		if res != nil {
-			turns = res.Turns
-		}
-		return fmt.Errorf("%s: %w at turn %d: its progress is checkpointed; run agentctl apply again to resume it", addr, errRunInterrupted, turns)
-	}
-	if runErr != nil {
-		return fmt.Errorf("%s: %w", addr, runErr)
-	}
-	return nil
 }
 
 // errNotStarted is a node not started because of an interrupt.
@@ -956,7 +696,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	}
 	var exclude []string
 	if sbc := a.e.Config.SandboxInstances[addr]; sbc != nil {
-		exclude = sbc.SnapshotExclude
+		exclude = snapshotExclude(a.e.Config, sbc)
 	}
 	info, err := archive.SnapshotWith(ctx, sb, "", a.e.State.Abs(rel), archive.SnapshotOptions{Exclude: exclude, Key: state.EncryptionOf(a.e.State).WriteKey(), Digest: a.digests()})
 	if err != nil {
@@ -1085,7 +825,7 @@ func (a *applier) finish(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	cfg := a.e.Config
-	for _, addr := range sortedKeys(a.used) {
+	for _, addr := range slices.Sorted(maps.Keys(a.used)) {
 		sbc := cfg.SandboxInstances[addr]
 		sb := a.sbs[addr]
 		if sbc == nil || sb == nil {

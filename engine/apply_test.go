@@ -29,7 +29,7 @@ func engineIn(tb testing.TB, dir, src string) *Engine {
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, diags := config.Load(dir, config.Options{})
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		tb.Fatal(diags)
 	}

@@ -124,6 +124,7 @@ func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 	if s.ParallelToolCalls != nil {
 		set("settings.parallel_tool_calls", *s.ParallelToolCalls, true)
 	}
+	moreSettingAttributes(s, set)
 	set("capabilities", a.Capabilities, len(a.Capabilities) > 0)
 	for _, addr := range a.Capabilities {
 		c := cfg.Capabilities[capKey(addr)]
@@ -157,7 +158,33 @@ func agentAttributes(cfg *config.Config, name, run string, at *attributes) {
 		set("tool."+t.Name, map[string]string{"agent": agentAddr(t.Agent), "description": t.Description}, true)
 		set("tool."+t.Name+".needs_approval", t.NeedsApproval.Value(), approvalSet(t.NeedsApproval))
 	}
+	for _, t := range a.HostedTools {
+		set("tool."+t.Name, t.Config, true)
+	}
+	for _, h := range slices.Sorted(maps.Keys(a.HandoffFilters)) {
+		set("handoff."+h+".input_filter", a.HandoffFilters[h], true)
+	}
 	set("output_schema", a.OutputSchema, len(a.OutputSchema) > 0)
+}
+
+// moreSettingAttributes records the model settings beyond the first
+// ones, each when it is set.
+func moreSettingAttributes(s config.AgentSettings, set func(path string, v any, ok bool)) {
+	if s.FrequencyPenalty != nil {
+		set("settings.frequency_penalty", *s.FrequencyPenalty, true)
+	}
+	if s.PresencePenalty != nil {
+		set("settings.presence_penalty", *s.PresencePenalty, true)
+	}
+	if s.Store != nil {
+		set("settings.store", *s.Store, true)
+	}
+	set("settings.truncation", s.Truncation, s.Truncation != "")
+	set("settings.metadata", s.Metadata, len(s.Metadata) > 0)
+	set("settings.prompt_cache_retention", s.PromptCacheRetention, s.PromptCacheRetention != "")
+	set("settings.prompt_cache_options.mode", s.PromptCacheMode, s.PromptCacheMode != "")
+	set("settings.prompt_cache_options.ttl", s.PromptCacheTTL, s.PromptCacheTTL != "")
+	set("settings.include", s.Include, len(s.Include) > 0)
 }
 
 // sandboxAttributes records what sandboxConfigDigest covers, and the
@@ -203,6 +230,7 @@ func sandboxAttributes(cfg *config.Config, sb *config.SandboxInstance, sc *sandb
 	for _, g := range accts.Groups {
 		set("group."+g.Name, map[string]any{"gid": g.GID, "users": g.Users}, true)
 	}
+	setMountAttributes(cfg, sb, func(p, v string) { set(p, v, true) })
 	if m := cfg.Manifests[sb.Manifest]; m != nil {
 		for k, v := range m.Env {
 			set("env."+k, v, true)

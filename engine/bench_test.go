@@ -99,7 +99,7 @@ func loadLarge(tb testing.TB, nRuns, nSandboxes int) (*Engine, *state.State) {
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(largeConfig(nRuns, nSandboxes)), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	cfg, diags := config.Load(dir, config.Options{})
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		tb.Fatal(diags)
 	}
@@ -184,7 +184,7 @@ func TestWriteLargeFixture(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(small, "main.hcl"), []byte(largeConfig(100, 10)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load(dir, config.Options{})
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
@@ -84,14 +84,17 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			return nil, err
 		}
 		ra := &agentloop.Agent{
-			Name:         a.Name,
-			Model:        m,
-			ModelName:    modelName,
-			Provider:     e.modelProviderType(a),
-			Settings:     modelSettings(a.Settings),
-			OutputSchema: a.OutputSchema,
-			MaxTurns:     a.MaxTurns,
-			Budget:       loopBudget(a.Budget),
+			Name:          a.Name,
+			Model:         m,
+			ModelName:     modelName,
+			Provider:      e.modelProviderType(a),
+			Settings:      modelSettings(a.Settings),
+			ModelFallback: a.ModelFallback,
+			HostedTools:   hostedTools(a.HostedTools),
+			OutputSchema:  a.OutputSchema,
+			MaxTurns:      a.MaxTurns,
+			Budget:        loopBudget(a.Budget),
+			Guardrails:    loopGuardrails(e.Config, a.Guardrails),
 		}
 		sb := ri.AgentSandbox(a)
 		ws := workspaces[sb]
@@ -110,7 +113,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			}
 			if c.Memory != nil {
 				if c.Memory.Read != nil {
-					instr, err := memoryInstructions(ctx, ws, c.Memory.Read)
+					instr, err := agentmemory.Instructions(ctx, ws, c.Memory.Read)
 					if err != nil {
 						return nil, fmt.Errorf("agent %q: %s: reading the memory summary: %w", name, addr, err)
 					}
@@ -144,7 +147,7 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			if ha := e.Config.Agents[h]; ha != nil {
 				desc = firstLine(ha.Instructions)
 			}
-			ra.Handoffs = append(ra.Handoffs, agentloop.Handoff{Agent: h, Description: desc})
+			ra.Handoffs = append(ra.Handoffs, agentloop.Handoff{Agent: h, Description: desc, InputFilter: inputFilter(a, h)})
 		}
 		for _, t := range a.Tools {
 			ra.AgentTools = append(ra.AgentTools, agentloop.AgentTool{Name: t.Name, Agent: t.Agent, Description: t.Description})
@@ -161,6 +164,9 @@ func (e *Engine) buildAgents(ctx context.Context, ri *config.RunInstance, worksp
 			ra.Instructions = tools.BuildInstructions(a.Instructions, capInstr, tree)
 		}
 		agents[name] = ra
+	}
+	if err := e.addJudges(ri, agents); err != nil {
+		return nil, err
 	}
 	return agents, nil
 }
@@ -212,15 +218,42 @@ func firstLine(s string) string {
 
 func modelSettings(s config.AgentSettings) model.Settings {
 	return model.Settings{
-		ReasoningEffort:   s.ReasoningEffort,
-		ReasoningSummary:  s.ReasoningSummary,
-		Verbosity:         s.Verbosity,
-		Temperature:       s.Temperature,
-		TopP:              s.TopP,
-		MaxOutputTokens:   s.MaxOutputTokens,
-		ParallelToolCalls: s.ParallelToolCalls,
-		ToolChoice:        s.ToolChoice,
+		ReasoningEffort:      s.ReasoningEffort,
+		ReasoningSummary:     s.ReasoningSummary,
+		Verbosity:            s.Verbosity,
+		Temperature:          s.Temperature,
+		TopP:                 s.TopP,
+		MaxOutputTokens:      s.MaxOutputTokens,
+		ParallelToolCalls:    s.ParallelToolCalls,
+		ToolChoice:           s.ToolChoice,
+		FrequencyPenalty:     s.FrequencyPenalty,
+		PresencePenalty:      s.PresencePenalty,
+		Truncation:           s.Truncation,
+		Store:                s.Store,
+		Metadata:             s.Metadata,
+		PromptCacheRetention: s.PromptCacheRetention,
+		PromptCacheMode:      s.PromptCacheMode,
+		PromptCacheTTL:       s.PromptCacheTTL,
+		Include:              s.Include,
 	}
+}
+
+// hostedTools are an agent's hosted tools as its model is given them.
+func hostedTools(ts []config.HostedTool) []model.HostedTool {
+	var out []model.HostedTool
+	for _, t := range ts {
+		out = append(out, model.HostedTool{Type: t.Type, Config: t.Config})
+	}
+	return out
+}
+
+// inputFilter is the input filter of a's handoff to target, nil for none.
+func inputFilter(a *config.Agent, target string) *agentloop.InputFilter {
+	f, ok := a.HandoffFilters[target]
+	if !ok {
+		return nil
+	}
+	return &agentloop.InputFilter{RemoveToolCalls: f.RemoveToolCalls, KeepLast: f.KeepLast}
 }
 
 // capabilityTools returns the tools and instructions one capability gives
@@ -244,14 +277,4 @@ func capabilityTools(ws *sandbox.Workspace, c *config.Capability, root string, s
 		return []tools.Tool{t.RunAs(c.Command.RunAs)}, "", nil
 	}
 	return nil, "", fmt.Errorf("capability type %q has no tools", c.Type)
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,46 +2,12 @@ package engine
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 )
-
-// describeInput names each item of a recorded OpenAI request's input, in
-// order: "user: TEXT", "assistant: TEXT", "call NAME", "output CALL_ID".
-func describeInput(r fakeopenai.Request) []string {
-	var out []string
-	for _, it := range r.Input() {
-		switch it["type"] {
-		case "function_call":
-			out = append(out, fmt.Sprintf("call %v", it["name"]))
-		case "function_call_output":
-			out = append(out, fmt.Sprintf("output %v", it["call_id"]))
-		default:
-			out = append(out, fmt.Sprintf("%v: %s", it["role"], contentText(it["content"])))
-		}
-	}
-	return out
-}
-
-func contentText(c any) string {
-	switch c := c.(type) {
-	case string:
-		return c
-	case []any:
-		var parts []string
-		for _, p := range c {
-			if m, ok := p.(map[string]any); ok {
-				parts = append(parts, fmt.Sprint(m["text"]))
-			}
-		}
-		return strings.Join(parts, "")
-	}
-	return fmt.Sprint(c)
-}
 
 // TestContinueSendsTranscriptToOpenAI: the continued run's first request
 // to the model holds run.first's items, in order, then its own input.
@@ -95,7 +61,7 @@ run "followup" {
 		"assistant: Q3 was best.",
 		"user: Why?",
 	}
-	if diff := cmp.Diff(want, describeInput(reqs[2])); diff != "" {
+	if diff := cmp.Diff(want, reqs[2].InputLines()); diff != "" {
 		t.Errorf("the continued run's first request (-want +got):\n%s", diff)
 	}
 }

@@ -32,9 +32,9 @@ func digestString(s string) string {
 // agentDigest covers everything about one agent that determines what it
 // does in the run block named run: model and non-secret provider settings
 // as that run sees them (the scripted provider's script for it in that
-// run included), instructions, settings, capabilities, handoffs, agent
-// tools and output schema. Credentials never enter it, nor does
-// max_turns.
+// run included), instructions, settings, capabilities, handoffs and
+// their input filters, agent tools, hosted tools and output schema.
+// Credentials never enter it, nor do max_turns and model_fallback.
 func agentDigest(cfg *config.Config, name, run string) string {
 	a := cfg.Agents[name]
 	if a == nil {
@@ -58,7 +58,7 @@ func agentDigest(cfg *config.Config, name, run string) string {
 	for i := range tools {
 		tools[i].DeclRange = zeroRange
 	}
-	return digestJSON(map[string]any{
+	d := map[string]any{
 		"model":         a.Model,
 		"provider":      providerDigestData(cfg, cfg.ModelProvider(a), name, run),
 		"instructions":  a.Instructions,
@@ -69,8 +69,22 @@ func agentDigest(cfg *config.Config, name, run string) string {
 		"output_schema": string(a.OutputSchema),
 		// max_turns is left out on purpose: it bounds a run without
 		// changing what it does, and raising it is how a run that ran out
-		// of turns is resumed rather than re-run.
-	})
+		// of turns is resumed rather than re-run. So is model_fallback:
+		// adding one is how a run whose model was unavailable is resumed.
+	}
+	// Left out when unset, so that the digests of agents without them
+	// stay as they were.
+	if len(a.HostedTools) > 0 {
+		hosted := slices.Clone(a.HostedTools)
+		for i := range hosted {
+			hosted[i].DeclRange = zeroRange
+		}
+		d["hosted_tools"] = hosted
+	}
+	if len(a.HandoffFilters) > 0 {
+		d["handoff_filters"] = a.HandoffFilters
+	}
+	return digestJSON(d)
 }
 
 // providerDigestData is the non-secret part of a model provider that
@@ -123,6 +137,11 @@ func sandboxConfigDigest(cfg *config.Config, sb *config.SandboxInstance) string 
 	// of sandboxes without them stay as they were.
 	if a := sandboxAccounts(cfg, sb); !a.Empty() {
 		d["accounts"] = a
+	}
+	// Mounts are bound into the sandbox when it is made; their
+	// definitions, not the buckets' contents, are digested.
+	if md := mountDigestData(cfg, sb); md != nil {
+		d["mounts"] = md
 	}
 	return digestJSON(d)
 }

@@ -150,12 +150,18 @@ type PlanOptions struct {
 	Destroy bool
 	Refresh bool
 	Targets []string
-	Replace []string
+	// Excludes are left out of the plan with what depends on them
+	// (-exclude).
+	Excludes []string
+	Replace  []string
 	// Apply says the plan is applied at once (agentctl apply without a
 	// saved plan): a new sandbox's local_dir trees that the digest cache
 	// holds nothing for are left to the copy to check, as it reads them,
 	// instead of being walked first (manifest.PlanDigests).
 	Apply bool
+	// RefreshOnly plans only to record in the state what a refresh finds
+	// changed outside agentctl (Plan.Drift): plan -refresh-only.
+	RefreshOnly bool
 }
 
 // manifestRoot is the workspace root of a sandbox instance: the

@@ -16,7 +16,7 @@ import (
 // held when the run's record was last written (state.Run.Steps). A journal
 // that is missing, unreadable or shorter than that has lost work, which is
 // reported as a *JournalLostError and never papered over by starting the
-// run again from turn 0 (DESIGN §10).
+// run again from turn 0 (docs/engine.md, "Checkpoints and resume").
 
 // JournalLostError reports a run whose journal is missing, cannot be read,
 // or holds fewer steps than the state recorded.
@@ -42,7 +42,7 @@ func (e *JournalLostError) Unwrap() error { return e.Err }
 
 func (e *JournalLostError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: its journal %s %s", e.Run, e.Path, e.problem())
+	fmt.Fprintf(&b, "%s: its journal %s %s", e.Run, e.Path, e.Problem())
 	progress := fmt.Sprintf("%d %s, %d model %s", e.Steps, plural(e.Steps, "step", "steps"), e.Turns, plural(e.Turns, "turn", "turns"))
 	if e.Status == RunRunning {
 		// The state is written when a run starts and ends, not per step:
@@ -63,8 +63,9 @@ func (e *JournalLostError) Error() string {
 	return b.String()
 }
 
-// problem says what is wrong with the journal file.
-func (e *JournalLostError) problem() string {
+// Problem says what is wrong with the journal file: "is missing", "is
+// corrupt: ...", "holds only N of them: ...".
+func (e *JournalLostError) Problem() string {
 	var je *state.JournalError
 	switch {
 	case e.Err == nil:
@@ -81,6 +82,13 @@ func (e *JournalLostError) problem() string {
 		return fmt.Sprintf("cannot be read (%v)", e.Err)
 	}
 }
+
+// Steps are the checkpointed steps of a run, or of a turn of a Session
+// described as one (its journal, the steps the state recorded, its
+// status), as its journal holds them: checked against what the state
+// recorded (a missing, unreadable or short journal is a
+// *JournalLostError), not scrubbed again (Transcript is).
+func (e *Engine) Steps(r *state.Run) ([]agentloop.Step, error) { return e.readJournal(r) }
 
 // readJournal reads the checkpointed steps of a run: its journal, checked
 // against what the state recorded. A journal written by a newer agentctl
@@ -157,6 +165,8 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 			if ri := e.Config.RunInstances[c.Address]; ri != nil {
 				c.Reasons = append(c.Reasons, budgetReasons(e.Config, ri, prev, steps)...)
 			}
+		case RunGuardrailTripped:
+			c.Reasons = []string{fmt.Sprintf("stopped by a guardrail at turn %d: %s; its guardrails are checked again", turns, prev.Error)}
 		case RunAwaiting:
 			ap, rej, pend := prev.ApprovalCounts()
 			c.Reasons = []string{fmt.Sprintf("awaiting approval at turn %d: %d approved, %d rejected, %d pending", turns, ap, rej, pend)}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,7 +59,7 @@ func runMCPServers(cfg *config.Config, ri *config.RunInstance) []string {
 			}
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // mcpServer is how the engine reaches server s; ws is the workspace of
@@ -78,14 +79,14 @@ func (e *Engine) mcpServer(s *config.MCPServer, ws *sandbox.Workspace) mcphost.S
 // could not be reached, with why: whether a plan needs them depends on
 // which runs execute (unreachableMCP). A server that answers with tools
 // the configuration cannot use fails the plan, naming it.
-func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]sandbox.Status) (map[string]error, error) {
+func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[string]liveSandbox) (map[string]error, error) {
 	needed := map[string]bool{}
 	for _, ri := range e.Config.RunInstances {
 		for _, s := range runMCPServers(e.Config, ri) {
 			needed[s] = true
 		}
 	}
-	names := sortedKeys(needed)
+	names := slices.Sorted(maps.Keys(needed))
 	errs := make([]error, len(names))
 	unreached := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -99,7 +100,7 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 		}
 		var ws *sandbox.Workspace
 		if s.Sandbox != "" {
-			if live[s.Sandbox] != sandbox.StatusRunning {
+			if live[s.Sandbox].status != sandbox.StatusRunning {
 				continue
 			}
 			sb, err := e.openSandbox(ctx, st, s.Sandbox)
@@ -146,7 +147,7 @@ func (e *Engine) refreshMCP(ctx context.Context, st *state.State, live map[strin
 // would get is unknown, and plan exists to say that before apply.
 func (e *Engine) unreachableMCP(st *state.State, p *Plan, down map[string]error) error {
 	var errs []error
-	for _, name := range sortedKeys(down) {
+	for _, name := range slices.Sorted(maps.Keys(down)) {
 		s := e.Config.MCPServers[name]
 		var recorded, unknown []string
 		for _, c := range p.Changes {
@@ -260,7 +261,7 @@ func (e *Engine) keepMCPTools(s *config.MCPServer, offered []mcphost.ToolInfo) (
 			}
 		}
 		if len(missing) > 0 {
-			return nil, fmt.Errorf("%s offers no tool named %s (allowed_tools); it offers: %s", s.Addr(), strings.Join(missing, ", "), strings.Join(sortedKeys(names), ", "))
+			return nil, fmt.Errorf("%s offers no tool named %s (allowed_tools); it offers: %s", s.Addr(), strings.Join(missing, ", "), strings.Join(slices.Sorted(maps.Keys(names)), ", "))
 		}
 	}
 	t = scrubMCPTools(e.scrubber(), t)
@@ -309,7 +310,7 @@ func checkMCPServerNames(server string, listed []mcphost.ToolInfo) error {
 // the name of another of its tools, naming both owners.
 func (e *Engine) checkMCPClashes() error {
 	var errs []error
-	for _, name := range sortedKeys(e.Config.Agents) {
+	for _, name := range slices.Sorted(maps.Keys(e.Config.Agents)) {
 		a := e.Config.Agents[name]
 		if len(a.MCPServers) == 0 {
 			continue
@@ -439,7 +440,7 @@ func setMCPToolAttributes(attrs *attributes, key string, listed []mcphost.ToolIn
 // setMCPSettings records the settings of s in attrs and returns them.
 func setMCPSettings(attrs *attributes, s *config.MCPServer) map[string]any {
 	settings := mcpSettings(s)
-	for _, k := range sortedKeys(settings) {
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		attrs.set(s.Addr()+"."+k, settings[k])
 	}
 	return settings
@@ -554,7 +555,7 @@ func (ms *mcpSessions) close() {
 	if ms == nil {
 		return
 	}
-	for _, name := range sortedKeys(ms.sessions) {
+	for _, name := range slices.Sorted(maps.Keys(ms.sessions)) {
 		ms.sessions[name].Close()
 	}
 	for _, l := range ms.logs {
@@ -567,7 +568,7 @@ func (ms *mcpSessions) close() {
 // checking that no name clashes with another of its tools, and their
 // approval policies.
 func (ms *mcpSessions) addTools(cfg *config.Config, agents map[string]*agentloop.Agent) error {
-	for _, name := range sortedKeys(agents) {
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
 		a := cfg.Agents[name]
 		if a == nil || len(a.MCPServers) == 0 {
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentctl/agentctl/addrs"
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine/agentmemory"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
@@ -38,32 +40,39 @@ func (e *Engine) Plan(ctx context.Context, st *state.State, opts PlanOptions) (_
 }
 
 func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*Plan, error) {
-	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial}
-	live := map[string]sandbox.Status{}
+	p := &Plan{Destroy: opts.Destroy, Targets: opts.Targets, Excludes: opts.Excludes, Replace: opts.Replace, Lineage: st.Lineage, Serial: st.Serial, RefreshOnly: opts.RefreshOnly}
+	if err := checkExcludes(e.Config, st, opts.Excludes); err != nil {
+		return nil, err
+	}
+	if opts.RefreshOnly {
+		return e.planRefreshOnly(ctx, st, p)
+	}
+	live := map[string]liveSandbox{}
 	if opts.Refresh {
 		var err error
-		if live, err = e.Refresh(ctx, st); err != nil {
+		if live, err = e.refresh(ctx, st); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Destroy {
-		for _, addr := range sortedKeys(st.Sandboxes) {
-			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"destroy"}})
+		for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"destroy"}, live[addr])})
 		}
-		for _, addr := range sortedKeys(st.Runs) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
-		for _, addr := range sortedKeys(st.Chats) {
+		for _, addr := range slices.Sorted(maps.Keys(st.Chats)) {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindChat, Action: ActionForget, Reasons: []string{"destroy"}})
 		}
 		p.filterTargets(e.Config, opts.Targets)
+		p.filterExcludes(e.Config, opts.Excludes)
 		sortChanges(p.Changes)
 		return p, nil
 	}
 	cfg := e.Config
 	sbDigest := map[string]string{} // sandbox addr -> config+manifest digest
 	mcache := map[string]*manifestDigests{}
-	for _, addr := range sortedKeys(cfg.SandboxInstances) {
+	for _, addr := range slices.Sorted(maps.Keys(cfg.SandboxInstances)) {
 		c, digest, err := e.planSandbox(ctx, st, live, mcache, addr, slices.Contains(opts.Replace, addr), opts.Apply)
 		if err != nil {
 			return nil, err
@@ -73,9 +82,9 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		if _, ok := cfg.SandboxInstances[addr]; !ok {
-			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: []string{"no longer in the configuration"}})
+			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindSandbox, Action: ActionDelete, Reasons: leftElsewhere([]string{"no longer in the configuration"}, live[addr])})
 		}
 	}
 	// The cache only spares reading unchanged trees again: plan does not
@@ -102,7 +111,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 		p.Changes = append(p.Changes, c)
 	}
-	for _, addr := range sortedKeys(st.Runs) {
+	for _, addr := range slices.Sorted(maps.Keys(st.Runs)) {
 		if _, ok := cfg.RunInstances[addr]; !ok {
 			p.Changes = append(p.Changes, &Change{Address: addr, Kind: KindRun, Action: ActionForget, Reasons: []string{"no longer in the configuration: its record is removed from the state"}})
 		}
@@ -113,10 +122,12 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		}
 	}
 	p.filterTargets(cfg, opts.Targets)
+	p.filterExcludes(cfg, opts.Excludes)
 	sortChanges(p.Changes)
-	if len(opts.Targets) == 0 {
-		p.Memory = memoryWork(st)
+	if len(opts.Targets) == 0 && len(opts.Excludes) == 0 {
+		p.Memory = agentmemory.Pending(st)
 	}
+	e.placeElsewhere(ctx, st, p, live)
 	if err := e.resumeReasons(st, p); err != nil {
 		return nil, err
 	}
@@ -160,7 +171,7 @@ type manifestDigests struct {
 
 // planSandbox decides one sandbox's action and returns its digest as a
 // run's input ("" when known only after apply).
-func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]sandbox.Status, mcache map[string]*manifestDigests, addr string, replace, applying bool) (*Change, string, error) {
+func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[string]liveSandbox, mcache map[string]*manifestDigests, addr string, replace, applying bool) (*Change, string, error) {
 	sb := e.Config.SandboxInstances[addr]
 	m := sandboxManifest(e.Config, sb)
 	cdigest := sandboxConfigDigest(e.Config, sb)
@@ -169,28 +180,14 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	// anything: a local_dir not hashed before is hashed by its copy
 	// (known after apply), so apply reads it once, not twice.
 	creating := prev == nil || replace || prev.ConfigDigest != cdigest
-	key := sb.Manifest + "\x00" + m.Root
-	md := mcache[key]
-	if md == nil {
-		m.DigestCache = e.digestCache()
-		m.Digests = st.Digests()
-		var entries map[string]string
-		var deferred []string
-		var err error
-		if creating {
-			entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
-		} else {
-			entries, err = manifest.EntryDigests(ctx, m)
+	if creating {
+		if err := e.checkMountsAvailable(sb); err != nil {
+			return nil, "", err
 		}
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: manifest %s: %w", addr, sb.Manifest, err)
-		}
-		md = &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
-		if len(deferred) > 0 {
-			md.digest = ""
-		} else {
-			mcache[key] = md
-		}
+	}
+	md, err := e.planManifestDigests(ctx, st, mcache, sb, m, creating, applying)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", addr, err)
 	}
 	entries, mdigest := md.entries, md.digest
 	c := &Change{Address: addr, Kind: KindSandbox, Action: ActionNoop, Attributes: map[string]string{
@@ -202,12 +199,13 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	if sb.Manifest != "" {
 		c.Attributes["manifest"] = fmt.Sprintf("manifest.%s (%d %s%s)", sb.Manifest, len(m.Entries), plural(len(m.Entries), "entry", "entries"), accountsSummary(sandboxAccounts(e.Config, sb)))
 	}
+	setMountAttributes(e.Config, sb, func(p, v string) { c.Attributes[p] = v })
 	digest := ""
 	if mdigest != "" {
 		digest = digestJSON([]string{cdigest, mdigest})
 	}
 	drift := "" // only asked when refreshing: live holds refreshed sandboxes
-	if s, ok := live[addr]; ok && s != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
+	if s, ok := live[addr]; ok && s.status != sandbox.StatusMissing && prev != nil && prev.ConfigDigest == cdigest && prev.RestorePending == nil {
 		var err error
 		if drift, err = e.sandboxDrift(ctx, st, addr); err != nil {
 			return nil, "", err
@@ -218,12 +216,20 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		c.Action = ActionCreate
 	case replace:
 		c.Action = ActionReplace
-		c.Reasons = []string{"forced by -replace: a new sandbox is created from the manifest"}
+		c.Reasons = leftElsewhere([]string{"forced by -replace: a new sandbox is created from the manifest"}, live[addr])
 	case prev.ConfigDigest != cdigest:
 		c.Action = ActionReplace
 		c.Reasons = e.sandboxReasons(prev, sb, func(p string) bool { return !isEnvAttribute(p) })
 		if len(c.Reasons) == 0 {
 			c.Reasons = []string{"image, provider, isolation, network, ports, resources, provider settings or the manifest's users and groups changed"}
+		}
+		c.Reasons = leftElsewhere(c.Reasons, live[addr])
+	case live[addr].elsewhere != "":
+		// Another working directory's: left there unless a run here
+		// needs it (placeElsewhere), which restores it with the manifest
+		// as it is now.
+		if prev.ManifestDigest != mdigest {
+			c.Reasons = []string{"its manifest changed"}
 		}
 	case prev.RestorePending != nil:
 		c.Action = ActionRestore
@@ -231,7 +237,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 	case drift != "":
 		c.Action = ActionReplace
 		c.Reasons = []string{drift}
-	case live[addr] == sandbox.StatusMissing:
+	case live[addr].missing():
 		if prev.Snapshot != "" {
 			c.Action = ActionRestore
 			c.Reasons = []string{"sandbox no longer exists: it is recreated from its latest snapshot"}
@@ -240,29 +246,7 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 			c.Reasons = []string{"sandbox no longer exists and has no snapshot: it is recreated from the manifest"}
 		}
 	case prev.ManifestDigest != mdigest:
-		c.Action = ActionUpdate
-		for _, e := range m.Entries {
-			if prev.EntryDigests[e.Path] != entries[e.Path] {
-				c.Entries = append(c.Entries, e.Path)
-			}
-		}
-		for p := range prev.EntryDigests {
-			if _, ok := entries[p]; !ok {
-				c.Removed = append(c.Removed, p)
-			}
-		}
-		slices.Sort(c.Removed)
-		if len(c.Entries) == 0 && len(c.Removed) == 0 {
-			c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
-			if len(c.Reasons) == 0 {
-				c.Reasons = []string{"manifest environment or root changed"}
-			}
-		} else {
-			c.Reasons = []string{"manifest entries changed"}
-		}
-		if len(c.Removed) > 0 {
-			c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
-		}
+		e.planManifestUpdate(c, prev, sb, m, entries)
 	}
 	// A restore needs its snapshot file: say now that it is gone, also for
 	// a sandbox deleted by on_exit that a run would restore.
@@ -273,6 +257,67 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		}
 	}
 	return c, digest, nil
+}
+
+// planManifestDigests returns the digests of the entries of sandbox sb's
+// manifest m, and the manifest's digest ("" while one of them is known
+// only once apply copies it), computed once per manifest and root
+// (mcache). A sandbox being created (creating) hashes only what apply
+// will not copy anyway (manifest.PlanDigests).
+func (e *Engine) planManifestDigests(ctx context.Context, st *state.State, mcache map[string]*manifestDigests, sb *config.SandboxInstance, m manifest.Manifest, creating, applying bool) (*manifestDigests, error) {
+	key := sb.Manifest + "\x00" + m.Root
+	if md := mcache[key]; md != nil {
+		return md, nil
+	}
+	m.DigestCache = e.digestCache()
+	m.Digests = st.Digests()
+	var entries map[string]string
+	var deferred []string
+	var err error
+	if creating {
+		entries, deferred, err = manifest.PlanDigests(ctx, m, applying)
+	} else {
+		entries, err = manifest.EntryDigests(ctx, m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", sb.Manifest, err)
+	}
+	md := &manifestDigests{entries: entries, digest: manifest.Digest(m, entries)}
+	if len(deferred) > 0 {
+		md.digest = ""
+	} else {
+		mcache[key] = md
+	}
+	return md, nil
+}
+
+// planManifestUpdate makes c the update of a sandbox whose manifest
+// changed: the entries to materialize again, those no longer declared,
+// and why.
+func (e *Engine) planManifestUpdate(c *Change, prev *state.Sandbox, sb *config.SandboxInstance, m manifest.Manifest, entries map[string]string) {
+	c.Action = ActionUpdate
+	for _, en := range m.Entries {
+		if prev.EntryDigests[en.Path] != entries[en.Path] {
+			c.Entries = append(c.Entries, en.Path)
+		}
+	}
+	for p := range prev.EntryDigests {
+		if _, ok := entries[p]; !ok {
+			c.Removed = append(c.Removed, p)
+		}
+	}
+	slices.Sort(c.Removed)
+	if len(c.Entries) == 0 && len(c.Removed) == 0 {
+		c.Reasons = e.sandboxReasons(prev, sb, isEnvAttribute)
+		if len(c.Reasons) == 0 {
+			c.Reasons = []string{"manifest environment or root changed"}
+		}
+	} else {
+		c.Reasons = []string{"manifest entries changed"}
+	}
+	if len(c.Removed) > 0 {
+		c.Reasons = append(c.Reasons, "entries no longer declared are left in the workspace: "+strings.Join(c.Removed, ", "))
+	}
 }
 
 // sandboxReasons names the attributes keep selects that differ between
@@ -337,6 +382,9 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		if err != nil {
 			return nil, err
 		}
+		if err := e.planPreconditions(st, ri); err != nil {
+			return nil, err
+		}
 		c.Digest = runDigest(in.digests)
 		standIn = in.input
 		if prev != nil && prev.Digest != c.Digest {
@@ -381,6 +429,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 	}
 	e.mcpPlanAttributes(ri, c.Attributes)
 	budgetAttributes(cfg, ri, c.Attributes)
+	guardrailPlanAttributes(cfg, ri, c.Attributes)
 	return c, nil
 }
 
@@ -444,7 +493,7 @@ func stateRuntimeValues(st *state.State) config.RuntimeValues {
 }
 
 // runInputs are what a run's digest covers: the named digest inputs
-// (DESIGN §3), the attribute values behind them, and the input text with
+// (docs/engine.md), the attribute values behind them, and the input text with
 // URL stand-ins.
 type runInputs struct {
 	digests map[string]string
@@ -456,7 +505,7 @@ type runInputs struct {
 
 // runInputs evaluates a run's input against the upstream outputs in st,
 // with every sandbox URL as its stand-in (config.URLStandIn), and returns
-// the named digest inputs (DESIGN §3), their attribute values and that
+// the named digest inputs (docs/engine.md), their attribute values and that
 // input text. A URL is an
 // address, not content: it is left out of the digest, so a run's digest
 // is known before its sandboxes exist and stays the same when their URLs
@@ -509,6 +558,7 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	}
 	e.mcpInputs(st, ri, inputs, attrs)
 	e.skillsInputs(ri, inputs, attrs)
+	guardrailInputs(cfg, ri, inputs, attrs)
 	return &runInputs{digests: inputs, attrs: attrs.m, input: input, prior: prior}, nil
 }
 

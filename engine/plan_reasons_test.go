@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/providers/builtin"
 )
 
 // reasonsConfig is a one-run configuration whose parts the tests below
@@ -58,7 +59,7 @@ func reloaded(t *testing.T, e *Engine, dir, src string) *Engine {
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load(dir, config.Options{})
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

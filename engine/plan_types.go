@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agentctl/agentctl/engine/agentmemory"
 )
 
 // Action is what plan decided for one managed object.
@@ -53,26 +55,36 @@ type Change struct {
 
 // Plan is the set of changes apply would make.
 type Plan struct {
-	Destroy bool      `json:"destroy,omitempty"`
-	Targets []string  `json:"targets,omitempty"`
-	Replace []string  `json:"replace,omitempty"`
-	Changes []*Change `json:"changes"`
+	Destroy bool     `json:"destroy,omitempty"`
+	Targets []string `json:"targets,omitempty"`
+	// Excludes are the -exclude addresses: they and what depends on them
+	// are left out.
+	Excludes []string  `json:"excludes,omitempty"`
+	Replace  []string  `json:"replace,omitempty"`
+	Changes  []*Change `json:"changes"`
 	// Lineage and Serial of the state the plan was made against.
 	Lineage string `json:"lineage"`
 	Serial  uint64 `json:"serial"`
 	// Memory is the memory work waiting from an earlier apply, which this
-	// apply finishes (agentmemory.go).
-	Memory []MemoryWork `json:"memory,omitempty"`
+	// apply finishes (engine/agentmemory).
+	Memory []agentmemory.Work `json:"memory,omitempty"`
 	// Warnings are what the plan could not check but apply will need
 	// (an MCP server that could not be reached), each a sentence or two.
 	Warnings []string `json:"warnings,omitempty"`
+	// Notes are what a reviewer should know about objects the plan
+	// leaves as they are: a sandbox that lives in another working
+	// directory or on another machine.
+	Notes []Note `json:"notes,omitempty"`
+	// RefreshOnly marks a plan -refresh-only: it has no changes, only
+	// Drift, which applying records in the state.
+	RefreshOnly bool    `json:"refresh_only,omitempty"`
+	Drift       []Drift `json:"drift,omitempty"`
 }
 
-// MemoryWork is a memory capability's memory with work waiting.
-type MemoryWork struct {
-	// Address is the memory's key, capability.memory.NAME@sandbox.X.
+// Note is a plan note about one object.
+type Note struct {
 	Address string `json:"address"`
-	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // Change returns the change for addr, or nil.
@@ -150,6 +162,9 @@ func (s *Summary) Count(ev Event) {
 
 // HasChanges reports whether applying the plan would do anything.
 func (p *Plan) HasChanges() bool {
+	if p.RefreshOnly {
+		return len(p.Drift) > 0
+	}
 	if len(p.Memory) > 0 {
 		return true
 	}

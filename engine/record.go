@@ -3,6 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
+	"slices"
 
 	"github.com/agentctl/agentctl/engine/tools"
 	"github.com/agentctl/agentctl/internal/cassette"
@@ -30,24 +33,49 @@ func (ps *providerSet) modelEnv(e *Engine, addr string) (registry.Env, error) {
 	if e.Config != nil {
 		env.Dir = e.Config.Dir
 	}
-	// The options serve a provider's own replay setting too.
-	cs := &registry.Cassettes{Replay: e.Replay, Options: e.cassetteOptions()}
-	env.Cassettes = cs
+	var rec *cassette.Recorder
 	if e.Record != "" {
 		if ps.recorders == nil {
 			ps.recorders = map[string]*cassette.Recorder{}
 		}
-		rec := ps.recorders[addr]
+		rec = ps.recorders[addr]
 		if rec == nil {
 			var err error
-			if rec, err = cassette.NewRecorder(cassette.File(e.Record, addr), cs.Options); err != nil {
+			if rec, err = cassette.NewRecorder(cassette.File(e.Record, addr), e.cassetteOptions()); err != nil {
 				return env, fmt.Errorf("%s: -record: %w", addr, err)
 			}
 			ps.recorders[addr] = rec
 		}
-		cs.Record = rec
 	}
+	env.Transport = e.cassetteTransport(addr, rec)
 	return env, nil
+}
+
+// cassetteTransport is the registry.Transport of the model provider at
+// addr: the engine's replay directory, else the provider's own, answers
+// from the provider's cassette in it; else rec, when not nil, records
+// what base sends.
+func (e *Engine) cassetteTransport(addr string, rec *cassette.Recorder) registry.Transport {
+	return func(base http.RoundTripper, replay string) (http.RoundTripper, bool, error) {
+		if e.Replay != "" {
+			replay = e.Replay
+		}
+		if replay == "" {
+			if rec == nil {
+				return base, false, nil
+			}
+			return rec.Transport(base), false, nil
+		}
+		if rec != nil {
+			return nil, false, errors.New("cannot record while replaying: a provider with replay set serves recorded exchanges; leave -record out, or remove replay to record against the model")
+		}
+		// The options serve a provider's own replay setting too.
+		p, err := cassette.Load(cassette.File(replay, addr), e.cassetteOptions())
+		if err != nil {
+			return nil, false, err
+		}
+		return p, true, nil
+	}
 }
 
 // reportRecording says, at the end of an apply -record, what was recorded
@@ -68,7 +96,7 @@ func (a *applier) reportRecording() error {
 	ps.mu.Unlock()
 	var errs []error
 	total := 0
-	for _, addr := range sortedKeys(recs) {
+	for _, addr := range slices.Sorted(maps.Keys(recs)) {
 		r := recs[addr]
 		if err := r.Err(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: -record: %w", addr, err))

@@ -170,6 +170,34 @@ func TestReplayWithoutCassetteFailsAtPlan(t *testing.T) {
 	}
 }
 
+// Recording while replaying, whether the provider's replay setting or
+// the engine's asks for the replay, is refused at plan, saying what to
+// leave out.
+func TestRecordWhileReplayingRefused(t *testing.T) {
+	for name, engineReplay := range map[string]bool{"provider's replay": false, "engine's replay": true} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			replay := "cassettes"
+			if engineReplay {
+				replay = ""
+			}
+			e := engineAt(t, dir, recordConfig("http://127.0.0.1:1/v1", replay, "How are sales?"))
+			if engineReplay {
+				e.Replay = filepath.Join(dir, "cassettes")
+			}
+			e.Record = filepath.Join(dir, "recorded")
+			st, err := e.State.Read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.Plan(context.Background(), st, PlanOptions{})
+			if err == nil || !strings.Contains(err.Error(), "provider.openai: cannot record while replaying") || !strings.Contains(err.Error(), "leave -record out") {
+				t.Fatalf("plan with -record and replay: %v", err)
+			}
+		})
+	}
+}
+
 // TestWriteReplayExample records examples/replay.hcl's pipeline against
 // the fake OpenAI server into examples/cassettes/replay, the cassette the
 // example replays (skipped unless AGENTCTL_WRITE_REPLAY_EXAMPLE=1):

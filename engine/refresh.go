@@ -4,24 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
 )
 
-// Refresh asks each provider about the sandboxes in st and returns their
-// live status by address. A sandbox its provider no longer knows is
+// liveSandbox is what a refresh learned about one sandbox: its status
+// at its provider and, for a sandbox another working directory or
+// machine owns (sandbox.ElsewhereError), where it lives; its status is
+// then sandbox.StatusMissing, since it is not here.
+type liveSandbox struct {
+	status    sandbox.Status
+	elsewhere string
+}
+
+// missing reports whether the sandbox is gone, not merely elsewhere.
+func (l liveSandbox) missing() bool { return l.status == sandbox.StatusMissing && l.elsewhere == "" }
+
+// refresh asks each provider about the sandboxes in st and returns what
+// it learned by address. A sandbox its provider no longer knows is
 // sandbox.StatusMissing.
-func (e *Engine) Refresh(ctx context.Context, st *state.State) (map[string]sandbox.Status, error) {
-	out := map[string]sandbox.Status{}
-	for _, addr := range sortedKeys(st.Sandboxes) {
+func (e *Engine) refresh(ctx context.Context, st *state.State) (map[string]liveSandbox, error) {
+	out := map[string]liveSandbox{}
+	for _, addr := range slices.Sorted(maps.Keys(st.Sandboxes)) {
 		ss := st.Sandboxes[addr]
 		if ss.Status == statusDeleted {
 			continue
 		}
 		sb, err := e.openSandbox(ctx, st, addr)
 		if errors.Is(err, sandbox.ErrNotFound) {
-			out[addr] = sandbox.StatusMissing
+			l := liveSandbox{status: sandbox.StatusMissing}
+			if ee, ok := errors.AsType[*sandbox.ElsewhereError](err); ok {
+				l.elsewhere = ee.Where
+			}
+			out[addr] = l
 			continue
 		}
 		if err != nil {
@@ -31,7 +49,7 @@ func (e *Engine) Refresh(ctx context.Context, st *state.State) (map[string]sandb
 		if err != nil {
 			return nil, fmt.Errorf("refreshing %s: %w", addr, err)
 		}
-		out[addr] = status
+		out[addr] = liveSandbox{status: status}
 		e.emit(Event{Type: EventRefresh, Address: addr, Message: string(status)})
 	}
 	return out, nil
@@ -50,6 +68,9 @@ func (e *Engine) openSandbox(ctx context.Context, st *state.State, addr string) 
 	spec := sandbox.Spec{Address: addr, Lineage: st.Lineage, StateDir: e.State.Abs("sandboxes")}
 	if sb := e.Config.SandboxInstances[addr]; sb != nil {
 		spec = e.sandboxSpec(sb, st.Lineage)
+		if ss.Status != statusDeleted {
+			spec.Mounts = e.openMounts(ctx, st.Lineage, addr)
+		}
 	}
 	sb, err := prov.Open(ctx, spec, ss.Session)
 	if err != nil {

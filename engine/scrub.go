@@ -51,6 +51,11 @@ func scrubStep(sc *sandbox.Scrubber, s agentloop.Step) agentloop.Step {
 		it := scrubItem(sc, *s.Result)
 		s.Result = &it
 	}
+	if s.Guardrail != nil {
+		v := *s.Guardrail
+		v.Message = sc.String(v.Message)
+		s.Guardrail = &v
+	}
 	if s.Approval != nil {
 		pc := *s.Approval
 		pc.Arguments = scrubJSONString(sc, pc.Arguments)

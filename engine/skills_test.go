@@ -189,7 +189,7 @@ func TestSkillsEagerAndLazy(t *testing.T) {
 // reloadDir loads the configuration in dir with its state in dir/.agentctl.
 func reloadDir(t testing.TB, dir string) *Engine {
 	t.Helper()
-	cfg, diags := config.Load(dir, config.Options{})
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -17,4 +17,6 @@ const (
 	RunAwaiting    = "awaiting_approval"
 	RunCompleted   = "completed"
 	RunFailed      = "failed"
+	// RunGuardrailTripped is a run a guardrail stopped (state.Run.Guardrail).
+	RunGuardrailTripped = "guardrail_tripped"
 )

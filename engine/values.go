@@ -57,8 +57,8 @@ func (e *Engine) ConfigDigest() string {
 }
 
 // isConfigFileName reports whether a file in a configuration directory is
-// part of the configuration (DESIGN §2: *.hcl, not *.test.hcl or variable
-// files).
+// part of the configuration (docs/language.md, "Files and directories":
+// *.hcl, not *.test.hcl or variable files).
 func isConfigFileName(n string) bool {
 	return strings.HasSuffix(n, ".hcl") && !strings.HasSuffix(n, ".test.hcl") && !strings.HasSuffix(n, ".vars.hcl") && !strings.HasPrefix(n, ".")
 }
@@ -67,6 +67,17 @@ func isConfigFileName(n string) bool {
 // sensitive ones included (for agentctl output NAME, which prints them on
 // request; they are never stored).
 func (e *Engine) Outputs(st *state.State) (map[string]config.OutputValue, error) {
+	vals, diags := e.Config.EvalOutputs(RuntimeValues(st))
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return vals, nil
+}
+
+// RuntimeValues are the outputs of the runs st records as completed and
+// the URLs of the sandboxes it records: what outputs, and expressions in
+// agentctl console, are evaluated against.
+func RuntimeValues(st *state.State) config.RuntimeValues {
 	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, SandboxURLs: map[string]map[string]string{}}
 	for addr, r := range st.Runs {
 		if r.Status == RunCompleted {
@@ -78,9 +89,5 @@ func (e *Engine) Outputs(st *state.State) (map[string]config.OutputValue, error)
 	for addr, ss := range st.Sandboxes {
 		rv.SandboxURLs[addr] = ss.URLs
 	}
-	vals, diags := e.Config.EvalOutputs(rv)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	return vals, nil
+	return rv
 }

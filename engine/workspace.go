@@ -29,6 +29,9 @@ func (e *Engine) OpenWorkspace(ctx context.Context, st *state.State, addr string
 		return nil, nil, fmt.Errorf("%s was removed after the last apply, its workspace kept in its snapshot (on_exit = %q); a run that needs it restores it (on_exit = \"keep\" keeps it for agentctl exec)", addr, onExit)
 	}
 	sb, err := e.openSandbox(ctx, st, addr)
+	if ee, ok := errors.AsType[*sandbox.ElsewhereError](err); ok {
+		return nil, nil, fmt.Errorf("%s lives in %s: use it there, or apply a run here that needs it, which restores it here from its latest snapshot and makes this working directory its owner", addr, ee.Where)
+	}
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return nil, nil, fmt.Errorf("%s no longer exists at its provider; run agentctl apply to restore it from its snapshot", addr)
 	}

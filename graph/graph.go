@@ -8,6 +8,8 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -79,17 +81,17 @@ func (g *Graph) HasEdge(from, to string) bool {
 
 // Nodes returns every node, sorted.
 func (g *Graph) Nodes() []string {
-	return sortedKeys(g.nodes)
+	return slices.Sorted(maps.Keys(g.nodes))
 }
 
 // DependenciesOf returns the direct dependencies of id, sorted.
 func (g *Graph) DependenciesOf(id string) []string {
-	return sortedKeys(g.out[id])
+	return slices.Sorted(maps.Keys(g.out[id]))
 }
 
 // DependentsOf returns the nodes that depend directly on id, sorted.
 func (g *Graph) DependentsOf(id string) []string {
-	return sortedKeys(g.in[id])
+	return slices.Sorted(maps.Keys(g.in[id]))
 }
 
 // Edge is one labeled edge.
@@ -101,8 +103,8 @@ type Edge struct {
 func (g *Graph) Edges() []Edge {
 	var es []Edge
 	for _, from := range g.Nodes() {
-		for _, to := range sortedKeys(g.out[from]) {
-			for _, l := range sortedKeys(g.out[from][to]) {
+		for _, to := range slices.Sorted(maps.Keys(g.out[from])) {
+			for _, l := range slices.Sorted(maps.Keys(g.out[from][to])) {
 				es = append(es, Edge{From: from, To: to, Label: l})
 			}
 		}
@@ -257,13 +259,4 @@ func (g *Graph) copy() *Graph {
 		}
 	}
 	return c
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

@@ -6,6 +6,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -19,6 +20,13 @@ const (
 	ItemFunctionCallOutput ItemType = "function_call_output"
 	ItemReasoning          ItemType = "reasoning"
 	ItemCompaction         ItemType = "compaction"
+	// ItemHostedToolCall is a call of a tool the model's service ran
+	// itself (an OpenAI hosted tool: web search, file search, code
+	// interpreter, image generation). It is recorded and shown, never
+	// executed by agentctl: Name is the service's item type
+	// (web_search_call), CallID its id, Text a one-line account of what
+	// it did, Raw the service's own encoding, replayed to it.
+	ItemHostedToolCall ItemType = "hosted_tool_call"
 )
 
 // Image is an image returned to the model (view_image).
@@ -59,7 +67,20 @@ type Tool struct {
 	Strict      bool            `json:"strict,omitempty"`
 }
 
-// Settings are model settings from an agent's settings block.
+// HostedTool is a tool the model's service runs itself (an OpenAI hosted
+// tool). Type names it (web_search, file_search, code_interpreter,
+// image_generation); Config is the tool's definition exactly as the
+// service's API takes it in a request's tools, "type" included. The
+// provider that decoded it (registry.Type.DecodeHostedTool) built Config.
+type HostedTool struct {
+	Type   string          `json:"type"`
+	Config json.RawMessage `json:"config"`
+}
+
+// Settings are model settings from an agent's settings block. A provider
+// passes each set one to its API under the API's own name; the
+// configuration refuses a setting the agent's provider's API does not
+// accept.
 type Settings struct {
 	ReasoningEffort   string   `json:"reasoning_effort,omitempty"`
 	ReasoningSummary  string   `json:"reasoning_summary,omitempty"`
@@ -68,7 +89,27 @@ type Settings struct {
 	TopP              *float64 `json:"top_p,omitempty"`
 	MaxOutputTokens   int64    `json:"max_output_tokens,omitempty"`
 	ParallelToolCalls *bool    `json:"parallel_tool_calls,omitempty"`
-	ToolChoice        string   `json:"tool_choice,omitempty"`
+	// ToolChoice is auto, none, required, the name of a function tool,
+	// or the type of one of the request's hosted tools.
+	ToolChoice       string   `json:"tool_choice,omitempty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
+	// Truncation is auto or disabled.
+	Truncation string `json:"truncation,omitempty"`
+	// Store asks the service to keep the response (nil: the provider's
+	// default).
+	Store    *bool             `json:"store,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// PromptCacheRetention is in_memory or 24h; PromptCacheMode
+	// (implicit, explicit) and PromptCacheTTL (30m, 12h) are the
+	// request's prompt_cache_options.
+	PromptCacheRetention string `json:"prompt_cache_retention,omitempty"`
+	PromptCacheMode      string `json:"prompt_cache_mode,omitempty"`
+	PromptCacheTTL       string `json:"prompt_cache_ttl,omitempty"`
+	// Include lists additional output data to include in the response
+	// (the Responses API's include values, like
+	// web_search_call.action.sources).
+	Include []string `json:"include,omitempty"`
 }
 
 // Compaction asks for the context to be compacted when the input grows
@@ -107,6 +148,9 @@ type Request struct {
 	Instructions string
 	Input        []Item
 	Tools        []Tool
+	// HostedTools are tools the model's service runs itself; their calls
+	// come back as ItemHostedToolCall items.
+	HostedTools []HostedTool
 	// OutputSchema, when set, asks for structured output (strict JSON
 	// schema); OutputSchemaName names it.
 	OutputSchema     json.RawMessage
@@ -136,6 +180,14 @@ type Response struct {
 	ID     string `json:"id,omitempty"`
 	Output []Item `json:"output"`
 	Usage  Usage  `json:"usage"`
+	// Model is the model that answered when it is not the agent's own:
+	// one of its model_fallback models, after the models before it were
+	// unavailable (Unavailable). Empty when the agent's model answered.
+	Model string `json:"model,omitempty"`
+	// Fallbacks say why each model tried before Model did not answer, in
+	// order ("gpt-5: HTTP 503 Service Unavailable ..."); empty when the
+	// agent's model answered.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 }
 
 // EventType names a streaming event.
@@ -149,6 +201,10 @@ const (
 	// the next; After says what failed ("429", "a timeout"). What the
 	// failed attempt streamed may be streamed again.
 	EventRetry EventType = "retry"
+	// EventHostedToolCall: the service ran one of its hosted tools; Name
+	// is the call's item type (web_search_call), CallID its id, Delta
+	// what it did (as ItemHostedToolCall's Text).
+	EventHostedToolCall EventType = "hosted_tool_call"
 )
 
 // Event is a streaming event emitted while a response is produced.
@@ -169,6 +225,22 @@ type Model interface {
 	// events as they arrive, and returns the complete response. Errors
 	// that survive the provider's own retries are returned wrapped.
 	Respond(ctx context.Context, req *Request, sink func(Event)) (*Response, error)
+}
+
+// Unavailable is implemented by errors of a model call after which the
+// same request may be made to another model (an agent's model_fallback):
+// the model is not there, overloaded, or rate limited after the
+// provider's own retries. ModelUnavailable reports whether this error is
+// such a one.
+type Unavailable interface {
+	ModelUnavailable() bool
+}
+
+// IsUnavailable reports whether err, or an error it wraps, says the model
+// was unavailable (Unavailable).
+func IsUnavailable(err error) bool {
+	var u Unavailable
+	return errors.As(err, &u) && u.ModelUnavailable()
 }
 
 // FunctionCalls returns the function call items of a response in order.

@@ -1,5 +1,5 @@
 // Package sandbox defines the contract every sandbox provider (local,
-// docker, daytona) implements, Provider and Sandbox, and what is shared
+// docker, daytona, kubernetes) implements, Provider and Sandbox, and what is shared
 // above and beside it: the workspace path policy (CleanPath), Workspace
 // (a sandbox with its environment and the Scrubber that masks sensitive
 // values in what it returns), the head+tail output capture, and the
@@ -65,7 +65,8 @@ type Spec struct {
 	// Root is the workspace root inside the sandbox (the manifest root),
 	// e.g. /workspace.
 	Root string
-	// Image is the container image (docker, daytona); empty for local.
+	// Image is the container image (docker, daytona, kubernetes); empty
+	// for local.
 	Image string
 	// Network is "none" (the default), "host", "bridge" or a named network.
 	Network string
@@ -84,6 +85,22 @@ type Spec struct {
 	// and runs a request whose User names one as that user. A provider
 	// that cannot must refuse a Spec with accounts.
 	Accounts Accounts
+	// Mounts are storage mounts already made on this machine (package
+	// sandbox/mount) that the provider binds into the workspace when it
+	// creates the sandbox, and again when it opens one whose binding is
+	// gone. A provider that cannot must refuse a Spec with mounts.
+	Mounts []Mount
+}
+
+// Mount is a storage mount made on this machine, to be bound into a
+// sandbox's workspace.
+type Mount struct {
+	// Path is workspace-relative, like data/room.
+	Path string
+	// HostDir is the absolute host directory the mount is at.
+	HostDir string
+	// ReadOnly mounts refuse writes (EROFS).
+	ReadOnly bool
 }
 
 // SessionState is what state.json stores to reconnect to a sandbox. It
@@ -96,13 +113,15 @@ type SessionState struct {
 
 // Provider creates sandboxes of one kind and reconnects to existing ones.
 type Provider interface {
-	// Kind is "local", "docker" or "daytona".
+	// Kind is "local", "docker", "daytona" or "kubernetes".
 	Kind() string
 	// Create creates and starts a new, empty sandbox whose workspace root
 	// exists and is writable.
 	Create(ctx context.Context, spec Spec) (Sandbox, error)
 	// Open reconnects to a sandbox from its session state without starting
-	// it. It returns an error wrapping ErrNotFound if it is gone.
+	// it. It returns an error wrapping ErrNotFound if it is gone, and one
+	// wrapping an *ElsewhereError if it belongs to another working
+	// directory or machine.
 	Open(ctx context.Context, spec Spec, st SessionState) (Sandbox, error)
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 )
 
@@ -405,5 +407,5 @@ func unionKeys[V any](a, b map[string]V) []string {
 	for k := range b {
 		m[k] = true
 	}
-	return sortedKeys(m)
+	return slices.Sorted(maps.Keys(m))
 }

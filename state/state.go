@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -200,7 +201,7 @@ type Sandbox struct {
 	Address string `json:"address"`
 	// Provider is the provider's configuration address.
 	Provider string `json:"provider"`
-	// Kind is the provider kind: local, docker, daytona.
+	// Kind is the provider kind: local, docker, daytona, kubernetes.
 	Kind    string               `json:"kind"`
 	Session sandbox.SessionState `json:"session"`
 	// Status is SandboxRunning or SandboxStopped.
@@ -270,8 +271,11 @@ type Run struct {
 	// Output is the run's final output: a JSON string or object.
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
-	Turns  int             `json:"turns"`
-	Usage  model.Usage     `json:"usage"`
+	// Guardrail is the guardrail that stopped the run (status
+	// guardrail_tripped), nil otherwise.
+	Guardrail *GuardrailTrip `json:"guardrail,omitempty"`
+	Turns     int            `json:"turns"`
+	Usage     model.Usage    `json:"usage"`
 	// MemoryUsage is what extracting memory from this run's rollout cost
 	// (phase 1 of its agents' memory capabilities).
 	MemoryUsage model.Usage `json:"memory_usage,omitzero"`
@@ -447,7 +451,8 @@ type Provenance struct {
 
 // Output is one root output value. Sensitive marks a value that is never
 // printed unless asked for; the engine decides what value a sensitive
-// output keeps in state (DESIGN §5: sensitive values never reach state).
+// output keeps in state (docs/language.md, "Sensitive values": they never
+// reach state).
 type Output struct {
 	Value     json.RawMessage `json:"value"`
 	Sensitive bool            `json:"sensitive,omitempty"`
@@ -482,26 +487,17 @@ func (s *State) Clone() *State {
 
 // SandboxAddresses returns the addresses of the sandboxes, sorted.
 func (s *State) SandboxAddresses() []string {
-	return sortedKeys(s.Sandboxes)
+	return slices.Sorted(maps.Keys(s.Sandboxes))
 }
 
 // ChatAddresses returns the addresses of the chat sessions, sorted.
 func (s *State) ChatAddresses() []string {
-	return sortedKeys(s.Chats)
+	return slices.Sorted(maps.Keys(s.Chats))
 }
 
 // RunAddresses returns the addresses of the runs, sorted.
 func (s *State) RunAddresses() []string {
-	return sortedKeys(s.Runs)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(s.Runs))
 }
 
 // Dir is a state directory.
@@ -1244,4 +1240,15 @@ func (d *Dir) PendingConversion(context.Context) (string, error) {
 		return conversion(form, d.wantForm()), nil
 	}
 	return "", nil // unreadable: Read reports it
+}
+
+// GuardrailTrip is the guardrail that stopped a run: its name, what it
+// checked (input, output, tool_input, tool_output), its message, and the
+// agent (and tool) whose input, output or call tripped it.
+type GuardrailTrip struct {
+	Name    string `json:"name"`
+	On      string `json:"on"`
+	Message string `json:"message"`
+	Agent   string `json:"agent,omitempty"`
+	Tool    string `json:"tool,omitempty"`
 }

@@ -32,7 +32,7 @@ type backend struct {
 	lock  state.Lease
 }
 
-// stateDirFor is where a configuration's state lives (DESIGN §5):
+// stateDirFor is where a configuration's state lives (docs/engine.md):
 // DIR/.agentctl for a directory, .agentctl/<stem> beside a single file.
 func stateDirFor(cfgPath string) (string, error) {
 	abs, err := filepath.Abs(cfgPath)

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/agenttest"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/config"
-	"github.com/agentctl/agentctl/engine/agenttest"
 	"github.com/agentctl/agentctl/providers/builtin"
 )
 

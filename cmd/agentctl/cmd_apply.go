@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -79,6 +80,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		if err != nil {
 			return err
 		}
+		if pf != nil && args.RefreshOnly {
+			return fmt.Errorf("-refresh-only cannot be used with a saved plan (%s): the plan says what it records; make it with agentctl plan -refresh-only -out=FILE", path)
+		}
 		if pf != nil {
 			saved = pf
 			path = pf.ConfigDir
@@ -86,13 +90,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			autoApprove = true
 		}
 	}
-	if args.ViewType == arguments.ViewJSON && !autoApprove {
-		// The approval prompt would land in the JSON stream, and its
-		// answer could not be given: refuse, as Terraform does.
-		if destroy {
-			return errors.New("destroy -json cannot ask for approval: add -auto-approve")
-		}
-		return errors.New("apply -json cannot ask for approval: add -auto-approve, or apply a saved plan (agentctl plan -out=FILE, then agentctl apply FILE)")
+	approved, err := m.approvalBeforePlan(args, autoApprove, views.IsTerminal(os.Stdin))
+	if err != nil {
+		return err
 	}
 	b, err := m.openBackend(path, vars, args.State)
 	if err != nil {
@@ -148,7 +148,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			return fmt.Errorf("reading the saved plan: %w", err)
 		}
 	} else {
-		p, err = e.Plan(ctx, st, engine.PlanOptions{Destroy: destroy, Refresh: args.Refresh, Targets: args.Targets, Replace: args.Replace, Apply: true})
+		p, err = e.Plan(ctx, st, engine.PlanOptions{Destroy: destroy, Refresh: args.Refresh, Targets: args.Targets, Excludes: args.Excludes, Replace: args.Replace, Apply: true, RefreshOnly: args.RefreshOnly})
 		if err != nil {
 			m.printErr(err, b.cfg)
 			return errDiagnostics
@@ -168,7 +168,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 			view.Unchanged(st.Outputs)
 			return nil
 		}
-		if !autoApprove && !m.confirm(destroy) {
+		if !approved && !m.confirm(destroy, p.RefreshOnly) {
 			fmt.Fprintf(m.Stderr, "\n%s cancelled.\n", capitalizeWord(op))
 			return exitCode(exitError)
 		}
@@ -199,11 +199,52 @@ func capitalizeWord(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// approvalBeforePlan settles, before anything is planned or locked, how
+// an apply or destroy gets its "yes": -auto-approve or a saved plan
+// approve it. With -json (the question would land in the JSON stream) or
+// -input=false (which asks nothing) it is refused, as Terraform does. On
+// a terminal, the question follows the plan (approved false). Off one (a
+// pipe, a file, /dev/null) nobody would see a question, so none is
+// printed: the answer is read now, "yes" approves, another answer
+// cancels, and no answer is an error saying what to add.
+func (m *meta) approvalBeforePlan(args *arguments.Apply, autoApprove, terminal bool) (approved bool, err error) {
+	if autoApprove {
+		return true, nil
+	}
+	cmd, fix := "apply", "add -auto-approve, or apply a saved plan (agentctl plan -out=FILE, then agentctl apply FILE)"
+	if args.Destroy {
+		cmd, fix = "destroy", "add -auto-approve"
+	}
+	switch {
+	case args.ViewType == arguments.ViewJSON:
+		return false, fmt.Errorf("%s -json cannot ask for approval: %s", cmd, fix)
+	case !args.Destroy && !args.Input:
+		return false, fmt.Errorf("%s -input=false cannot ask for approval: %s", cmd, fix)
+	case terminal:
+		return false, nil
+	}
+	line, err := m.stdinReader().ReadString('\n')
+	answer := strings.TrimSpace(line)
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
+		return false, fmt.Errorf("reading the %s's approval from standard input: %w", cmd, err)
+	case answer == "yes":
+		return true, nil
+	case answer == "":
+		return false, fmt.Errorf("%s cannot ask for approval: standard input is not a terminal (a pipe, a file or /dev/null) and gave no answer; %s", cmd, fix)
+	}
+	fmt.Fprintf(m.Stderr, "\n%s cancelled: standard input answered %q; only \"yes\" approves.\n", capitalizeWord(cmd), answer)
+	return false, exitCode(exitError)
+}
+
 // confirm asks for "yes" on standard input, as Terraform does.
-func (m *meta) confirm(destroy bool) bool {
-	if destroy {
+func (m *meta) confirm(destroy, refreshOnly bool) bool {
+	switch {
+	case refreshOnly:
+		fmt.Fprint(m.Stdout, "\nWould you like to update the agentctl state to reflect these detected changes?\n  agentctl will write these changes to the state without changing any sandbox or executing any run.\n  There is no undo. Only 'yes' will be accepted to confirm.\n\n  Enter a value: ")
+	case destroy:
 		fmt.Fprint(m.Stdout, "\nDo you really want to destroy all sandboxes and runs?\n  agentctl will delete every sandbox and snapshot of this configuration.\n  There is no undo. Only 'yes' will be accepted to confirm.\n\n  Enter a value: ")
-	} else {
+	default:
 		fmt.Fprint(m.Stdout, "\nDo you want to perform these actions?\n  agentctl will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
 	}
 	line, err := m.stdinReader().ReadString('\n')

@@ -49,7 +49,7 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 	}
 	view := views.NewPlan(args.ViewType, m.view())
 	e := b.engine(args.Parallelism, nil, nil)
-	p, err := e.Plan(ctx, st, engine.PlanOptions{Destroy: args.Destroy, Refresh: args.Refresh, Targets: args.Targets, Replace: args.Replace})
+	p, err := e.Plan(ctx, st, engine.PlanOptions{Destroy: args.Destroy, Refresh: args.Refresh, Targets: args.Targets, Excludes: args.Excludes, Replace: args.Replace, RefreshOnly: args.RefreshOnly})
 	if err != nil {
 		m.printErr(err, b.cfg)
 		return errDiagnostics

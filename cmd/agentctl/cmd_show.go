@@ -8,6 +8,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/views"
 	"github.com/agentctl/agentctl/engine"
+	"github.com/agentctl/agentctl/engine/chat"
 )
 
 func showCommand() *command {
@@ -53,7 +54,7 @@ func (m *meta) show(_ context.Context, args *arguments.Show) error {
 		return view.Run(st.Runs[addr], steps)
 	case st.Chats[addr] != nil:
 		e := b.engine(0, nil, nil)
-		history, err := e.ChatHistory(st.Chats[addr])
+		history, err := chat.History(e, st.Chats[addr])
 		if err != nil {
 			return err
 		}

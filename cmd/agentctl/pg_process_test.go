@@ -237,33 +237,92 @@ func TestPGTwoWorkingDirectories(t *testing.T) {
 		t.Errorf("plan after the resume:\n%s", out)
 	}
 
-	// The sandbox now lives in b's directory: from a it is gone, and a's
-	// apply restores it from the snapshot b's run stored in the backend.
-	want, err := os.ReadFile(filepath.Join(localWorkspace(b), "log.txt"))
+	// The sandbox now lives in b's directory: a leaves it there and says
+	// so, instead of restoring it for nothing.
+	out = a.mustRun("plan", "-no-color")
+	t.Logf("plan in the first directory:\n%s", out)
+	if want := ownerNote(t, b); !strings.Contains(out, "No changes.") || !strings.Contains(out, want) {
+		t.Errorf("plan in a, want No changes and %q:\n%s", want, out)
+	}
+}
+
+// ownerNote is the plan note of a directory other than h's about
+// sandbox.box, made in h.
+func ownerNote(t *testing.T, h *harness) string {
+	t.Helper()
+	ws := localWorkspace(h)
+	if ws == "" {
+		t.Fatalf("no sandbox in %s", h.dir)
+	}
+	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = a.mustRun("plan", "-no-color")
-	t.Logf("plan in the first directory:\n%s", out)
-	if !strings.Contains(out, "sandbox.box will be restored") {
-		t.Errorf("plan in a does not restore sandbox.box:\n%s", out)
+	return "Note: sandbox.box lives in " + filepath.Dir(ws) + " on host " + host + "; it is restored here only when a run here needs it"
+}
+
+// TestPGSandboxOwner: a local sandbox belongs to the working directory
+// that made it. Another directory sharing the backend plans no changes
+// for it and says where it lives; a run there restores it there from its
+// latest snapshot and takes it over, after which the first directory
+// plans no changes in turn, naming the second. Gone from its owner's
+// directory, it is restored by its owner as before.
+func TestPGSandboxOwner(t *testing.T) {
+	block, open := pgBackend(t)
+	a, b := pgHarness(t, block), pgHarness(t, block)
+	a.mustRun("init", "-no-color")
+	b.mustRun("init", "-no-color")
+	a.mustRun("apply", "-auto-approve", "-no-color")
+	noteA, sbA := ownerNote(t, a), filepath.Dir(localWorkspace(a))
+
+	out := b.mustRun("plan", "-no-color")
+	t.Logf("plan in b:\n%s", out)
+	if !strings.Contains(out, "No changes.") || !strings.Contains(out, noteA) {
+		t.Fatalf("plan in b, want No changes and %q", noteA)
 	}
-	for _, f := range []string{"snapshots"} {
-		if m, _ := filepath.Glob(filepath.Join(a.stateDir(), f, "*.tar")); len(m) != 0 {
-			t.Fatalf("a already holds a snapshot before restoring: %v", m)
-		}
+	out = b.mustRun("plan", "-json")
+	if !strings.Contains(out, `"type":"plan_note"`) || !strings.Contains(out, `"address":"sandbox.box"`) || !strings.Contains(out, sbA) {
+		t.Errorf("plan -json in b lacks the plan_note naming %s:\n%s", sbA, out)
 	}
-	out = a.mustRun("apply", "-auto-approve", "-no-color")
-	t.Logf("apply in the first directory:\n%s", out)
-	got, err := os.ReadFile(filepath.Join(localWorkspace(a), "log.txt"))
+	_, errOut, code := b.run("exec", "sandbox.box", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "sandbox.box lives in "+sbA) {
+		t.Errorf("exec in b: exit %d\n%s", code, errOut)
+	}
+
+	// A run in b needs it: b restores it from the snapshot and owns it.
+	out = b.mustRun("apply", "-auto-approve", "-no-color", "-replace=run.job")
+	t.Logf("apply -replace=run.job in b:\n%s", out)
+	if !strings.Contains(out, "sandbox.box will be restored from its snapshot") || !strings.Contains(out, "it lives in "+sbA) ||
+		!strings.Contains(out, "run.job runs here: it is restored here from its latest snapshot, and this working directory becomes its owner") ||
+		!strings.Contains(out, "Apply complete") {
+		t.Errorf("apply in b does not restore sandbox.box for run.job")
+	}
+	ws := localWorkspace(b)
+	if log, _ := os.ReadFile(filepath.Join(ws, "log.txt")); strings.Count(string(log), "step ") != 2*pipelineSteps {
+		t.Errorf("log.txt in b has %d steps, want a's %d from the snapshot and the re-run's %d:\n%s", strings.Count(string(log), "step "), pipelineSteps, pipelineSteps, log)
+	}
+	st, err := open(b.stateDir()).Read()
 	if err != nil {
-		t.Fatalf("the restored workspace in a: %v", err)
+		t.Fatal(err)
 	}
-	if string(got) != string(want) {
-		t.Errorf("restored log.txt in a = %q, want b's %q", got, want)
+	if data := string(st.Sandboxes["sandbox.box"].Session.Data); !strings.Contains(data, filepath.Dir(ws)) {
+		t.Errorf("the backend's state records sandbox.box at %s, want b's %s", data, filepath.Dir(ws))
 	}
-	if out := a.mustRun("plan", "-no-color"); !strings.Contains(out, "No changes") {
-		t.Errorf("plan in a after the restore:\n%s", out)
+	if out := b.mustRun("plan", "-no-color"); !strings.Contains(out, "No changes.") || strings.Contains(out, "Note:") {
+		t.Errorf("plan in b, its owner now:\n%s", out)
+	}
+	out = a.mustRun("plan", "-no-color")
+	t.Logf("plan in a:\n%s", out)
+	if noteB := ownerNote(t, b); !strings.Contains(out, "No changes.") || !strings.Contains(out, noteB) {
+		t.Errorf("plan in a, want No changes and %q", noteB)
+	}
+
+	// Gone from its owner's directory: planned as restored there.
+	if err := os.RemoveAll(filepath.Dir(ws)); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.mustRun("plan", "-no-color"); !strings.Contains(out, "sandbox.box will be restored from its snapshot") || !strings.Contains(out, "sandbox no longer exists") {
+		t.Errorf("plan in b once its sandbox directory is gone:\n%s", out)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentctl/agentctl/internal/testenv"
 )
 
 // hangingServer is an MCP stdio server that never answers the handshake:
@@ -45,7 +47,7 @@ run "job" {
 // nor the child it started outlives agentctl.
 func TestMCPServerDiesWithAgentctl(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc to watch the server's processes in")
+		testenv.Missing(t, "no /proc to watch the server's processes in")
 	}
 	h := newHarness(t)
 	script := filepath.Join(h.dir, "server.sh")

@@ -213,3 +213,48 @@ func TestKilledAtApprovalPrompt(t *testing.T) {
 		t.Fatalf("run.job did not go on to the next guarded call: %s %+v", r.Status, r.Pending())
 	}
 }
+
+// TestConfirmOnTerminal: on a terminal, apply shows the plan and asks for
+// "yes"; another answer cancels before anything runs, "yes" applies.
+func TestConfirmOnTerminal(t *testing.T) {
+	h := newHarness(t)
+	cfg := `
+provider "scripted" {
+  script "a" {
+    reply { text = "done" }
+  }
+}
+agent "a" { provider = provider.scripted }
+run "r" {
+  agent = agent.a
+  input = "go"
+}
+`
+	if err := os.WriteFile(filepath.Join(h.dir, "main.hcl"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	for _, c := range []struct {
+		answer, want string
+		code         int
+	}{
+		{"no", "Apply cancelled.", 1},
+		{"yes", "Apply complete!", 0},
+	} {
+		p := h.startOn(slave, nil, "apply", "-no-color")
+		h.waitUntil("the question", func() bool { return strings.Contains(p.out.String(), "Enter a value") })
+		if !strings.Contains(p.out.String(), "# run.r will be") {
+			t.Fatalf("asked before showing the plan:\n%s", p.out)
+		}
+		if _, err := master.WriteString(c.answer + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t); code != c.code || !strings.Contains(p.out.String(), c.want) {
+			t.Fatalf("answered %q: exit %d, want %d and %q:\n%s", c.answer, code, c.code, c.want, p.out)
+		}
+		ran := h.readState().Runs["run.r"] != nil
+		if ran != (c.answer == "yes") {
+			t.Fatalf("answered %q: run.r recorded = %v", c.answer, ran)
+		}
+	}
+}

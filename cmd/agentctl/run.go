@@ -88,6 +88,7 @@ func commands() []*command {
 		destroyCommand(),
 		showCommand(),
 		outputCommand(),
+		consoleCommand(),
 		stateCommand(),
 		approveCommand(),
 		rejectCommand(),

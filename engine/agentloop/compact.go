@@ -66,10 +66,8 @@ func (f *frame) maybeCompact(ctx context.Context, a *Agent) error {
 		Settings: model.Settings{MaxOutputTokens: a.Settings.MaxOutputTokens},
 	}
 	f.st.emit(Event{Type: EventCompaction, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: fmt.Sprintf("context at %d tokens (threshold %d): summarizing %d older items", f.lastTokens, threshold, cut-head)})
-	mctx, stop := f.st.untilInterrupt(ctx)
-	defer stop()
 	began := time.Now()
-	resp, err := a.Model.Respond(mctx, req, nil)
+	resp, err := f.respond(ctx, a, req, false)
 	took := time.Since(began)
 	if err != nil {
 		if f.st.interrupted() {
@@ -118,6 +116,8 @@ func renderTranscript(items []model.Item) string {
 			fmt.Fprintf(&b, "[%s] %s\n\n", it.Role, it.Text)
 		case model.ItemFunctionCall:
 			fmt.Fprintf(&b, "[tool call %s] %s %s\n\n", it.CallID, it.Name, it.Arguments)
+		case model.ItemHostedToolCall:
+			fmt.Fprintf(&b, "[hosted tool call %s] %s\n\n", it.CallID, it.Text)
 		case model.ItemFunctionCallOutput:
 			out := it.Output
 			if len(out) > maxRenderedOutput {

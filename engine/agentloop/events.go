@@ -27,6 +27,13 @@ const (
 	// EventRetry: a model call failed and is retried; Text says when and
 	// why ("retrying in 12s after 429", RetryText).
 	EventRetry EventType = "retry"
+	// EventHostedToolCall: the model's service ran one of its hosted
+	// tools (Name is its call's type, web_search_call; Text says what it
+	// did), announced as the response streams. Nothing runs here.
+	EventHostedToolCall EventType = "hosted_tool_call"
+	// EventGuardrail: a guardrail tripped (Name is the guardrail, Text
+	// its message); the run stops.
+	EventGuardrail EventType = "guardrail_tripped"
 )
 
 // RetryText is the notice of a model call retried after delay because of

@@ -42,6 +42,12 @@ type Agent struct {
 	// capability instructions, then the workspace rendering).
 	Instructions string
 	Settings     model.Settings
+	// ModelFallback are the models asked in order, with the same Model,
+	// when the one before was unavailable (model.IsUnavailable).
+	ModelFallback []string
+	// HostedTools are the tools the model's service runs itself; their
+	// calls are recorded and shown, never executed here.
+	HostedTools  []model.HostedTool
 	OutputSchema json.RawMessage
 	Compaction   *model.Compaction
 	// MaxTurns bounds a nested run of this agent used as a tool (0 =
@@ -57,12 +63,17 @@ type Agent struct {
 	// function name the model calls (exec_command, apply_patch, a
 	// command or agent tool's name). A tool without one never asks.
 	Approvals map[string]ApprovalPolicy
+	// Guardrails are the agent's guardrails (guardrail.go).
+	Guardrails []Guardrail
 }
 
 // Handoff lets an agent transfer the conversation to another agent.
 type Handoff struct {
 	Agent       string
 	Description string
+	// InputFilter, when set, is what of the conversation Agent is given
+	// (handoff.go); nil: all of it.
+	InputFilter *InputFilter
 }
 
 // AgentTool exposes another agent as a function tool.
@@ -116,6 +127,13 @@ type Runner struct {
 	// approval, as children of the span in the context Run is given; nil
 	// records nothing.
 	Tracer trace.Tracer
+	// Hook, when set, runs the hooks of an event (hook.go); each
+	// occurrence's run is checkpointed (StepHook) and not repeated when
+	// the run resumes. An error ends the run.
+	Hook func(ctx context.Context, ev HookEvent) (HookResult, error)
+	// Guardrails are the run's own guardrails, checked before each
+	// agent's (guardrail.go).
+	Guardrails []Guardrail
 }
 
 // Result is a finished run.
@@ -154,8 +172,11 @@ func Replay(steps []Step) (turns int, usage model.Usage) {
 // calls of the last recorded response that have no recorded output are
 // executed again.
 func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (*Result, error) {
-	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, callIDs: map[string]bool{}, started: time.Now()}
+	st := &runState{r: r, byPath: map[string][]Step{}, agentTurns: map[string]int{}, callIDs: map[string]bool{}, passed: map[string]bool{}, started: time.Now()}
 	for _, s := range history {
+		if s.Kind == StepGuardrail && s.Guardrail != nil && !s.Guardrail.Tripped {
+			st.passed[verdictKey(s.Path, *s.Guardrail)] = true
+		}
 		st.byPath[s.Path] = append(st.byPath[s.Path], s)
 		if s.Kind == StepModel && s.Response != nil {
 			for _, c := range s.Response.FunctionCalls() {
@@ -168,6 +189,7 @@ func (r *Runner) Run(ctx context.Context, agent, input string, history []Step) (
 		st.spent.add(s)
 	}
 	st.baseElapsed = st.spent.Duration
+	st.recordHooks(history)
 	if len(history) > 0 && history[0].Kind == StepInput && history[0].Path == "" {
 		agent, input = history[0].Agent, history[0].Input
 	}
@@ -200,12 +222,17 @@ type runState struct {
 	// callIDs are the ids of every call the model made in the run, in
 	// any conversation: an id may be used once.
 	callIDs map[string]bool
+	// passed are the guardrail verdicts checkpointed as passed
+	// (verdictKey): a resumed run does not check them again.
+	passed map[string]bool
 	// spent is what the run spent so far; baseElapsed is the running
 	// time its earlier attempts recorded, started when this one began.
 	spent       Spending
 	baseElapsed time.Duration
 	started     time.Time
 	eventMu     sync.Mutex
+	// hooksRan are the hooks that ran, by occurrence (hook.go).
+	hooksRan map[string]*HookRecord
 }
 
 func (st *runState) emit(e Event) {
@@ -315,6 +342,9 @@ type frame struct {
 	// (client-side compaction, compact.go).
 	turnStarts []int
 	lastTokens int64
+	// filter is the input filter of the handoff taken in the pending
+	// response, applied when its outputs are flushed.
+	filter *InputFilter
 }
 
 func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
@@ -334,6 +364,9 @@ func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
 		if _, ok := f.st.r.Agents[f.agent]; !ok {
 			return nil, fmt.Errorf("unknown agent %q", f.agent)
 		}
+		if _, err := f.hook(ctx, HookEvent{Event: "agent_start", Agent: f.agent, Input: f.input}, f.agent+"/0"); err != nil {
+			return nil, err
+		}
 		s := Step{Kind: StepInput, Path: f.path, Agent: f.agent, Input: f.input}
 		if f.path == "" {
 			s.Prior = f.st.r.Prior
@@ -348,10 +381,31 @@ func (f *frame) run(ctx context.Context) (_ json.RawMessage, err error) {
 			return nil, err
 		}
 	}
+	var waitGuards func() error
+	if f.path == "" {
+		if waitGuards, err = f.inputGuards(ctx); err != nil {
+			return nil, err
+		}
+		if wait := waitGuards; wait != nil {
+			// Never return with the parallel guardrails still running.
+			defer func() { _ = wait() }()
+		}
+	}
 	for {
+		if f.pending != nil && waitGuards != nil {
+			// The parallel input guardrails decide before any call runs.
+			if err := waitGuards(); err != nil {
+				return nil, err
+			}
+			waitGuards = nil
+		}
 		if f.pending != nil {
 			if calls := f.pending.FunctionCalls(); len(calls) == 0 {
-				return f.final()
+				out, err := f.final(ctx)
+				if err == nil {
+					err = f.agentEnd(ctx, out)
+				}
+				return out, err
 			}
 			if f.st.interrupted() {
 				// Interrupted during the model turn: stop with it
@@ -416,6 +470,9 @@ func (f *frame) replay(s Step) error {
 			f.outputs = map[string]model.Item{}
 		}
 		f.outputs[s.Result.CallID] = *s.Result
+		if s.Handoff != "" {
+			f.filter = s.InputFilter
+		}
 	}
 	return nil
 }
@@ -424,7 +481,7 @@ func (f *frame) addResponse(resp *model.Response) {
 	f.turnStarts = append(f.turnStarts, len(f.conv))
 	f.lastTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
 	for _, it := range resp.Output {
-		if it.Type == model.ItemMessage || it.Type == model.ItemFunctionCall {
+		if it.Type == model.ItemMessage || it.Type == model.ItemFunctionCall || it.Type == model.ItemHostedToolCall {
 			it.Agent = f.agent
 		}
 		f.conv = append(f.conv, it)
@@ -449,8 +506,15 @@ func (f *frame) flush() {
 	if target := takenHandoff(a, f.pending.FunctionCalls()); target != "" {
 		f.agent = target
 	}
+	if f.filter != nil {
+		// The filter was recorded with the handoff, so a replay (and a
+		// transcript, which knows no agents) filters the same way.
+		f.conv = f.filter.apply(f.conv)
+		f.turnStarts, f.lastTokens = nil, 0
+	}
 	f.pending = nil
 	f.outputs = nil
+	f.filter = nil
 }
 
 // takenHandoff is the target of the first transfer call of calls that names
@@ -484,30 +548,15 @@ func (f *frame) callModel(ctx context.Context) error {
 		Instructions:     a.Instructions,
 		Input:            f.conv[:len(f.conv):len(f.conv)], // no copy; providers must not modify items
 		Tools:            toolDefinitions(a),
+		HostedTools:      a.HostedTools,
 		OutputSchema:     a.OutputSchema,
 		OutputSchemaName: "final_output",
 		Settings:         a.Settings,
 		Compaction:       a.Compaction,
 	}
 	f.st.emit(Event{Type: EventTurn, Path: f.path, Agent: a.Name, Turn: f.turns + 1})
-	cctx, span := f.startChat(ctx, a)
-	mctx, stop := f.st.untilInterrupt(cctx)
-	defer stop()
 	began := time.Now()
-	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
-		switch e.Type {
-		case model.EventTextDelta:
-			f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
-		case model.EventRetry:
-			f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: RetryText(e.Delay, e.After)})
-		}
-	})
-	chatResult(span, resp)
-	if err != nil && f.st.interrupted() {
-		endSpan(span, ErrInterrupted)
-	} else {
-		endSpan(span, err)
-	}
+	resp, err := f.respond(ctx, a, req, true)
 	if err != nil {
 		if f.st.interrupted() {
 			return fmt.Errorf("agent %q, turn %d: %w: the model call in flight (and its retries) was abandoned; it was not checkpointed and is made again on resume", a.Name, f.turns+1, ErrInterrupted)
@@ -522,6 +571,64 @@ func (f *frame) callModel(ctx context.Context) error {
 	}
 	f.addResponse(resp)
 	return nil
+}
+
+// respond asks a's model for req, then, while the model is unavailable,
+// each of its fallback models in order (model_fallback). Each model asked
+// is a chat span of its own; a response from a fallback model names it.
+// stream shows the answer's text as it comes.
+func (f *frame) respond(ctx context.Context, a *Agent, req *model.Request, stream bool) (*model.Response, error) {
+	models := append([]string{a.ModelName}, a.ModelFallback...)
+	var tried []string
+	for i, name := range models {
+		req.Model = name
+		resp, err := f.respondWith(ctx, a, req, i > 0, stream)
+		if err == nil {
+			if i > 0 {
+				resp.Model, resp.Fallbacks = name, tried
+			}
+			return resp, nil
+		}
+		last := i == len(models)-1
+		if last || !model.IsUnavailable(err) || f.st.interrupted() || ctx.Err() != nil {
+			if i > 0 && model.IsUnavailable(err) {
+				return nil, fmt.Errorf("every model was unavailable (%s before it): %w", strings.Join(tried, "; "), err)
+			}
+			return nil, err
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v", name, err))
+		f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1,
+			Text: fmt.Sprintf("model %s unavailable, falling back to %s: %v", name, models[i+1], err)})
+	}
+	return nil, errors.New("no model to ask") // unreachable: models holds a.ModelName
+}
+
+// respondWith makes one model call of req, in a chat span.
+func (f *frame) respondWith(ctx context.Context, a *Agent, req *model.Request, fallback, stream bool) (*model.Response, error) {
+	cctx, span := f.startChat(ctx, a, req.Model, fallback)
+	mctx, stop := f.st.untilInterrupt(cctx)
+	defer stop()
+	resp, err := a.Model.Respond(mctx, req, func(e model.Event) {
+		switch e.Type {
+		case model.EventTextDelta:
+			if stream {
+				f.st.emit(Event{Type: EventTextDelta, Path: f.path, Agent: a.Name, Text: e.Delta})
+			}
+		case model.EventHostedToolCall:
+			if stream {
+				f.st.emit(Event{Type: EventHostedToolCall, Path: f.path, Agent: a.Name, Name: e.Name, CallID: e.CallID, Text: preview(e.Delta)})
+			}
+		case model.EventRetry:
+			f.st.emit(Event{Type: EventRetry, Path: f.path, Agent: a.Name, Turn: f.turns + 1, Text: RetryText(e.Delay, e.After)})
+		}
+	})
+	chatResult(span, req.Model, resp)
+	if err != nil && f.st.interrupted() {
+		endSpan(span, ErrInterrupted)
+	} else {
+		endSpan(span, err)
+	}
+	return resp, err
 }
 
 // toolDefinitions lists the tools offered to a: its capability tools, its
@@ -582,6 +689,10 @@ func (f *frame) answerCalls(ctx context.Context) error {
 		case !isH:
 			c.Arguments = canon
 			j.call = c
+			// A call its tool_input guardrails stop never runs, nor asks.
+			if err := f.guard(ctx, a, GuardToolInput, Guarded{Text: canon, Tool: c.Name, Arguments: canon, Agent: a.Name}, c.CallID, false); err != nil {
+				return err
+			}
 			j.gate, j.text = f.approval(ctx, a, c)
 		}
 		if j.gate == gatePending {
@@ -613,6 +724,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 			began := time.Now()
 			if j.gate == gateRun {
 				item, handoffTo, err = f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
+				if err == nil && !j.isHandoff {
+					_, err = f.hook(ctx, HookEvent{Event: "tool_end", Agent: a.Name, Tool: j.call.Name, CallID: j.call.CallID, Output: item.Output}, j.call.CallID)
+				}
 			} else {
 				item = f.refuse(a, j.call, j.text)
 			}
@@ -624,8 +738,13 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				mu.Unlock()
 				return
 			}
+			filter := handoffFilter(a, handoffTo)
+			if err == nil && j.gate == gateRun && !j.isHandoff {
+				// The model sees no output its tool_output guardrails stop.
+				err = f.guard(ctx, a, GuardToolOutput, Guarded{Text: item.Output, Tool: j.call.Name, Arguments: j.call.Arguments, Agent: a.Name}, j.call.CallID, false)
+			}
 			if err == nil {
-				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, Duration: time.Since(began)})
+				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, InputFilter: filter, Duration: time.Since(began)})
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -636,6 +755,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 				return
 			}
 			f.outputs[item.CallID] = item
+			if handoffTo != "" {
+				f.filter = filter
+			}
 		})
 	}
 	wg.Wait()
@@ -650,6 +772,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	}
 	if handoff != "" {
 		f.st.emit(Event{Type: EventHandoff, Path: f.path, Agent: a.Name, Text: handoff})
+		if err := f.handoffHooks(ctx, a.Name, handoff); err != nil {
+			return err
+		}
 	}
 	f.flush()
 	return nil
@@ -676,8 +801,17 @@ func (f *frame) execute(ctx context.Context, a *Agent, call model.Item, isHandof
 			return out, "", nil
 		}
 		handoff = takenHandoff(a, []model.Item{call})
+		if fl := handoffFilter(a, handoff); fl != nil && span.IsRecording() {
+			span.SetAttributes(attrInputFilter.String(fl.String()))
+		}
 		result(tools.HandoffOutput(handoff), false)
 		return out, handoff, nil
+	}
+	if blocked, text, err := f.toolStart(ctx, a, call); err != nil {
+		return out, "", err
+	} else if blocked {
+		result(text, true)
+		return out, "", nil
 	}
 	for _, at := range a.AgentTools {
 		if tools.FunctionName(at.Name) != call.Name {
@@ -757,7 +891,7 @@ func isFatal(err error) bool {
 	var me *modelError
 	var ue *sandbox.UnavailableError
 	var aw *AwaitingApprovalError
-	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &me) || errors.As(err, &ue) || errors.As(err, &aw) || isGuardrailStop(err) || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runAgentTool runs at.Agent as a nested run on the call's input and
@@ -795,7 +929,7 @@ func (f *frame) runAgentTool(ctx context.Context, parent *Agent, at AgentTool, c
 
 // final ends the frame with the pending response's answer, validated
 // against the agent's output schema.
-func (f *frame) final() (json.RawMessage, error) {
+func (f *frame) final(ctx context.Context) (json.RawMessage, error) {
 	a := f.st.r.Agents[f.agent]
 	text := f.pending.Text()
 	if a != nil && len(a.OutputSchema) > 0 {
@@ -803,8 +937,14 @@ func (f *frame) final() (json.RawMessage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: final output does not match its output_schema: %w", a.Name, err)
 		}
+		if err := f.outputGuards(ctx, a, string(v)); err != nil {
+			return nil, err
+		}
 		f.st.emit(Event{Type: EventFinal, Path: f.path, Agent: f.agent, Text: preview(string(v))})
 		return v, nil
+	}
+	if err := f.outputGuards(ctx, a, text); err != nil {
+		return nil, err
 	}
 	f.st.emit(Event{Type: EventFinal, Path: f.path, Agent: f.agent, Text: preview(text)})
 	b, err := json.Marshal(text)

@@ -50,11 +50,19 @@ type Step struct {
 	// Handoff names the agent the conversation moved to (StepTool of a
 	// transfer_to_ call that was taken).
 	Handoff string `json:"handoff,omitempty"`
+	// InputFilter is the input filter of the handoff taken (Handoff),
+	// applied to the conversation the agent handed to is given; nil for
+	// none.
+	InputFilter *InputFilter `json:"input_filter,omitempty"`
 	// Approval is the deferred call (StepApproval).
 	Approval *PendingCall `json:"approval,omitempty"`
 	// Compacted says which items a compaction replaced (StepCompaction);
 	// Response is the summarizing call's response.
 	Compacted *Compacted `json:"compacted,omitempty"`
+	// Hook records that an event's hooks ran (StepHook).
+	Hook *HookRecord `json:"hook,omitempty"`
+	// Guardrail is a guardrail's verdict (StepGuardrail).
+	Guardrail *GuardrailVerdict `json:"guardrail,omitempty"`
 	// Elapsed is the run's running time when the step was checkpointed,
 	// summed over its attempts (max_duration; absent in journals written
 	// before budgets existed).

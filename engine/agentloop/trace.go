@@ -32,6 +32,9 @@ const (
 	attrDecisionSrc   = attribute.Key("agentctl.approval.source")
 	attrReasoningToks = attribute.Key("agentctl.usage.reasoning_tokens")
 	attrCachedToks    = attribute.Key("agentctl.usage.cached_tokens")
+	attrFallback      = attribute.Key("agentctl.model_fallback")
+	attrHostedCalls   = attribute.Key("agentctl.response.hosted_tool_calls")
+	attrInputFilter   = attribute.Key("agentctl.handoff.input_filter")
 )
 
 // tracer returns the runner's tracer, or one that records nothing.
@@ -57,6 +60,8 @@ func endSpan(span trace.Span, err error) {
 			kind = "awaiting_approval"
 		case errors.As(err, new(*modelError)):
 			kind = "model_error"
+		case model.IsUnavailable(err):
+			kind = "model_unavailable"
 		}
 		span.SetAttributes(semconv.ErrorTypeKey.String(kind))
 		if kind != "awaiting_approval" {
@@ -86,22 +91,31 @@ func (f *frame) startTurn(ctx context.Context, resumed bool) (context.Context, t
 	return ctx, span
 }
 
-// startChat starts the span of one model call.
-func (f *frame) startChat(ctx context.Context, a *Agent) (context.Context, trace.Span) {
-	ctx, span := f.st.r.tracer().Start(ctx, "chat "+a.ModelName, trace.WithSpanKind(trace.SpanKindClient))
+// startChat starts the span of one model call to modelName; fallback
+// says it is one of the agent's model_fallback models.
+func (f *frame) startChat(ctx context.Context, a *Agent, modelName string, fallback bool) (context.Context, trace.Span) {
+	ctx, span := f.st.r.tracer().Start(ctx, "chat "+modelName, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
-		span.SetAttributes(semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(a.ModelName), semconv.GenAIAgentName(a.Name))
+		span.SetAttributes(semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(modelName), semconv.GenAIAgentName(a.Name))
 		if a.Provider != "" {
 			span.SetAttributes(semconv.GenAIProviderNameKey.String(a.Provider))
+		}
+		if fallback {
+			span.SetAttributes(attrFallback.Bool(true))
 		}
 	}
 	return ctx, span
 }
 
-// chatResult records what a model call returned.
-func chatResult(span trace.Span, resp *model.Response) {
+// chatResult records what a model call to modelName returned: the model
+// that answered, and what it answered.
+func chatResult(span trace.Span, modelName string, resp *model.Response) {
 	if !span.IsRecording() || resp == nil {
 		return
+	}
+	span.SetAttributes(semconv.GenAIResponseModel(modelName))
+	if n := hostedCalls(resp); n > 0 {
+		span.SetAttributes(attrHostedCalls.Int(n))
 	}
 	calls := len(resp.FunctionCalls())
 	finish := "stop"
@@ -169,4 +183,15 @@ func (f *frame) approvalSpan(ctx context.Context, a *Agent, call model.Item) (co
 		span.SetAttributes(attrDecision.String(decision), attrDecisionSrc.String(source))
 		span.End()
 	}
+}
+
+// hostedCalls counts the hosted tool calls of resp.
+func hostedCalls(resp *model.Response) int {
+	n := 0
+	for _, it := range resp.Output {
+		if it.Type == model.ItemHostedToolCall {
+			n++
+		}
+	}
+	return n
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentctl/agentctl/internal/testenv"
 )
 
 // TestStoppingAServerStopsWhatItStarted: the server is a shell wrapper
@@ -18,7 +20,7 @@ import (
 // ends the child too.
 func TestStoppingAServerStopsWhatItStarted(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc to see the processes in")
+		testenv.Missing(t, "no /proc to see the processes in")
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentctl/agentctl/internal/mcptest"
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/internal/testfiles"
 )
 
@@ -311,7 +312,7 @@ func TestCallAfterTheServerExitedRestartsIt(t *testing.T) {
 	s := misbehaving(t, 20*time.Second, log)
 	ctx := context.Background()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc to see the server exit in")
+		testenv.Missing(t, "no /proc to see the server exit in")
 	}
 	out, err := s.Call(ctx, "exit_after_answer", `{}`)
 	pid, perr := strconv.Atoi(out.Text)
@@ -335,7 +336,7 @@ func TestCallAfterTheServerExitedRestartsIt(t *testing.T) {
 
 func TestCallAfterTheServerHungRestartsIt(t *testing.T) {
 	if !canStopSelf {
-		t.Skip("no SIGSTOP to hang the server with")
+		testenv.Missing(t, "no SIGSTOP to hang the server with")
 	}
 	log := &testfiles.SyncBuffer{}
 	s := misbehaving(t, time.Second, log)

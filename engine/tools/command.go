@@ -121,13 +121,17 @@ func (t *CommandTool) Call(ctx context.Context, arguments string) (Output, error
 		// runs again when the run resumes.
 		return Output{}, fmt.Errorf("%s: cancelled: %w", t.name, ctx.Err())
 	}
+	var notices []string
+	if outputLost(err) {
+		notices = append(notices, OutputLostNotice)
+		err = nil
+	}
 	if err != nil && !res.TimedOut {
 		if ctx.Err() != nil {
 			return Output{}, fmt.Errorf("%s: %w", t.name, ctx.Err())
 		}
 		return Output{}, scrubErr(t.ws, fmt.Errorf("%s: running %s in the sandbox: %w", t.name, strings.Join(t.argv, " "), err))
 	}
-	var notices []string
 	if res.TimedOut {
 		notices = append(notices, TimeoutNotice(t.timeout))
 	}

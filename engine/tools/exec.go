@@ -144,6 +144,10 @@ func (t *ExecCommand) Call(ctx context.Context, arguments string) (Output, error
 		// runs again when the run resumes.
 		return Output{}, fmt.Errorf("exec_command: cancelled: %w", ctx.Err())
 	}
+	if outputLost(err) {
+		notices = append(notices, OutputLostNotice)
+		err = nil
+	}
 	if err != nil && !res.TimedOut {
 		if ctx.Err() != nil {
 			return Output{}, fmt.Errorf("exec_command: %w", ctx.Err())

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -228,5 +229,36 @@ func TestExecCommandCancelled(t *testing.T) {
 	_, err := NewExecCommand(ws, ExecOptions{}, nil).Call(ctx, `{"cmd": "sleep 30"}`)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
+	}
+}
+
+// lossySandbox runs commands on the host but, as a runtime that closes
+// exec streams early would, keeps only the first half of stdout and
+// reports the loss.
+type lossySandbox struct{ *hostSandbox }
+
+func (l lossySandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	res, err := l.hostSandbox.Exec(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	res.Stdout = res.Stdout[:len(res.Stdout)/2]
+	res.OriginalStdout = int64(len(res.Stdout))
+	return res, fmt.Errorf("exec in Pod p: %w", sandbox.ErrOutputLost)
+}
+
+// A command whose output's end was lost in transit ran: the model gets
+// its exit status and what arrived, told that the end is missing, not a
+// failure that invites running it again.
+func TestExecCommandOutputLost(t *testing.T) {
+	dir := t.TempDir()
+	ws := &sandbox.Workspace{Sandbox: lossySandbox{newHostSandbox(t, dir)}}
+	out, err := callExec(t, ws, ExecOptions{}, `{"cmd": "echo first-half; echo second; exit 4"}`)
+	if err != nil {
+		t.Fatalf("a lost output end must be tool output, got error %v", err)
+	}
+	header, text := execOutput(t, out.Text)
+	if out.ExitCode == nil || *out.ExitCode != 4 || header[0] != "Process exited with code 4" || !strings.HasPrefix(text, OutputLostNotice+"\nfirst-") || strings.Contains(text, "second") {
+		t.Fatalf("exit %v, header %q, output %q", out.ExitCode, header, text)
 	}
 }

@@ -3,6 +3,7 @@ package tools
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -162,6 +163,14 @@ func ExecOutputText(res sandbox.ExecResult) string {
 func TimeoutNotice(timeout time.Duration) string {
 	return fmt.Sprintf("Command timed out after %.3f seconds.", timeout.Seconds())
 }
+
+// OutputLostNotice tells the model that the command ran but the end of
+// its output was lost on the way out of the sandbox (sandbox.ErrOutputLost).
+const OutputLostNotice = "The command ran, but the sandbox's exec stream ended before its output did: the output below is missing its end. Re-run it with the output redirected to a file and read the file if the end matters."
+
+// outputLost reports whether err only says the output's end was lost, in
+// which case the result is kept, with OutputLostNotice.
+func outputLost(err error) bool { return errors.Is(err, sandbox.ErrOutputLost) }
 
 // FormatExecOutput renders an exec result as the text the exec_command
 // tool returns to the model, in the Agents SDK's layout:

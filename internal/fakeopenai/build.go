@@ -49,6 +49,7 @@ func (b *builder) outputItems() []obj {
 			"encrypted_content": r.Compaction.EncryptedContent,
 		})
 	}
+	items = append(items, r.Hosted...)
 	if r.Text != "" {
 		items = append(items, obj{
 			"type": "message", "id": fmt.Sprintf("msg_fake_%d", b.seq), "role": "assistant", "status": "completed",
@@ -99,6 +100,12 @@ func (b *builder) response(status string) obj {
 		"error": nil, "incomplete_details": nil, "instructions": instructions, "model": b.model(),
 		"output": []any{}, "parallel_tool_calls": parallel, "tool_choice": toolChoice, "tools": tools,
 		"metadata": obj{}, "store": false, "temperature": numOr(b.req["temperature"], 1), "top_p": numOr(b.req["top_p"], 1),
+	}
+	// What the request set is echoed, as the service does.
+	for _, k := range []string{"metadata", "store", "truncation", "max_output_tokens", "prompt_cache_retention"} {
+		if v, ok := b.req[k]; ok && v != nil {
+			resp[k] = v
+		}
 	}
 	if status == "completed" {
 		items := b.outputItems()

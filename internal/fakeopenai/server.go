@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,8 +73,10 @@ type Fault struct {
 	Status  int
 	Header  map[string]string
 	Message string
-	// Param names the offending request field in the error body.
+	// Param names the offending request field in the error body; Code
+	// is its error code (model_not_found).
 	Param string
+	Code  string
 	// AfterEvents is how many SSE events (or, for a non-streaming
 	// request, how many bytes of the body) are sent before the
 	// connection is dropped; default 2 events / 20 bytes.
@@ -83,14 +86,18 @@ type Fault struct {
 }
 
 // Reply is one scripted answer. Output items are emitted in the order
-// reasoning, compaction, message text, function calls.
+// reasoning, compaction, hosted tool calls, message text, function calls.
 type Reply struct {
 	ID         string
 	Reasoning  *Reasoning
 	Compaction *Compaction
-	Text       string
-	Calls      []Call
-	Usage      Usage
+	// Hosted are output items of hosted tool calls (web_search_call,
+	// file_search_call, code_interpreter_call, image_generation_call),
+	// sent as given (Responses API only).
+	Hosted []map[string]any
+	Text   string
+	Calls  []Call
+	Usage  Usage
 	// Delay holds the answer back, so that concurrent requests overlap
 	// visibly in the request log.
 	Delay time.Duration
@@ -173,6 +180,42 @@ func (r Request) Input() []map[string]any {
 		}
 	}
 	return out
+}
+
+// InputLines describes the request's input one item a line, for tests
+// to compare: "call NAME" for a function call, "output CALLID" for its
+// output, "ROLE: TEXT" for a message.
+func (r Request) InputLines() []string {
+	var out []string
+	for _, it := range r.Input() {
+		switch it["type"] {
+		case "function_call":
+			out = append(out, fmt.Sprintf("call %v", it["name"]))
+		case "function_call_output":
+			out = append(out, fmt.Sprintf("output %v", it["call_id"]))
+		default:
+			out = append(out, fmt.Sprintf("%v: %s", it["role"], contentText(it["content"])))
+		}
+	}
+	return out
+}
+
+// contentText is a message's content as text: a string, or the texts of
+// its parts.
+func contentText(c any) string {
+	switch c := c.(type) {
+	case string:
+		return c
+	case []any:
+		var parts []string
+		for _, p := range c {
+			if m, ok := p.(map[string]any); ok {
+				parts = append(parts, fmt.Sprint(m["text"]))
+			}
+		}
+		return strings.Join(parts, "")
+	}
+	return fmt.Sprint(c)
 }
 
 // Option configures a Server.
@@ -380,7 +423,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if reply.Fault.Status == http.StatusTooManyRequests {
 			typ = "rate_limit_exceeded"
 		}
-		writeErrorParam(w, reply.Fault.Status, typ, msg, reply.Fault.Param)
+		writeErrorParam(w, reply.Fault.Status, typ, msg, reply.Fault.Param, reply.Fault.Code)
 		return
 	case FaultHang:
 		s.setServed(rec, "hang")
@@ -542,18 +585,21 @@ func (s *Server) validateEvent(event string, data []byte) {
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	writeErrorParam(w, status, typ, msg, "")
+	writeErrorParam(w, status, typ, msg, "", "")
 }
 
-func writeErrorParam(w http.ResponseWriter, status int, typ, msg, param string) {
-	var p any
+func writeErrorParam(w http.ResponseWriter, status int, typ, msg, param, code string) {
+	var p, c any
 	if param != "" {
 		p = param
+	}
+	if code != "" {
+		c = code
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"error": map[string]any{"message": msg, "type": typ, "param": p, "code": nil},
+		"error": map[string]any{"message": msg, "type": typ, "param": p, "code": c},
 	})
 }
 

@@ -3,6 +3,7 @@ package layering
 import (
 	"go/build"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,7 +24,8 @@ func matchAny(patterns []string, pkg string) bool {
 }
 
 // imports returns every package of the module (module-relative path) with
-// the module packages its non-test files import.
+// the module packages its non-test files import: the packages go list ./...
+// lists (testdata, dot directories and nested modules left out).
 func imports(t *testing.T) map[string][]string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -38,8 +40,11 @@ func imports(t *testing.T) map[string][]string {
 		if !d.IsDir() {
 			return nil
 		}
-		if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+		if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
 			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != root {
+			return filepath.SkipDir // another module
 		}
 		pkg, err := build.ImportDir(path, 0)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -65,17 +66,11 @@ type Provider struct {
 // the caller prefixes the provider's address (provider.daytona), as the
 // engine does.
 func New(opts Options) (*Provider, error) {
-	env := map[string]string{}
-	for _, kv := range opts.Environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
 	pick := func(v, key string) string {
 		if v != "" {
 			return v
 		}
-		return env[key]
+		return registry.Getenv(opts.Environ, key)
 	}
 	cfg := Config{
 		APIKey:         pick(opts.APIKey, "DAYTONA_API_KEY"),
@@ -129,6 +124,9 @@ var _ sandbox.CapabilityLacker = (*Provider)(nil)
 // Create implements sandbox.Provider: it creates the sandbox, waits for
 // it to start and creates the workspace root.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if len(spec.Mounts) > 0 {
+		return nil, fmt.Errorf("storage mounts cannot be made in a Daytona sandbox (docs/mounts.md)")
+	}
 	st, err := settingsOf(spec)
 	if err != nil {
 		return nil, err

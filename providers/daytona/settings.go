@@ -221,6 +221,9 @@ func Type() *registry.Type {
 	return &registry.Type{
 		Name: "daytona", Role: registry.RoleSandbox, DefaultRoot: DefaultRoot,
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema, DecodeSandbox: DecodeSandbox,
+		MountSupport: func(any) string {
+			return "a Daytona sandbox runs on Daytona's machines, where a mount made here cannot reach, and the Daytona API agentctl speaks has no volumes that mount a bucket"
+		},
 		NewSandbox: func(_ context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {

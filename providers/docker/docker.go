@@ -56,6 +56,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -129,15 +130,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	getenv := func(k string) string {
-		v := ""
-		for _, kv := range env {
-			if name, val, ok := strings.Cut(kv, "="); ok && name == k {
-				v = val
-			}
-		}
-		return v
-	}
+	getenv := func(k string) string { return registry.Getenv(env, k) }
 	host := opts.Host
 	if host == "" {
 		host = getenv("DOCKER_HOST")
@@ -394,6 +387,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		CapDrop:     []string{"ALL"},
 		CapAdd:      append(slices.Clone(DefaultCapabilities), caps...),
 		ShmSize:     shmMB << 20,
+		// Storage mounts made on this machine, bound in as they are: no
+		// device, capability or privilege is added to the container.
+		Mounts: storageMounts(root, spec.Mounts),
 	}
 	hc.Resources.NanoCPUs = int64(spec.Resources.CPUs * 1e9)
 	hc.Resources.Memory = spec.Resources.MemoryMB << 20

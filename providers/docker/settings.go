@@ -156,6 +156,7 @@ func Type() *registry.Type {
 	return &registry.Type{
 		Name: Kind, Role: registry.RoleSandbox, DefaultNetwork: "none",
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema, DecodeSandbox: DecodeSandbox,
+		MountSupport: mountSupport,
 		NewSandbox: func(ctx context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {
@@ -164,4 +165,19 @@ func Type() *registry.Type {
 			return New(ctx, Options{Host: s.Host, Environ: env.Environ, Progress: env.Progress})
 		},
 	}
+}
+
+// mountSupport allows storage mounts when the Docker Engine runs on this
+// machine: the mount is made here and bound into the container, so an
+// engine reached over TCP or SSH would not see it.
+func mountSupport(provider any) string {
+	s, _ := provider.(*ProviderSettings)
+	host := ""
+	if s != nil {
+		host = s.Host
+	}
+	if host != "" && !strings.HasPrefix(host, "unix://") {
+		return fmt.Sprintf("the Docker Engine at %s may run on another machine, which cannot see a mount made on this one; mounts need the local engine (a unix:// host)", host)
+	}
+	return ""
 }

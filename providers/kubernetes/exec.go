@@ -122,6 +122,10 @@ type command struct {
 	// command's own input, or, for a terminal, from a private file it
 	// deletes at once.
 	env string
+	// end, when set, is printed on stdout and stderr by the wrapper once
+	// the command has exited, so a stream that loses its tail in transit
+	// is told from a command that printed less (sandbox.EndMarker).
+	end string
 }
 
 // prepare turns req into the command that runs it.
@@ -190,7 +194,19 @@ func (c command) wrapper(envFile string) []string {
 		// its own.
 		sc.WriteString("exec su -m -s /bin/sh -c " + sandbox.ShellQuote(inner) + " -- " + sandbox.ShellQuote(c.su) + " sh \"$@\"\n")
 	}
-	return append([]string{"/bin/sh", "-c", sc.String(), "sh"}, c.argv...)
+	script := sc.String()
+	if c.end != "" {
+		// The command runs in a subshell (still replaced by the command
+		// through exec, so its environment carries the marker and the
+		// shell printing the end does not) and the end follows its exit.
+		// The outer shell's own stderr is silenced while it waits: a
+		// shell reports a child killed by a signal ("Killed"), which the
+		// command run through exec never printed.
+		end := sandbox.ShellQuote(c.end)
+		script = "exec 3>&2 2>/dev/null\n(\nexec 2>&3 3>&-\n" + script + ")\n__s=$?\nexec 2>&3 3>&-\n" +
+			"printf '%s' " + end + "\nprintf '%s' " + end + " >&2\nexit $__s\n"
+	}
+	return append([]string{"/bin/sh", "-c", script, "sh"}, c.argv...)
 }
 
 // stdin is what the wrapper of c reads: its environment, then in.
@@ -253,9 +269,22 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	}
 	stdout := sandbox.NewHeadTail(req.OutputLimit)
 	stderr := sandbox.NewHeadTail(req.OutputLimit)
+	cmd.end = "agentctl-exec-end-" + randHex(16)
+	endOut, endErr := sandbox.NewEndMarker(stdout, cmd.end), sandbox.NewEndMarker(stderr, cmd.end)
 	start := time.Now()
-	code, timedOut, err := s.run(ctx, cmd, streams{stdin: req.Stdin, stdout: stdout, stderr: stderr}, req.Timeout)
-	return sandbox.CapturedResult(stdout, stderr, code, time.Since(start), timedOut), err
+	code, timedOut, err := s.run(ctx, cmd, streams{stdin: req.Stdin, stdout: endOut, stderr: endErr}, req.Timeout)
+	// (A HeadTail's writes never fail.)
+	_ = endOut.Flush()
+	_ = endErr.Flush()
+	res := sandbox.CapturedResult(stdout, stderr, code, time.Since(start), timedOut)
+	if err == nil && !timedOut && (!endOut.Seen() || !endErr.Seen()) {
+		// The command exited (its status arrived) but the end of its
+		// output did not: a runtime closed the stream early.
+		ns, name := s.pod()
+		err = fmt.Errorf("exec %s in Pod %s/%s: %w: %d bytes of stdout and %d of stderr arrived, the command exited with %d",
+			cmd.prog, ns, name, sandbox.ErrOutputLost, res.OriginalStdout, res.OriginalStderr, code)
+	}
+	return res, err
 }
 
 // run runs cmd to completion, killing its process tree when timeout

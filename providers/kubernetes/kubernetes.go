@@ -45,6 +45,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -97,15 +98,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	getenv := func(k string) string {
-		v := ""
-		for _, kv := range env {
-			if name, val, ok := strings.Cut(kv, "="); ok && name == k {
-				v = val
-			}
-		}
-		return v
-	}
+	getenv := func(k string) string { return registry.Getenv(env, k) }
 	// client-go reports what its stream goroutines see after a command
 	// ended (a stdin copy into a closed stream, a port-forward connection
 	// the Pod refused) through klog, which writes to the terminal;
@@ -228,6 +221,9 @@ func settingsOf(spec sandbox.Spec) (*SandboxSettings, error) {
 // scheduled or whose image cannot be pulled fails at once with its
 // events; nothing is left behind on failure.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if len(spec.Mounts) > 0 {
+		return nil, errors.New("storage mounts cannot be bound into a Pod (docs/mounts.md)")
+	}
 	if spec.Image == "" {
 		return nil, errors.New("no image; set image = \"...\" in the sandbox block")
 	}

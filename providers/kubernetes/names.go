@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -18,11 +16,10 @@ import (
 // a label-safe form of it (labelValue).
 const AnnotationAddress = "dev.agentctl.address"
 
-func checkDNSLabel(s string) string           { return first(validation.IsDNS1123Label(s)) }
-func checkDNSSubdomain(s string) string       { return first(validation.IsDNS1123Subdomain(s)) }
-func checkLabelKey(s string) string           { return first(validation.IsQualifiedName(s)) }
-func checkLabelValue(s string) string         { return first(validation.IsValidLabelValue(s)) }
-func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+func checkDNSLabel(s string) string     { return first(validation.IsDNS1123Label(s)) }
+func checkDNSSubdomain(s string) string { return first(validation.IsDNS1123Subdomain(s)) }
+func checkLabelKey(s string) string     { return first(validation.IsQualifiedName(s)) }
+func checkLabelValue(s string) string   { return first(validation.IsValidLabelValue(s)) }
 
 func first(errs []string) string {
 	if len(errs) == 0 {

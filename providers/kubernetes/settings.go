@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -175,7 +176,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 	}
 	if registry.Attr(attrs, "node_selector", &a.NodeSelector, &diags) {
 		rng := attrs["node_selector"].Expr.Range()
-		for _, k := range sortedKeys(*a.NodeSelector) {
+		for _, k := range slices.Sorted(maps.Keys(*a.NodeSelector)) {
 			if msg := checkLabelKey(k); msg != "" {
 				diags = append(diags, registry.Errorf(rng, "Invalid node_selector", "node_selector key %q %s.", k, msg))
 			}
@@ -274,6 +275,9 @@ func Type() *registry.Type {
 	return &registry.Type{
 		Name: Kind, Role: registry.RoleSandbox, DefaultNetwork: "pod",
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema, DecodeSandbox: DecodeSandbox,
+		MountSupport: func(any) string {
+			return "a Pod runs on a cluster node, where a mount made on this machine cannot be bound, and mounting inside the Pod would need a privileged container or a CSI driver on the cluster, which agentctl does not ask of it"
+		},
 		NewSandbox: func(ctx context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {

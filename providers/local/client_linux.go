@@ -6,6 +6,7 @@ package local
 // stopping it.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -21,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentctl/agentctl/providers/local/internal/nsinit"
@@ -226,7 +226,7 @@ func (s *Sandbox) startInit(ctx context.Context) (*initProc, error) {
 
 	cfg := nsinit.Config{
 		Root: s.spec.Root, HostNet: hostNet, MountFDs: hostRoot, ReadOnly: s.p.opts.ReadOnlyPaths,
-		PIDs: s.spec.Resources.PIDs,
+		PIDs: s.spec.Resources.PIDs, Mounts: nsMounts(s.spec.Root, s.spec.Mounts),
 	}
 	cfg.Passwd, cfg.Group = accountFiles(s.spec.Root, s.spec.Accounts)
 	if cfg.PIDs <= 0 {
@@ -301,6 +301,16 @@ func (s *Sandbox) sendConfig(ip *initProc, cfg nsinit.Config, root bool) error {
 			defer unix.Close(fd)
 			rights = append(rights, fd)
 		}
+		// Storage mounts: clones of the host's mounts, moved into place
+		// by the init (nsinit.Config.Mounts).
+		for _, m := range s.spec.Mounts {
+			fd, err := unix.OpenTree(unix.AT_FDCWD, m.HostDir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("cloning the storage mount at %s: %w", m.Path, err)
+			}
+			defer unix.Close(fd)
+			rights = append(rights, fd)
+		}
 	}
 	body, err := json.Marshal(cfg)
 	if err != nil {
@@ -365,80 +375,38 @@ func (s *Sandbox) execInInit(ctx context.Context, run *execRun, stdout, stderr i
 
 func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdout, stderr io.Writer) (nsinit.ExecStatus, bool, error) {
 	failed := nsinit.ExecStatus{Code: -1}
-	// The manifest user's ids (checked against the manifest before).
-	var cred *nsinit.Credentials
-	if run.user != "" {
-		uid, gid, groups, err := s.spec.Accounts.Lookup(run.user)
-		if err != nil {
-			return failed, false, err
-		}
-		cred = &nsinit.Credentials{UID: uid, GID: gid, Groups: groups}
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	req, err := s.execRequest(run)
 	if err != nil {
-		return failed, false, fmt.Errorf("creating the command's socket: %w", err)
+		return failed, false, err
 	}
-	conn, err := fileConn(os.NewFile(uintptr(fds[0]), "sandbox-exec"))
+	conn, err := openExec(ip)
 	if err != nil {
-		unix.Close(fds[1])
-		return failed, false, fmt.Errorf("the command's socket: %w", err)
+		return failed, false, err
 	}
 	defer conn.Close()
-	_, _, err = ip.ctl.WriteMsgUnix([]byte{'C'}, unix.UnixRights(fds[1]), nil)
-	unix.Close(fds[1])
-	if err != nil {
-		return failed, false, fmt.Errorf("%w (%v)", errInitGone, err)
-	}
-
-	// The command's descriptors, what to close once they are sent, and
-	// the host ends to drain and feed.
-	stdio, sent, drains, feed, err := commandStdio(run, stdout, stderr)
+	cio, err := sendRequest(ctx, conn, run, req, stdout, stderr)
 	if err != nil {
 		return failed, false, err
 	}
-	body, err := json.Marshal(nsinit.ExecRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty, Cred: cred})
-	if err != nil {
-		closeFiles(sent...)
-		closeFiles(feed.w)
-		for _, d := range drains {
-			closeFiles(d.r)
-		}
-		return failed, false, err
-	}
-	var hdr [8]byte
-	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
-	_, _, err = conn.WriteMsgUnix(hdr[:], unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())), nil)
-	if err == nil {
-		_, err = conn.Write(body)
-	}
-	closeFiles(sent...)
-	if err != nil {
-		closeFiles(feed.w)
-		for _, d := range drains {
-			closeFiles(d.r)
-		}
-		return failed, false, fmt.Errorf("%w (%v)", errInitGone, err)
-	}
-	if feed.w != nil {
+	if cio.feed != nil {
 		go func() {
-			io.Copy(feed.w, run.stdin)
+			io.Copy(cio.feed, run.stdin)
 			if !run.tty {
 				// EOF for a pipe; a terminal stays open until the command ends.
-				feed.w.Close()
+				cio.feed.Close()
 			}
 		}()
 	}
-	drained := make(chan struct{}, len(drains))
-	for _, d := range drains {
+	drained := make(chan struct{}, len(cio.drains))
+	for _, d := range cio.drains {
 		go func() {
 			io.Copy(d.w, d.r)
 			drained <- struct{}{}
 		}()
 	}
-
 	answer := make(chan []byte, 1)
 	go func() {
-		b, _ := io.ReadAll(io.LimitReader(conn, nsinit.MaxMessage))
+		b, _ := io.ReadAll(io.LimitReader(cio.answer, nsinit.MaxMessage))
 		answer <- b
 	}()
 	tctx, cancel, timedOut := withTimeout(ctx, run.timeout)
@@ -456,26 +424,177 @@ func (s *Sandbox) execOnce(ctx context.Context, ip *initProc, run *execRun, stdo
 			msg = <-answer
 		}
 	}
-	// Everything holding the pipes is dead now; drain what is left.
+	cio.finish(drained)
+	return s.execStatus(ctx, run, msg, timedOut)
+}
+
+// execRequest is run as the init's request.
+func (s *Sandbox) execRequest(run *execRun) (nsinit.ExecRequest, error) {
+	req := nsinit.ExecRequest{Argv: run.argv, Env: envList(run.env), Dir: path.Join(s.spec.Root, run.dir), TTY: run.tty}
+	if run.tty {
+		rows, cols := run.rows, run.cols
+		if rows <= 0 || cols <= 0 {
+			rows, cols = sandbox.DefaultTTYRows, sandbox.DefaultTTYCols
+		}
+		if rows > 0xffff || cols > 0xffff {
+			return req, fmt.Errorf("a terminal of %d rows and %d columns is too large (at most 65535 each)", rows, cols)
+		}
+		req.Rows, req.Cols = uint16(rows), uint16(cols)
+	}
+	if run.user != "" {
+		// The manifest user's ids (checked against the manifest before).
+		uid, gid, groups, err := s.spec.Accounts.Lookup(run.user)
+		if err != nil {
+			return req, err
+		}
+		req.Cred = &nsinit.Credentials{UID: uid, GID: gid, Groups: groups}
+	}
+	return req, nil
+}
+
+// openExec hands the init a new connection for one command.
+func openExec(ip *initProc) (*net.UnixConn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating the command's socket: %w", err)
+	}
+	conn, err := fileConn(os.NewFile(uintptr(fds[0]), "sandbox-exec"))
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("the command's socket: %w", err)
+	}
+	_, _, err = ip.ctl.WriteMsgUnix([]byte{'C'}, unix.UnixRights(fds[1]), nil)
+	unix.Close(fds[1])
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w (%v)", errInitGone, err)
+	}
+	return conn, nil
+}
+
+// commandIO are the host ends of a command's streams and the init's
+// answer.
+type commandIO struct {
+	drains []drain
+	// feed is the end the command's stdin is fed through (nil: the
+	// command reads /dev/null).
+	feed *os.File
+	tty  bool
+	// answer is the rest of the init's answer on the connection.
+	answer io.Reader
+}
+
+// finish drains what is left of the output once everything holding the
+// command's streams is dead, and closes the host ends.
+func (c *commandIO) finish(drained <-chan struct{}) {
 	grace := time.NewTimer(ioGrace)
-	for range drains {
+	defer grace.Stop()
+	for range c.drains {
 		select {
 		case <-drained:
 		case <-grace.C:
-			for _, d := range drains {
+			for _, d := range c.drains {
 				d.r.Close()
 			}
 			<-drained
 		}
 	}
-	grace.Stop()
-	for _, d := range drains {
+	for _, d := range c.drains {
 		closeFiles(d.r)
 	}
-	if run.tty {
-		closeFiles(feed.w)
+	if c.tty {
+		closeFiles(c.feed)
 	}
+}
 
+// sendRequest sends req on conn: with a terminal, the init opens it in
+// the sandbox and sends its controlling side back, through which the
+// command's output is read and its input fed; otherwise with the
+// command's stdin (/dev/null or a pipe to feed) and stdout and stderr
+// (pipes to drain).
+func sendRequest(ctx context.Context, conn *net.UnixConn, run *execRun, req nsinit.ExecRequest, stdout, stderr io.Writer) (*commandIO, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], uint64(len(body)))
+	if run.tty {
+		if err := writeRequest(conn, hdr[:], nil, body); err != nil {
+			return nil, err
+		}
+		ptmx, answer := receiveTerminal(ctx, conn)
+		cio := &commandIO{tty: true, answer: answer}
+		if ptmx != nil {
+			cio.drains = []drain{{r: ptmx, w: stdout}}
+			if run.stdin != nil {
+				cio.feed = ptmx
+			}
+		}
+		return cio, nil
+	}
+	stdio, drains, feed, err := commandPipes(run, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	err = writeRequest(conn, hdr[:], unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())), body)
+	closeFiles(stdio[:]...)
+	if err != nil {
+		closeFiles(feed)
+		for _, d := range drains {
+			closeFiles(d.r)
+		}
+		return nil, err
+	}
+	return &commandIO{drains: drains, feed: feed, answer: conn}, nil
+}
+
+// writeRequest writes a request's header, with descriptors oob, and its
+// body.
+func writeRequest(conn *net.UnixConn, hdr, oob, body []byte) error {
+	_, _, err := conn.WriteMsgUnix(hdr, oob, nil)
+	if err == nil {
+		_, err = conn.Write(body)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%v)", errInitGone, err)
+	}
+	return nil
+}
+
+// receiveTerminal reads the start of the init's answer to a request for
+// a terminal: PtyByte, with the terminal's controlling side. An answer
+// that does not start so (the init could not open a terminal, or died)
+// is returned whole, with no terminal.
+func receiveTerminal(ctx context.Context, conn *net.UnixConn) (*os.File, io.Reader) {
+	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+	defer stop()
+	b := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, _ := conn.ReadMsgUnix(b, oob)
+	var fds []int
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			if r, err := unix.ParseUnixRights(&m); err == nil {
+				fds = append(fds, r...)
+			}
+		}
+	}
+	if n == 1 && b[0] == nsinit.PtyByte && len(fds) == 1 {
+		unix.CloseOnExec(fds[0])
+		// Served by the runtime's poller, so that closing it ends a read.
+		unix.SetNonblock(fds[0], true)
+		return os.NewFile(uintptr(fds[0]), "sandbox-terminal"), conn
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	return nil, io.MultiReader(bytes.NewReader(b[:n]), conn)
+}
+
+// execStatus reads the init's answer msg about run.
+func (s *Sandbox) execStatus(ctx context.Context, run *execRun, msg []byte, timedOut func() bool) (nsinit.ExecStatus, bool, error) {
+	failed := nsinit.ExecStatus{Code: -1}
 	started := len(msg) > 0 && msg[0] == nsinit.StartedByte
 	if started {
 		msg = msg[1:]
@@ -511,55 +630,29 @@ type drain struct {
 	w io.Writer
 }
 
-// feeder is the host end the command's stdin is fed through (nil w: the
-// command reads /dev/null).
-type feeder struct{ w *os.File }
-
-// commandStdio makes the command's descriptors: with a terminal, the
-// terminal's side of a new pseudo-terminal on all three, its output and
-// input through the host side; otherwise stdin /dev/null or a pipe we
-// feed, and stdout and stderr pipes we drain. sent are the descriptors
-// to close once passed to the init.
-func commandStdio(run *execRun, stdout, stderr io.Writer) (fds [3]*os.File, sent []*os.File, drains []drain, feed feeder, err error) {
-	if run.tty {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			return fds, nil, nil, feed, fmt.Errorf("opening a pseudo-terminal: %w", err)
-		}
-		rows, cols := run.rows, run.cols
-		if rows == 0 || cols == 0 {
-			rows, cols = sandbox.DefaultTTYRows, sandbox.DefaultTTYCols
-		}
-		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)}); err != nil {
-			closeFiles(ptmx, tty)
-			return fds, nil, nil, feed, fmt.Errorf("sizing the pseudo-terminal: %w", err)
-		}
-		var in *os.File
-		if run.stdin != nil {
-			in = ptmx
-		}
-		return [3]*os.File{tty, tty, tty}, []*os.File{tty}, []drain{{r: ptmx, w: stdout}}, feeder{w: in}, nil
-	}
+// commandPipes makes the descriptors of a command without a terminal:
+// stdin /dev/null or a pipe fed through feed, stdout and stderr pipes
+// to drain. stdio are to be closed once passed to the init.
+func commandPipes(run *execRun, stdout, stderr io.Writer) (stdio [3]*os.File, drains []drain, feed *os.File, err error) {
 	var stdinR, stdinW *os.File
 	if run.stdin == nil {
 		if stdinR, err = os.Open(os.DevNull); err != nil {
-			return fds, nil, nil, feed, err
+			return stdio, nil, nil, err
 		}
 	} else if stdinR, stdinW, err = os.Pipe(); err != nil {
-		return fds, nil, nil, feed, err
+		return stdio, nil, nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeFiles(stdinR, stdinW)
-		return fds, nil, nil, feed, err
+		return stdio, nil, nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeFiles(stdinR, stdinW, outR, outW)
-		return fds, nil, nil, feed, err
+		return stdio, nil, nil, err
 	}
-	return [3]*os.File{stdinR, outW, errW}, []*os.File{stdinR, outW, errW},
-		[]drain{{r: outR, w: stdout}, {r: errR, w: stderr}}, feeder{w: stdinW}, nil
+	return [3]*os.File{stdinR, outW, errW}, []drain{{r: outR, w: stdout}, {r: errR, w: stderr}}, stdinW, nil
 }
 
 func closeFiles(fs ...*os.File) {

@@ -65,6 +65,11 @@ type Options struct {
 	// ReadOnlyPaths are extra host directories (absolute) made visible
 	// read-only at the same path inside namespaced sandboxes, e.g. /opt.
 	ReadOnlyPaths []string
+	// Host is the name of this machine, recorded in the state with each
+	// sandbox made here, so that the agentctl of another machine sharing
+	// the state through a backend tells the sandbox is not its own;
+	// default os.Hostname().
+	Host string
 }
 
 // Provider creates local sandboxes. It is safe for concurrent use.
@@ -80,6 +85,11 @@ func New(opts Options) *Provider {
 	if opts.HostID <= 0 {
 		opts.HostID = DefaultHostID
 	}
+	if opts.Host == "" {
+		// Without a host name the sandboxes are told apart by their
+		// directory only.
+		opts.Host, _ = os.Hostname()
+	}
 	return &Provider{opts: opts}
 }
 
@@ -88,9 +98,12 @@ func (p *Provider) Kind() string { return "local" }
 
 var _ sandbox.Provider = (*Provider)(nil)
 
-// sessionData is what state.json keeps in SessionState.Data.
+// sessionData is what state.json keeps in SessionState.Data. Dir and
+// Host say which working directory of which machine owns the sandbox
+// (Host is "" in states written before it was recorded).
 type sessionData struct {
 	Dir       string `json:"dir"`
+	Host      string `json:"host,omitempty"`
 	Isolation string `json:"isolation"`
 	Status    string `json:"status"`
 }
@@ -282,8 +295,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			return nil, fmt.Errorf("preparing the sandbox directory: %w", err)
 		}
 	}
-	sb, err := p.newSandbox(spec, sessionData{Dir: dir, Isolation: p.opts.Isolation, Status: string(sandbox.StatusRunning)})
+	if err := bindMounts(filepath.Join(dir, "workspace"), spec.Mounts); err != nil {
+		unbindAll(dir)
+		cleanup()
+		return nil, err
+	}
+	sb, err := p.newSandbox(spec, sessionData{Dir: dir, Host: p.opts.Host, Isolation: p.opts.Isolation, Status: string(sandbox.StatusRunning)})
 	if err != nil {
+		unbindAll(dir)
 		cleanup()
 		return nil, err
 	}
@@ -292,6 +311,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// first tool call.
 		if err := sb.probe(ctx); err != nil {
 			sb.wsd.Close()
+			unbindAll(dir)
 			cleanup()
 			return nil, err
 		}
@@ -314,12 +334,8 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 	if err := p.check(&spec); err != nil {
 		return nil, err
 	}
-	if spec.StateDir != "" && filepath.Dir(filepath.Clean(data.Dir)) != filepath.Clean(spec.StateDir) {
-		// A state shared through a backend: the sandbox was made by the
-		// agentctl of another working directory or machine, whose
-		// files this one does not use; here it is gone (plan restores
-		// it from its snapshot, or creates it again).
-		return nil, fmt.Errorf("sandbox directory %s belongs to another working directory or machine (this one keeps its sandboxes in %s): %w", data.Dir, spec.StateDir, sandbox.ErrNotFound)
+	if err := p.owned(spec, data); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(data.Dir, markerName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -330,7 +346,39 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 	if data.Status == "" {
 		data.Status = string(sandbox.StatusRunning)
 	}
+	if data.Host == "" {
+		// It is here, so it is this machine's: recorded from now on.
+		data.Host = p.opts.Host
+	}
+	if err := bindMounts(filepath.Join(data.Dir, "workspace"), spec.Mounts); err != nil {
+		return nil, err
+	}
 	return p.newSandbox(spec, data)
+}
+
+// owned checks that the sandbox of data belongs to this working
+// directory: made on this machine (when the state records its machine)
+// under spec.StateDir. One that belongs to another working directory or
+// machine, sharing the state through a backend, is a
+// *sandbox.ElsewhereError; but on this machine the other directory can
+// be looked at, and a sandbox whose directory is gone is missing (plan
+// restores it from its snapshot), as one gone from this directory is.
+func (p *Provider) owned(spec sandbox.Spec, data sessionData) error {
+	otherHost := data.Host != "" && p.opts.Host != "" && data.Host != p.opts.Host
+	otherDir := spec.StateDir != "" && filepath.Dir(filepath.Clean(data.Dir)) != filepath.Clean(spec.StateDir)
+	if !otherHost && !otherDir {
+		return nil
+	}
+	if !otherHost {
+		if _, err := os.Stat(filepath.Join(data.Dir, markerName)); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("sandbox directory %s, made by another working directory, no longer exists: %w", data.Dir, sandbox.ErrNotFound)
+		}
+	}
+	where := data.Dir
+	if data.Host != "" {
+		where += " on host " + data.Host
+	}
+	return fmt.Errorf("%w (this working directory keeps its sandboxes in %s)", &sandbox.ElsewhereError{Where: where}, spec.StateDir)
 }
 
 // removeLeftovers removes sandbox directories carrying spec's lineage and

@@ -11,8 +11,11 @@ package local
 // sandbox's /tmp and the workspace), pivots into it, and then serves
 // commands: for each, agentctl hands it a connection over the control
 // socket, with the command line and its stdin, stdout and stderr
-// descriptors (SCM_RIGHTS); the init starts the command in a PID
-// namespace of its own and sends its exit status back. The init's side
+// descriptors (SCM_RIGHTS), or, for a command on a terminal, none: the
+// init then opens the terminal from the sandbox's own /dev/pts (so the
+// command finds it by name) and sends its controlling side back; the
+// init starts the command in a PID namespace of its own and sends its
+// exit status back. The init's side
 // is internal/nsinit, a package of its own so that it starts early.
 // Closing the connection, or a kill request on it, kills the command's
 // namespace, hence its whole process tree.

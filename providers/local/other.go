@@ -48,3 +48,12 @@ func (s *Sandbox) stopInit() error { return nil }
 
 // removeCgroup: there are no cgroups outside Linux.
 func (s *Sandbox) removeCgroup() error { return nil }
+
+func bindMounts(_ string, mounts []sandbox.Mount) error {
+	if len(mounts) > 0 {
+		return errors.New("storage mounts need Linux")
+	}
+	return nil
+}
+
+func unbindAll(string) error { return nil }

@@ -21,6 +21,7 @@ type Sandbox struct {
 	p    *Provider
 	spec sandbox.Spec
 	dir  string // the sandbox directory (holds marker, workspace/, tmp/)
+	host string // the machine it was made on (sessionData.Host)
 	ws   string // dir/workspace
 	tmp  string // dir/tmp
 	wsd  *hostfs.Dir
@@ -45,7 +46,7 @@ func (p *Provider) newSandbox(spec sandbox.Spec, data sessionData) (*Sandbox, er
 		return nil, fmt.Errorf("opening the workspace: %w", err)
 	}
 	return &Sandbox{
-		p: p, spec: spec, dir: data.Dir, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), wsd: wsd,
+		p: p, spec: spec, dir: data.Dir, host: data.Host, ws: ws, tmp: filepath.Join(data.Dir, "tmp"), wsd: wsd,
 		status: sandbox.Status(data.Status),
 	}, nil
 }
@@ -61,7 +62,7 @@ func (s *Sandbox) Session() sandbox.SessionState {
 	s.mu.Lock()
 	st := s.status
 	s.mu.Unlock()
-	b, _ := json.Marshal(sessionData{Dir: s.dir, Isolation: s.p.opts.Isolation, Status: string(st)})
+	b, _ := json.Marshal(sessionData{Dir: s.dir, Host: s.host, Isolation: s.p.opts.Isolation, Status: string(st)})
 	return sandbox.SessionState{Provider: "local", ID: s.dir, Data: b}
 }
 
@@ -165,6 +166,9 @@ func checkMarker(dir string) error {
 // directories, making directories a command left without permissions
 // removable.
 func removeTree(dir string) error {
+	if err := unbindAll(dir); err != nil {
+		return fmt.Errorf("unmounting the storage bound into %s: %w", dir, err)
+	}
 	return hostfs.RemoveAll(dir)
 }
 

@@ -5,7 +5,9 @@ package local
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -119,6 +121,7 @@ func Type() *registry.Type {
 	return &registry.Type{
 		Name: "local", Role: registry.RoleSandbox, DefaultNetwork: "none",
 		DecodeProvider: DecodeProvider, SandboxSchema: &hcl.BodySchema{}, DecodeSandbox: DecodeSandbox,
+		MountSupport: mountSupport,
 		NewSandbox: func(_ context.Context, settings any, _ registry.Env) (sandbox.Provider, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {
@@ -127,4 +130,14 @@ func Type() *registry.Type {
 			return New(Options{Isolation: s.Isolation}), nil
 		},
 	}
+}
+
+// mountSupport allows storage mounts when agentctl runs as root: the
+// mount is bound into the sandbox's workspace, which needs the right to
+// mount.
+func mountSupport(any) string {
+	if os.Geteuid() != 0 {
+		return "binding a mount into a local sandbox's workspace needs agentctl to run as root, and it runs as uid " + strconv.Itoa(os.Geteuid())
+	}
+	return ""
 }

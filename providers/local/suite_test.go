@@ -13,14 +13,10 @@ import (
 	"github.com/agentctl/agentctl/sandbox/sandboxtest"
 )
 
-// knownBroken are the contract checks known to fail with each isolation.
-var knownBroken = map[string]map[string]string{
-	local.IsolationNamespaces: {
-		// Issue 34, item 9: the terminal's device is missing from the
-		// sandbox's /dev/pts, so tty(1) says "not a tty".
-		sandboxtest.CheckTerminalName: "issue 34 item 9: a local PTY is not in the sandbox's /dev/pts",
-	},
-}
+// knownBroken are the contract checks known to fail with each isolation,
+// by name (sandboxtest.Check*), with the reason; none today (the
+// terminal's name, issue 34 item 9, works since the PTY fix).
+var knownBroken = map[string]map[string]string{}
 
 // TestSandboxContract runs the sandbox contract's suite against both
 // isolations.

@@ -133,7 +133,32 @@ func chatParams(req *model.Request) (oai.ChatCompletionNewParams, error) {
 		}
 		p.Tools = append(p.Tools, oai.ChatCompletionToolUnionParam{OfFunction: &oai.ChatCompletionFunctionToolParam{Function: fd}})
 	}
+	if len(req.HostedTools) > 0 {
+		return p, fmt.Errorf("the Chat Completions API has no hosted tools (%s is one)", req.HostedTools[0].Type)
+	}
+	if err := chatSettings(&p, req); err != nil {
+		return p, err
+	}
+	if len(req.OutputSchema) > 0 {
+		schema, err := schemaMap(req.OutputSchema)
+		if err != nil {
+			return p, fmt.Errorf("output schema: %w", err)
+		}
+		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: SchemaName(req.OutputSchemaName), Schema: schema, Strict: param.NewOpt(true)},
+		}}
+	}
+	return p, nil
+}
+
+// chatSettings sets the request fields of req's settings; one the Chat
+// Completions API does not accept is an error (the configuration refuses
+// it first).
+func chatSettings(p *oai.ChatCompletionNewParams, req *model.Request) error {
 	s := req.Settings
+	if name := unsupported(s, responsesOnly); name != "" {
+		return fmt.Errorf("the Chat Completions API does not accept the setting %s", name)
+	}
 	if s.ReasoningEffort != "" {
 		p.ReasoningEffort = shared.ReasoningEffort(s.ReasoningEffort)
 	}
@@ -161,16 +186,25 @@ func chatParams(req *model.Request) (oai.ChatCompletionNewParams, error) {
 			Function: oai.ChatCompletionNamedToolChoiceFunctionParam{Name: s.ToolChoice},
 		}}
 	}
-	if len(req.OutputSchema) > 0 {
-		schema, err := schemaMap(req.OutputSchema)
-		if err != nil {
-			return p, fmt.Errorf("output schema: %w", err)
-		}
-		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: SchemaName(req.OutputSchemaName), Schema: schema, Strict: param.NewOpt(true)},
-		}}
+	if s.FrequencyPenalty != nil {
+		p.FrequencyPenalty = param.NewOpt(*s.FrequencyPenalty)
 	}
-	return p, nil
+	if s.PresencePenalty != nil {
+		p.PresencePenalty = param.NewOpt(*s.PresencePenalty)
+	}
+	if s.Store != nil {
+		p.Store = param.NewOpt(*s.Store)
+	}
+	if len(s.Metadata) > 0 {
+		p.Metadata = shared.Metadata(s.Metadata)
+	}
+	if s.PromptCacheRetention != "" {
+		p.PromptCacheRetention = oai.ChatCompletionNewParamsPromptCacheRetention(s.PromptCacheRetention)
+	}
+	if s.PromptCacheMode != "" || s.PromptCacheTTL != "" {
+		p.PromptCacheOptions = oai.ChatCompletionNewParamsPromptCacheOptions{Mode: s.PromptCacheMode, Ttl: s.PromptCacheTTL}
+	}
+	return nil
 }
 
 // chatMessages converts instructions and conversation items to chat
@@ -244,8 +278,10 @@ func chatMessages(instructions string, items []model.Item) ([]oai.ChatCompletion
 					pendingImages = append(pendingImages, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: dataURL(img), Detail: detail(img)}))
 				}
 			}
-		case model.ItemReasoning, model.ItemCompaction:
-			// Not representable in Chat Completions.
+		case model.ItemReasoning, model.ItemCompaction, model.ItemHostedToolCall:
+			// Not representable in Chat Completions (a hosted tool call
+			// comes from an agent on the Responses API before a handoff;
+			// what it found is in the messages that follow it).
 		default:
 			return nil, fmt.Errorf("input item %d: unknown item type %q", i, it.Type)
 		}

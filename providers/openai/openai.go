@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/providers/registry"
 )
 
 // API names.
@@ -70,34 +71,27 @@ type Config struct {
 	// MaxRetries is the number of retries after the first attempt: 0
 	// gives DefaultMaxRetries, NoRetries (or any negative value) none.
 	MaxRetries int
-	// HTTPClient replaces the default HTTP client (tests).
+	// HTTPClient replaces the default HTTP client (tests; the engine's
+	// record and replay, registry.Env.Transport).
 	HTTPClient *http.Client
 	// LookupEnv reads the environment (os.LookupEnv in production, a map
 	// in tests); nil means no environment.
 	LookupEnv func(key string) (string, bool)
-	// Replay, when set, answers every request from a recorded cassette
-	// instead of the network (no API key is needed); Record, when set,
-	// records every exchange. They exclude each other.
-	Replay *cassette.Player
-	Record *cassette.Recorder
+	// Replaying says HTTPClient answers every request from a recorded
+	// cassette instead of the network: no API key is needed, and a
+	// request the cassette does not hold fails the call with its
+	// cassette.MissError.
+	Replaying bool
 	// RetryBaseDelay is the first delay of the exponential backoff
 	// between retries (default 500ms). An error status that says how
 	// long to wait (Retry-After) is followed instead.
 	RetryBaseDelay time.Duration
 }
 
-// EnvLookup adapts an os.Environ-style list to Config.LookupEnv.
+// EnvLookup adapts an os.Environ-style list to Config.LookupEnv
+// (registry.LookupEnv).
 func EnvLookup(environ []string) func(string) (string, bool) {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
-	}
+	return func(k string) (string, bool) { return registry.LookupEnv(environ, k) }
 }
 
 // Client is a configured OpenAI model provider; it is safe for concurrent
@@ -139,10 +133,7 @@ func New(cfg Config) (*Client, error) {
 		return strings.TrimSpace(s)
 	}
 	key := fromEnv(cfg.APIKey, "OPENAI_API_KEY")
-	if cfg.Replay != nil && cfg.Record != nil {
-		return nil, errors.New("cannot record while replaying: a provider with replay set serves recorded exchanges; leave -record out, or remove replay to record against the model")
-	}
-	if key == "" && cfg.Replay != nil {
+	if key == "" && cfg.Replaying {
 		// Nothing reaches a server: no key is needed or sent anywhere.
 		key = "replay"
 	}
@@ -171,6 +162,7 @@ func New(cfg Config) (*Client, error) {
 		maxRetries: cfg.MaxRetries,
 		baseDelay:  cfg.RetryBaseDelay,
 		redact:     redactor(key),
+		replaying:  cfg.Replaying,
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -187,15 +179,6 @@ func New(cfg Config) (*Client, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
-	}
-	switch {
-	case cfg.Replay != nil:
-		c.replaying = true
-		hc = &http.Client{Transport: cfg.Replay}
-	case cfg.Record != nil:
-		rc := *hc
-		rc.Transport = cfg.Record.Transport(hc.Transport)
-		hc = &rc
 	}
 	// The services are built directly (not through openai.NewClient) so
 	// that no ambient OPENAI_* variable is read behind LookupEnv's back.
@@ -440,6 +423,30 @@ func (e *Error) Temporary() bool {
 	var p *permanentError
 	return !errors.As(e.Err, &p)
 }
+
+// ModelUnavailable implements model.Unavailable: after this error an
+// agent's model_fallback tries its next model. The set
+// (docs/openai-provider.md, "Model fallback"): the model does not exist
+// (HTTP 404, or the error code model_not_found), rate limits and quota
+// (HTTP 429), server errors and overload (HTTP 5xx), and a response the
+// server failed in its stream with a server error or rate limit; each
+// after this provider's own retries, for the statuses it retries. Bad
+// requests, credentials, timeouts and connection errors are not: another
+// model would fare no better.
+func (e *Error) ModelUnavailable() bool {
+	switch {
+	case e.Code == "model_not_found":
+		return true
+	case e.StatusCode != 0:
+		return e.StatusCode == http.StatusNotFound || e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+	case errors.Is(e.Err, errFailed):
+		var p *permanentError
+		return !errors.As(e.Err, &p)
+	}
+	return false
+}
+
+var _ model.Unavailable = (*Error)(nil)
 
 func (e *Error) hint() string {
 	switch {

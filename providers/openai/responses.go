@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,7 +41,12 @@ func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink f
 		return nil, permanent(err)
 	}
 	if !encrypted {
-		params.Include = nil
+		params.Include = slices.DeleteFunc(params.Include, func(i responses.ResponseIncludable) bool {
+			return i == responses.ResponseIncludableReasoningEncryptedContent
+		})
+		if len(params.Include) == 0 {
+			params.Include = nil
+		}
 	}
 	stream := c.responses.NewStreaming(ctx, params)
 	defer stream.Close()
@@ -60,6 +66,10 @@ func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink f
 			}
 		case "response.output_item.done":
 			done[ev.OutputIndex] = ev.Item
+			if hostedCallTypes[ev.Item.Type] {
+				sink(model.Event{Type: model.EventHostedToolCall, Name: ev.Item.Type, CallID: ev.Item.ID,
+					Delta: HostedCallSummary(ev.Item.Type, json.RawMessage(ev.Item.RawJSON()))})
+			}
 		case "response.completed", "response.incomplete":
 			r := ev.Response
 			final = &r
@@ -101,6 +111,9 @@ func (c *Client) responsesStream(ctx context.Context, req *model.Request, sink f
 	return resp, nil
 }
 
+// hostedCallTypes are the output item types of hosted tool calls.
+var hostedCallTypes = map[string]bool{"web_search_call": true, "file_search_call": true, "code_interpreter_call": true, "image_generation_call": true}
+
 // streamFailure turns an in-stream error into an error; server-side
 // failures are retried, everything else (invalid prompt, ...) is not.
 func streamFailure(code, msg string) error {
@@ -141,6 +154,9 @@ func outputItem(it responses.ResponseOutputItemUnion, agent string) (model.Item,
 		return model.Item{Type: model.ItemReasoning, Text: strings.Join(summary, "\n"), Raw: json.RawMessage(it.RawJSON()), Agent: agent}, true
 	case "compaction":
 		return model.Item{Type: model.ItemCompaction, Raw: json.RawMessage(it.RawJSON()), Agent: agent}, true
+	case "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call":
+		raw := json.RawMessage(it.RawJSON())
+		return model.Item{Type: model.ItemHostedToolCall, Name: it.Type, CallID: it.ID, Text: HostedCallSummary(it.Type, raw), Raw: raw, Agent: agent}, true
 	}
 	return model.Item{}, false
 }
@@ -186,32 +202,15 @@ func responsesParams(req *model.Request) (responses.ResponseNewParams, error) {
 		}
 		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: ft})
 	}
-
-	s := req.Settings
-	if s.ReasoningEffort != "" || s.ReasoningSummary != "" {
-		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(s.ReasoningEffort), Summary: shared.ReasoningSummary(s.ReasoningSummary)}
+	for _, t := range req.HostedTools {
+		u, err := hostedToolParam(t)
+		if err != nil {
+			return p, err
+		}
+		p.Tools = append(p.Tools, u)
 	}
-	if s.Temperature != nil {
-		p.Temperature = param.NewOpt(*s.Temperature)
-	}
-	if s.TopP != nil {
-		p.TopP = param.NewOpt(*s.TopP)
-	}
-	if s.MaxOutputTokens > 0 {
-		p.MaxOutputTokens = param.NewOpt(s.MaxOutputTokens)
-	}
-	if s.ParallelToolCalls != nil && len(req.Tools) > 0 {
-		p.ParallelToolCalls = param.NewOpt(*s.ParallelToolCalls)
-	}
-	switch s.ToolChoice {
-	case "":
-	case "auto", "none", "required":
-		p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptions(s.ToolChoice))}
-	default:
-		p.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: s.ToolChoice}}
-	}
-	if s.Verbosity != "" {
-		p.Text.Verbosity = responses.ResponseTextConfigVerbosity(s.Verbosity)
+	if err := responsesSettings(&p, req); err != nil {
+		return p, err
 	}
 	if len(req.OutputSchema) > 0 {
 		schema, err := schemaMap(req.OutputSchema)
@@ -229,6 +228,122 @@ func responsesParams(req *model.Request) (responses.ResponseNewParams, error) {
 		}}
 	}
 	return p, nil
+}
+
+// responsesSettings sets the request fields of req's settings; one the
+// Responses API does not accept is an error (the configuration refuses
+// it first).
+func responsesSettings(p *responses.ResponseNewParams, req *model.Request) error {
+	s := req.Settings
+	if name := unsupported(s, chatOnly); name != "" {
+		return fmt.Errorf("the Responses API does not accept the setting %s", name)
+	}
+	if s.ReasoningEffort != "" || s.ReasoningSummary != "" {
+		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(s.ReasoningEffort), Summary: shared.ReasoningSummary(s.ReasoningSummary)}
+	}
+	if s.Temperature != nil {
+		p.Temperature = param.NewOpt(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = param.NewOpt(*s.TopP)
+	}
+	if s.MaxOutputTokens > 0 {
+		p.MaxOutputTokens = param.NewOpt(s.MaxOutputTokens)
+	}
+	if s.ParallelToolCalls != nil && len(req.Tools)+len(req.HostedTools) > 0 {
+		p.ParallelToolCalls = param.NewOpt(*s.ParallelToolCalls)
+	}
+	p.ToolChoice = responsesToolChoice(s.ToolChoice, req.HostedTools)
+	if s.Verbosity != "" {
+		p.Text.Verbosity = responses.ResponseTextConfigVerbosity(s.Verbosity)
+	}
+	if s.Truncation != "" {
+		p.Truncation = responses.ResponseNewParamsTruncation(s.Truncation)
+	}
+	if s.Store != nil {
+		p.Store = param.NewOpt(*s.Store)
+	}
+	if len(s.Metadata) > 0 {
+		p.Metadata = shared.Metadata(s.Metadata)
+	}
+	if s.PromptCacheRetention != "" {
+		p.PromptCacheRetention = responses.ResponseNewParamsPromptCacheRetention(s.PromptCacheRetention)
+	}
+	if s.PromptCacheMode != "" || s.PromptCacheTTL != "" {
+		p.PromptCacheOptions = responses.ResponseNewParamsPromptCacheOptions{Mode: s.PromptCacheMode, Ttl: s.PromptCacheTTL}
+	}
+	for _, inc := range s.Include {
+		if i := responses.ResponseIncludable(inc); !slices.Contains(p.Include, i) {
+			p.Include = append(p.Include, i)
+		}
+	}
+	return nil
+}
+
+// responsesToolChoice is the tool_choice of a request: a mode, the type
+// of one of its hosted tools, or a function's name. A hosted tool is
+// chosen by its type, except web search, which the API's choice of
+// hosted tool does not name: it is the only tool allowed and required.
+func responsesToolChoice(choice string, hosted []model.HostedTool) responses.ResponseNewParamsToolChoiceUnion {
+	switch choice {
+	case "":
+		return responses.ResponseNewParamsToolChoiceUnion{}
+	case "auto", "none", "required":
+		return responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptions(choice))}
+	}
+	for _, h := range hosted {
+		if h.Type != choice {
+			continue
+		}
+		if choice == HostedWebSearch {
+			return responses.ResponseNewParamsToolChoiceUnion{OfAllowedTools: &responses.ToolChoiceAllowedParam{
+				Mode: responses.ToolChoiceAllowedModeRequired, Tools: []map[string]any{{"type": HostedWebSearch}},
+			}}
+		}
+		return responses.ResponseNewParamsToolChoiceUnion{OfHostedTool: &responses.ToolChoiceTypesParam{Type: responses.ToolChoiceTypesType(choice)}}
+	}
+	return responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: choice}}
+}
+
+// unsupported is the first setting of names that s sets, "" for none.
+func unsupported(s model.Settings, names []string) string {
+	set := map[string]bool{
+		"reasoning_summary": s.ReasoningSummary != "",
+		"truncation":        s.Truncation != "",
+		"include":           len(s.Include) > 0,
+		"frequency_penalty": s.FrequencyPenalty != nil,
+		"presence_penalty":  s.PresencePenalty != nil,
+	}
+	for _, n := range names {
+		if set[n] {
+			return n
+		}
+	}
+	return ""
+}
+
+// hostedToolParam is the tools entry of a hosted tool: its definition
+// sent as the configuration built it.
+func hostedToolParam(t model.HostedTool) (responses.ToolUnionParam, error) {
+	if !json.Valid(t.Config) {
+		return responses.ToolUnionParam{}, fmt.Errorf("hosted tool %s: its definition is not JSON", t.Type)
+	}
+	raw := json.RawMessage(t.Config)
+	switch t.Type {
+	case HostedWebSearch:
+		v := param.Override[responses.WebSearchToolParam](raw)
+		return responses.ToolUnionParam{OfWebSearch: &v}, nil
+	case HostedFileSearch:
+		v := param.Override[responses.FileSearchToolParam](raw)
+		return responses.ToolUnionParam{OfFileSearch: &v}, nil
+	case HostedCodeInterpreter:
+		v := param.Override[responses.ToolCodeInterpreterParam](raw)
+		return responses.ToolUnionParam{OfCodeInterpreter: &v}, nil
+	case HostedImageGeneration:
+		v := param.Override[responses.ToolImageGenerationParam](raw)
+		return responses.ToolUnionParam{OfImageGeneration: &v}, nil
+	}
+	return responses.ToolUnionParam{}, fmt.Errorf("the Responses API has no hosted tool %q", t.Type)
 }
 
 // responsesInput converts conversation items to Responses input items,
@@ -302,11 +417,40 @@ func responsesInput(items []model.Item) (responses.ResponseInputParam, error) {
 				cp.ID = param.NewOpt(raw.ID)
 			}
 			out = append(out, responses.ResponseInputItemUnionParam{OfCompaction: cp})
+		case model.ItemHostedToolCall:
+			u, err := hostedCallParam(it)
+			if err != nil {
+				return nil, fmt.Errorf("input item %d (%s): %w", i, it.Name, err)
+			}
+			out = append(out, u)
 		default:
 			return nil, fmt.Errorf("input item %d: unknown item type %q", i, it.Type)
 		}
 	}
 	return out, nil
+}
+
+// hostedCallParam replays a hosted tool call as the service returned it.
+func hostedCallParam(it model.Item) (responses.ResponseInputItemUnionParam, error) {
+	if len(it.Raw) == 0 || !json.Valid(it.Raw) {
+		return responses.ResponseInputItemUnionParam{}, errors.New("the call was not recorded as the service returned it, so it cannot be replayed")
+	}
+	raw := json.RawMessage(it.Raw)
+	switch it.Name {
+	case "web_search_call":
+		v := param.Override[responses.ResponseFunctionWebSearchParam](raw)
+		return responses.ResponseInputItemUnionParam{OfWebSearchCall: &v}, nil
+	case "file_search_call":
+		v := param.Override[responses.ResponseFileSearchToolCallParam](raw)
+		return responses.ResponseInputItemUnionParam{OfFileSearchCall: &v}, nil
+	case "code_interpreter_call":
+		v := param.Override[responses.ResponseCodeInterpreterToolCallParam](raw)
+		return responses.ResponseInputItemUnionParam{OfCodeInterpreterCall: &v}, nil
+	case "image_generation_call":
+		v := param.Override[responses.ResponseInputItemImageGenerationCallParam](raw)
+		return responses.ResponseInputItemUnionParam{OfImageGenerationCall: &v}, nil
+	}
+	return responses.ResponseInputItemUnionParam{}, fmt.Errorf("unknown hosted tool call type %q", it.Name)
 }
 
 // reasoningParam rebuilds a reasoning input item from the output item the

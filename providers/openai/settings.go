@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/registry"
 )
@@ -84,6 +84,8 @@ func (s *ProviderSettings) Config(lookupEnv func(string) (string, bool)) Config 
 	}
 }
 
+var _ registry.SettingsSupport = (*ProviderSettings)(nil)
+
 // Secrets implements registry.Secrets.
 func (s *ProviderSettings) Secrets() []string { return []string{s.APIKey} }
 
@@ -97,14 +99,14 @@ func (s *ProviderSettings) Fingerprint(string) map[string]any {
 // Type is the openai provider type.
 func Type() *registry.Type {
 	return &registry.Type{
-		Name: "openai", Role: registry.RoleModel, DecodeProvider: DecodeProvider,
+		Name: "openai", Role: registry.RoleModel, DecodeProvider: DecodeProvider, DecodeHostedTool: DecodeHostedTool,
 		NewModel: func(_ context.Context, settings any, env registry.Env) (model.Model, error) {
 			s, ok := settings.(*ProviderSettings)
 			if !ok {
 				return nil, fmt.Errorf("openai: provider settings are %T, not *openai.ProviderSettings", settings)
 			}
 			cfg := s.Config(EnvLookup(env.Environ))
-			if err := cassettes(&cfg, s, env); err != nil {
+			if err := transport(&cfg, s, env); err != nil {
 				return nil, err
 			}
 			return New(cfg)
@@ -112,32 +114,26 @@ func Type() *registry.Type {
 	}
 }
 
-// cassettes sets up record or replay for the provider (docs/openai-provider.md,
-// "Record and replay"): the engine's replay directory wins over the
-// provider's replay setting, which is relative to the configuration.
-func cassettes(cfg *Config, s *ProviderSettings, env registry.Env) error {
+// transport builds the client's transport through env.Transport, the
+// engine's record and replay (docs/openai-provider.md, "Record and
+// replay"), handing it the provider's replay setting resolved against
+// the configuration's directory.
+func transport(cfg *Config, s *ProviderSettings, env registry.Env) error {
 	dir := s.Replay
 	if dir != "" && !filepath.IsAbs(dir) && env.Dir != "" {
 		dir = filepath.Join(env.Dir, dir)
 	}
-	var opts cassette.Options
-	if cs := env.Cassettes; cs != nil {
-		opts = cs.Options
-		if cs.Replay != "" {
-			dir = cs.Replay
+	if env.Transport == nil {
+		if dir != "" {
+			return errors.New("replay: this provider was built without record and replay (registry.Env.Transport), so it cannot replay")
 		}
-		cfg.Record = cs.Record
-	}
-	if dir == "" {
 		return nil
 	}
-	if env.Address == "" {
-		return errors.New("replay: the provider's address is not known, so its cassette cannot be named")
-	}
-	p, err := cassette.Load(cassette.File(dir, env.Address), opts)
+	rt, replaying, err := env.Transport(nil, dir)
 	if err != nil {
 		return err
 	}
-	cfg.Replay = p
+	cfg.HTTPClient = &http.Client{Transport: rt}
+	cfg.Replaying = replaying
 	return nil
 }

@@ -14,11 +14,11 @@ package registry
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/agentctl/agentctl/internal/cassette"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -29,7 +29,8 @@ type Role int
 const (
 	// RoleModel types answer agents (openai, scripted).
 	RoleModel Role = iota + 1
-	// RoleSandbox types create sandboxes (local, docker, daytona).
+	// RoleSandbox types create sandboxes (local, docker, daytona,
+	// kubernetes).
 	RoleSandbox
 )
 
@@ -41,31 +42,28 @@ type Env struct {
 	// Progress reports long operations (image pulls) as lines of text;
 	// nil discards them.
 	Progress func(line string)
-	// Address is the provider's address (provider.openai.ollama); a
-	// model provider names its cassette after it.
+	// Address is the provider's address (provider.openai.ollama).
 	Address string
 	// Dir is the configuration's directory: settings that name files
 	// are relative to it.
 	Dir string
-	// Cassettes are the record and replay settings of a model provider
-	// that calls a model over HTTP; nil: none beyond the provider's own.
-	Cassettes *Cassettes
+	// Transport, when not nil, is how a model provider that calls its
+	// model over HTTP builds its client's transport: the engine's record
+	// and replay (docs/openai-provider.md, "Record and replay"). A
+	// provider that makes no HTTP requests (scripted) ignores it.
+	Transport Transport
 }
 
-// Cassettes say how a model provider records or replays its HTTP
-// exchanges (internal/cassette; docs/openai-provider.md, "Record and
-// replay"). A provider that makes no HTTP requests (scripted) has nothing
-// to record or replay and ignores them.
-type Cassettes struct {
-	// Record, when not nil, records every exchange (apply -record).
-	Record *cassette.Recorder
-	// Replay, when not "", is a directory of cassettes to serve the
-	// exchanges from instead of the network; it overrides the provider's
-	// own replay setting (agentctl test -replay, Engine.Replay).
-	Replay string
-	// Options scrub what is recorded and normalize what is matched.
-	Options cassette.Options
-}
+// Transport returns the transport a model provider sends its HTTP
+// requests through, given the one it would use otherwise (nil:
+// http.DefaultTransport) and its own replay directory ("" when it has
+// none; relative paths are resolved against Env.Dir by the provider). The
+// result wraps base to record each exchange (apply -record), or answers
+// every request from recorded exchanges with no network (replaying: a
+// replay directory was given, by the provider or by the engine, which
+// overrides it), or is base. An error says why neither can be done (a
+// missing cassette, recording while replaying).
+type Transport func(base http.RoundTripper, replay string) (rt http.RoundTripper, replaying bool, err error)
 
 // SandboxArgs are a sandbox instance's arguments common to every type,
 // already decoded by the configuration, with where they were written, and
@@ -139,12 +137,24 @@ type Type struct {
 	// DefaultRoot is the workspace root of a sandbox whose manifest sets
 	// none; "" means /workspace.
 	DefaultRoot string
+	// MountSupport says whether this type's sandboxes can have storage
+	// mounts (s3, r2, s3_files and gcs manifest entries; docs/mounts.md)
+	// under the provider's decoded settings: "" when they can, otherwise
+	// why not, as a sentence. Nil means they cannot.
+	MountSupport func(provider any) string
 	// NewSandbox builds the provider from its decoded settings (sandbox
 	// providers only).
 	NewSandbox func(ctx context.Context, settings any, env Env) (sandbox.Provider, error)
 	// NewModel builds the model client from its decoded settings (model
 	// providers only).
 	NewModel func(ctx context.Context, settings any, env Env) (model.Model, error)
+	// DecodeHostedTool decodes the body of an agent's tool block whose
+	// type = "TYP" names a tool the model's service runs itself (model
+	// providers only; nil: the type has no hosted tools). settings are
+	// the decoded settings of the agent's provider; typeRange is where
+	// the type is written, for a type the provider does not know or
+	// cannot offer with these settings.
+	DecodeHostedTool func(settings any, typ string, typeRange hcl.Range, body hcl.Body) (model.HostedTool, hcl.Diagnostics)
 }
 
 // Registry is a set of provider types. The zero value is empty; it is not
@@ -276,6 +286,14 @@ type RunScoper interface {
 // and whether they differ from the provider's own.
 type ChatScoper interface {
 	ForChat(session string) (settings any, scoped bool)
+}
+
+// SettingsSupport is implemented by model provider settings whose API
+// accepts only some of an agent's model settings: UnsupportedSetting says
+// why the setting name (as an agent's settings block names it) is not
+// accepted, as a sentence without its final period, or "" when it is.
+type SettingsSupport interface {
+	UnsupportedSetting(name string) string
 }
 
 // SnapshotCommitter is implemented by sandbox settings that ask for the

@@ -93,7 +93,9 @@ func BenchmarkTree(b *testing.B) {
 	src := filepath.Join(base, "src")
 	benchTree(b, src)
 	// Past the digest cache's racy window, so a plan's digest would be
-	// remembered (materialize_cached).
+	// remembered (materialize_cached), and settled for hostfs, which
+	// copies a file in the kernel only once it last changed 2s ago (real
+	// time: the cache's clock, DigestCache.Now, does not move it).
 	time.Sleep(2100 * time.Millisecond)
 	runCmd(b, "sync")
 	n := 0

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/digest"
 	"github.com/agentctl/agentctl/internal/hashpipe"
+	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
@@ -128,13 +129,13 @@ func TestRestoreCopiesContent(t *testing.T) {
 func TestRestoreAcrossFileSystems(t *testing.T) {
 	shm, err := os.MkdirTemp("/dev/shm", "agentctl-restore-")
 	if err != nil {
-		t.Skipf("no /dev/shm to put a snapshot on another file system: %v", err)
+		testenv.Missing(t, "no /dev/shm to put a snapshot on another file system: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(shm) })
 	h := newHostDir(t)
 	var a, b unix.Stat_t
 	if unix.Stat(shm, &a) != nil || unix.Stat(h.Path(), &b) != nil || a.Dev == b.Dev {
-		t.Skipf("/dev/shm and %s are on one file system", os.TempDir())
+		testenv.Missing(t, "/dev/shm and %s are on one file system (a test needs two)", os.TempDir())
 	}
 	copySourceTree(t, h.Path())
 	checkRestore(t, h, shm)

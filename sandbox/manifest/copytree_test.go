@@ -112,7 +112,10 @@ func TestLocalDirHashedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The change times are recent: wait out the racy window once.
+	// The change times are recent. The racing copy at the end needs
+	// files hostfs copies in the kernel, which it does only once they
+	// have settled (hostfs's own settled age, 2s of real time, not the
+	// cache's clock): wait it out once, for the caches' racy window too.
 	time.Sleep(racyWindow + 100*time.Millisecond)
 	for _, sb := range []struct {
 		name string
@@ -269,8 +272,8 @@ func TestPlannedTreeNotWalkedAgain(t *testing.T) {
 	for _, p := range []string{"a.txt", "."} {
 		os.Chtimes(filepath.Join(src, p), old, old)
 	}
-	time.Sleep(racyWindow + 100*time.Millisecond)
 	m := Manifest{Entries: []Entry{{Kind: EntryLocalDir, Path: "repo", Source: src}}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+	m.DigestCache.Now = settle(t)
 	h := newHostDir(t)
 	first, err := Materialize(ctx, h, m, nil, 1)
 	if err != nil {
@@ -302,16 +305,28 @@ func TestPlannedTreeNotWalkedAgain(t *testing.T) {
 // digest that a later plan would take for the changed tree.
 func TestCopyRemembersWhatItRead(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	testfiles.WriteTree(t, src, map[string]string{
-		"a.txt":             "alpha",
-		"b.txt":             "bravo",
-		"empty.txt":         "",
-		"node_modules/x.js": "junk",
-		"sub/deeper/c.txt":  "charlie",
-		"sub/d.tmp":         "junk",
-	})
-	os.MkdirAll(filepath.Join(src, "sub/emptydir"), 0o755)
+	// One tree for the unchanged copies and one for each change below.
+	newTree := func() string {
+		src := t.TempDir()
+		testfiles.WriteTree(t, src, map[string]string{
+			"a.txt":             "alpha",
+			"b.txt":             "bravo",
+			"empty.txt":         "",
+			"node_modules/x.js": "junk",
+			"sub/deeper/c.txt":  "charlie",
+			"sub/d.tmp":         "junk",
+		})
+		os.MkdirAll(filepath.Join(src, "sub/emptydir"), 0o755)
+		return src
+	}
+	src := newTree()
+	changing := map[string]string{}
+	for _, name := range []string{"changed after it was read", "emptied after it was observed", "changed while it was read"} {
+		changing[name] = newTree()
+	}
+	// Past the caches' racy window, and settled for hostfs, which copies
+	// a file in the kernel (the worker the changes race) only once it
+	// has (its own settled age, 2s of real time): one wait for all.
 	time.Sleep(racyWindow + 100*time.Millisecond)
 	e := Entry{Kind: EntryLocalDir, Path: "repo", Source: src, Exclude: []string{"node_modules", "*.tmp"}}
 	key := cacheKey(e)
@@ -348,13 +363,15 @@ func TestCopyRemembersWhatItRead(t *testing.T) {
 		{name: "changed while it was read", during: true, content: "ALPHA"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			e := e
+			e.Source = changing[c.name]
 			before, err := EntryDigest(ctx, e)
 			if err != nil {
 				t.Fatal(err)
 			}
 			m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
 			change := func() {
-				if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte(c.content), 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(e.Source, "a.txt"), []byte(c.content), 0o644); err != nil {
 					t.Error(err)
 				}
 			}
@@ -374,10 +391,6 @@ func TestCopyRemembersWhatItRead(t *testing.T) {
 					}
 				}
 			}
-			defer func() {
-				os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha"), 0o644)
-				time.Sleep(racyWindow + 100*time.Millisecond)
-			}()
 			res, err := Materialize(ctx, md, m, nil, 1)
 			if err != nil {
 				t.Fatal(err)

@@ -40,6 +40,11 @@ const racyWindow = 2 * time.Second
 // again. A tree changed within the last two seconds is not remembered.
 // It is kept in a file; a missing or unreadable file starts it empty.
 type DigestCache struct {
+	// Now is the clock the racy window is measured on; nil is time.Now.
+	// Tests set it past the window instead of waiting it out. It is set
+	// before the cache is used.
+	Now func() time.Time
+
 	path string
 
 	mu      sync.Mutex
@@ -105,6 +110,14 @@ func (c *DigestCache) Save() error {
 	return nil
 }
 
+// now reads the cache's clock (Now); time.Now without a cache.
+func (c *DigestCache) now() time.Time {
+	if c == nil || c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
 // cacheKey is e's key in the cache: its source, path and excludes, and
 // the algorithm of its digest (none for SHA-256, as the cache had it
 // before BLAKE3), so that states of both algorithms beside one
@@ -125,7 +138,7 @@ func (c *DigestCache) localDirDigest(compute func(seen *signer) (string, error),
 	if c == nil {
 		return compute(nil)
 	}
-	if sig, _ := treeSignature(e); sig != "" {
+	if sig, _ := treeSignature(e, c.now()); sig != "" {
 		c.mu.Lock()
 		hit, ok := c.entries[cacheKey(e)]
 		c.mu.Unlock()
@@ -175,7 +188,7 @@ func (c *DigestCache) Signature(e Entry) string {
 	if c == nil || e.Kind != EntryLocalDir {
 		return ""
 	}
-	if sig, cacheable := treeSignature(e); cacheable {
+	if sig, cacheable := treeSignature(e, c.now()); cacheable {
 		return sig
 	}
 	return ""
@@ -245,7 +258,7 @@ func (c *DigestCache) signer() *signer {
 	if c == nil {
 		return nil
 	}
-	return newSigner()
+	return newSigner(c.now())
 }
 
 // remember records d as the digest of e's tree, computed from what seen
@@ -270,7 +283,7 @@ func (c *DigestCache) remember(e Entry, d string, seen *signer) bool {
 // signer hashes a tree's stat signature entry by entry, in walk order:
 // every entry's path, mode, size, modification and change times, inode
 // and device. cacheable is cleared by an entry changed within racyWindow
-// before the signer's creation or since.
+// before now, the signer's creation, or since.
 type signer struct {
 	// w receives the encoding: h, or a buffer (buffered) hashed later.
 	w         io.Writer
@@ -280,9 +293,9 @@ type signer struct {
 	buf       [8]byte
 }
 
-func newSigner() *signer {
+func newSigner(now time.Time) *signer {
 	h := sha256.New()
-	return &signer{w: h, h: h, recent: time.Now().Add(-racyWindow).UnixNano(), cacheable: true}
+	return &signer{w: h, h: h, recent: now.Add(-racyWindow).UnixNano(), cacheable: true}
 }
 
 // buffered is a signer with s's racy window that keeps the encoding in a
@@ -322,9 +335,10 @@ func (s *signer) is(sig string) bool {
 // excludes applied, symlinks not followed) and hashes every entry's stat;
 // "" when the tree cannot be walked or holds what the archive refuses
 // (the full digest then reports it), cacheable false when something in
-// it changed too recently to be remembered.
-func treeSignature(e Entry) (sig string, cacheable bool) {
-	return walkSignature(e, false)
+// it changed within the racy window before now, too recently to be
+// remembered.
+func treeSignature(e Entry, now time.Time) (sig string, cacheable bool) {
+	return walkSignature(e, false, now)
 }
 
 // walkSignature is treeSignature, also checking, when readable is set,
@@ -334,7 +348,7 @@ func treeSignature(e Entry) (sig string, cacheable bool) {
 // The subtrees of the source's top directory are walked concurrently,
 // each into a buffer of its own (walkWorkers at a time), and the buffers
 // are hashed in order: the signature is the one a walk in order gives.
-func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
+func walkSignature(e Entry, readable bool, now time.Time) (sig string, cacheable bool) {
 	m, err := sandbox.CompileExclude(e.Exclude)
 	if err != nil {
 		return "", false
@@ -354,7 +368,7 @@ func walkSignature(e Entry, readable bool) (sig string, cacheable bool) {
 	}
 	top := os.NewFile(uintptr(fd), e.Source)
 	defer top.Close()
-	s := newSigner()
+	s := newSigner(now)
 	s.record(".", hostfs.EntryStat(&st))
 	w := treeWalker{m: m, readable: readable}
 	ents, err := w.list(fd, "")

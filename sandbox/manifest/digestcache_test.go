@@ -32,6 +32,36 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 	}
 }
 
+// settle waits until the file system's change times have moved past
+// every change made so far (milliseconds: they are coarser than the
+// clock, which is why the racy window exists) and returns a clock for a
+// DigestCache whose racy window ends there, as if the window had been
+// waited out: what changed before is old enough to be remembered, what
+// changes after is recent.
+func settle(t *testing.T) func() time.Time {
+	t.Helper()
+	dir := t.TempDir()
+	changeTime := func(name string) int64 {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return hostfs.EntryStat(&st).Ctime
+	}
+	first := changeTime("first")
+	for {
+		if tick := changeTime("tick"); tick > first {
+			now := time.Unix(0, tick).Add(racyWindow)
+			return func() time.Time { return now }
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestDigestCache: an unchanged tree's digest comes from the cache (kept
 // in its file across commands); a file changed with its size and mtime
 // kept is still noticed (its change time moved); a tree changed within
@@ -56,7 +86,7 @@ func TestDigestCache(t *testing.T) {
 	if len(m.DigestCache.entries) != 0 {
 		t.Fatal("a tree written just now was remembered")
 	}
-	time.Sleep(racyWindow + 100*time.Millisecond)
+	m.DigestCache.Now = settle(t)
 	got, err := EntryDigests(ctx, m)
 	if err != nil || got["repo"] != real["repo"] {
 		t.Fatalf("digest %v, %v; want %v", got, err, real)
@@ -140,7 +170,7 @@ func TestPlanDigests(t *testing.T) {
 	}
 
 	// Once remembered (an apply's copy hashed it), the digest is known.
-	time.Sleep(racyWindow + 100*time.Millisecond)
+	m.DigestCache.Now = settle(t)
 	if _, err := EntryDigests(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +203,9 @@ func TestPlannedSignature(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
 	writeTree(t, src, map[string]string{"a.txt": "alpha", "sub/b.txt": "bravo"})
-	time.Sleep(racyWindow + 100*time.Millisecond)
 	e := Entry{Kind: EntryLocalDir, Path: "./repo", Source: src}
 	m := Manifest{Entries: []Entry{e}, DigestCache: OpenDigestCache(filepath.Join(t.TempDir(), "digests.json"))}
+	m.DigestCache.Now = settle(t)
 	if _, deferred, err := PlanDigests(ctx, m, false); err != nil || len(deferred) != 1 {
 		t.Fatalf("PlanDigests: deferred %v, %v", deferred, err)
 	}
@@ -231,7 +261,7 @@ func TestPlanDigestsForApply(t *testing.T) {
 	// A tree the cache holds a digest for is walked: its digest is known
 	// when the tree is unchanged.
 	os.Remove(filepath.Join(src, "sub", "link"))
-	time.Sleep(racyWindow + 100*time.Millisecond)
+	m.DigestCache.Now = settle(t)
 	want, err := EntryDigests(ctx, m) // remembers it
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +294,7 @@ func TestWalkSignatureOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := newSigner()
+		want := newSigner(time.Now())
 		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -288,7 +318,7 @@ func TestWalkSignatureOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, readable := range []bool{false, true} {
-			got, _ := walkSignature(Entry{Kind: EntryLocalDir, Path: "repo", Source: src, Exclude: exclude}, readable)
+			got, _ := walkSignature(Entry{Kind: EntryLocalDir, Path: "repo", Source: src, Exclude: exclude}, readable, time.Now())
 			if got == "" || got != want.sum() {
 				t.Errorf("excludes %q, readable %v: signature %q, want a walk in order's %q", exclude, readable, got, want.sum())
 			}

@@ -685,7 +685,7 @@ func PlanDigests(ctx context.Context, m Manifest, copyChecks bool) (digests map[
 				deferred = append(deferred, p)
 				continue
 			}
-			if sig, cacheable := walkSignature(e, true); sig != "" {
+			if sig, cacheable := walkSignature(e, true, m.DigestCache.now()); sig != "" {
 				if d, ok := m.DigestCache.lookup(e, sig); ok && cacheable {
 					digests[p] = d
 				} else {

@@ -49,7 +49,7 @@ func (s *suite) testPorts(t *testing.T) {
 		t.Logf("not fetching %s: %s", u, s.f.PortsUnreachable)
 		return
 	}
-	if got := httpGet(t, u+"/index.html"); got != body {
+	if got := httpGet(t, s.f.HTTPClient, u+"/index.html"); got != body {
 		t.Errorf("GET %s/index.html from the host = %q, want what the server in the sandbox serves (%q)", u, got, body)
 	}
 }
@@ -91,10 +91,14 @@ func serve(t *testing.T, sb sandbox.Sandbox, port int) {
 	t.Cleanup(func() { proc.Kill() })
 }
 
-// httpGet fetches u, retrying while the server starts.
-func httpGet(t *testing.T, u string) string {
+// httpGet fetches u with hc (nil: a plain client), retrying while the
+// server starts.
+func httpGet(t *testing.T, hc *http.Client, u string) string {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second}
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	hc = &http.Client{Transport: hc.Transport, Timeout: 5 * time.Second}
 	var last error
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {

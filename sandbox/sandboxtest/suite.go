@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ type Factory struct {
 	// (containers, Pods, claims, directories); after Delete the suite
 	// expects nothing.
 	Leftovers func(ctx context.Context, spec sandbox.Spec) ([]string, error)
+	// HTTPClient fetches the URLs PortURL returns (a fake's client that
+	// routes its hosts to it); nil is a plain client.
+	HTTPClient *http.Client
 	// PortsUnreachable, when not "", says why the URLs PortURL returns
 	// cannot be fetched from the test (a fake's preview links): the suite
 	// then checks what PortURL returns without fetching it.

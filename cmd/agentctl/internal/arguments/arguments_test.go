@@ -180,6 +180,21 @@ func TestParsePlan(t *testing.T) {
 			"-replace=foo: expected a run or sandbox address such as run.NAME",
 			"-replace=agent.a: expected a run or sandbox address such as run.NAME",
 		}},
+		{name: "refresh only", args: []string{"-refresh-only", "-target=sandbox.b"}, want: with(func(p *Plan) {
+			p.RefreshOnly, p.Targets = true, []string{"sandbox.b"}
+		})},
+		{name: "exclude", args: []string{"-exclude=run.a", "-exclude", `sandbox.b["k"]`}, want: with(func(p *Plan) {
+			p.Excludes = []string{"run.a", `sandbox.b["k"]`}
+		})},
+		{name: "exclude with target, exclude not an address", args: []string{"-exclude=run.a", "-target=run.b", "-exclude=agent.x"}, diags: []string{
+			"-target and -exclude cannot be used together: name what to include with -target, or what to leave out with -exclude",
+			`-exclude=agent.x: expected a run or sandbox address such as run.NAME or sandbox.NAME["key"]`,
+		}},
+		{name: "refresh only without refreshing, replacing or as a destroy", args: []string{"-refresh-only", "-refresh=false", "-replace=run.a", "-destroy"}, diags: []string{
+			"-refresh-only and -refresh=false cannot be used together: -refresh-only asks the providers about every sandbox",
+			"-refresh-only and -replace cannot be used together: a refresh-only plan replaces nothing; drop -replace, or plan without -refresh-only",
+			"-destroy and -refresh-only cannot be used together: choose one kind of plan",
+		}},
 		{name: "apply's flag", args: []string{"-auto-approve"}, diags: []string{flagErr("plan", "flag provided but not defined: -auto-approve")}, usage: true},
 		{name: "two PATHs", args: []string{"a", "b"}, diags: []string{"Too many arguments: expected at most one configuration PATH, got a b"}},
 	})
@@ -195,6 +210,9 @@ func TestParseApply(t *testing.T) {
 			Input:       true,
 		}},
 		{name: "no questions about tool calls", args: []string{"-input=false"}, want: &Apply{Operation: defaults}},
+		{name: "refresh only", args: []string{"-refresh-only", "-auto-approve"}, want: &Apply{
+			Operation: Operation{Path: ".", State: stateDefaults, Refresh: true, RefreshOnly: true, ViewType: ViewHuman}, AutoApprove: true, Input: true,
+		}},
 		{name: "plan's flag", args: []string{"-out=p.plan"}, diags: []string{flagErr("apply", "flag provided but not defined: -out")}, usage: true},
 		{name: "destroy is its own command", args: []string{"-destroy"}, diags: []string{flagErr("apply", "flag provided but not defined: -destroy")}, usage: true},
 		{name: "bad duration", args: []string{"-lock-timeout=soon"}, diags: []string{flagErr("apply", `invalid value "soon" for flag -lock-timeout: parse error`)}, usage: true},

@@ -43,6 +43,17 @@ func TestParseOutput(t *testing.T) {
 	})
 }
 
+func TestParseConsole(t *testing.T) {
+	runParseCases(t, ParseConsole, []parseCase[Console]{
+		{name: "defaults", want: &Console{Backend: readDefaults}},
+		{name: "another configuration", args: []string{"-config", "c.hcl", "-var", "name=x", "-no-color"}, want: &Console{
+			Backend: Backend{Config: "c.hcl", Vars: Vars{Vars: []string{"name=x"}}}, NoColor: true,
+		}},
+		{name: "a path", args: []string{"proj"}, diags: []string{"Console takes no arguments: it reads expressions from standard input; use -config to name the configuration"}},
+		{name: "unknown flag", args: []string{"-json"}, diags: []string{flagErr("console", "flag provided but not defined: -json")}, usage: true},
+	})
+}
+
 func TestParseStateList(t *testing.T) {
 	runParseCases(t, ParseStateList, []parseCase[StateList]{
 		{name: "human", want: &StateList{Backend: readDefaults, ViewType: ViewHuman}},

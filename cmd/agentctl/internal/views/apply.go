@@ -246,6 +246,9 @@ func (v *humanEvents) runtime(addr string, e *agentloop.Event) {
 			mark = c.Yellow + "← (error)" + c.Reset
 		}
 		fmt.Fprintf(v.w, "%s %s %s: %s\n", who, mark, oneLine(e.Name, 100), oneLine(e.Text, 200))
+	case agentloop.EventHostedToolCall:
+		v.endSpeaker(speaker)
+		fmt.Fprintf(v.w, "%s%s → hosted %s%s: %s\n", c.Cyan, who, oneLine(e.Name, 100), c.Reset, oneLine(e.Text, 200))
 	case agentloop.EventHandoff:
 		v.endSpeaker(speaker)
 		fmt.Fprintf(v.w, "%s%s hands off to %s%s\n", c.Bold, who, oneLine(e.Text, 100), c.Reset)
@@ -329,9 +332,12 @@ func (j *jsonEvents) Event(ev engine.Event) {
 	j.emit(m)
 }
 
-// plan writes each planned change, the plan's warnings (as diagnostics)
-// and the summary as events.
+// plan writes each planned change, the plan's warnings (as diagnostics),
+// its notes (plan_note) and the summary as events.
 func (j *jsonEvents) plan(p *engine.Plan) {
+	for _, d := range p.Drift {
+		j.emit(map[string]any{"type": "resource_drift", "drift": d})
+	}
 	for _, c := range p.Changes {
 		if c.Action == engine.ActionNoop {
 			continue
@@ -341,6 +347,14 @@ func (j *jsonEvents) plan(p *engine.Plan) {
 	for _, msg := range p.Warnings {
 		j.emit(map[string]any{"type": "diagnostic", "severity": "warning", "summary": msg})
 	}
+	for _, n := range p.Notes {
+		j.emit(map[string]any{"type": "plan_note", "address": n.Address, "message": n.Message})
+	}
 	s := p.Summary()
+	if p.RefreshOnly {
+		j.emit(map[string]any{"type": "change_summary", "operation": "refresh", "changes": s.Counts(), "drift": len(p.Drift),
+			"message": refreshSummary(p)})
+		return
+	}
 	j.emit(map[string]any{"type": "change_summary", "changes": s.Counts(), "message": s.String()})
 }

@@ -5,18 +5,61 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/model"
+	"github.com/agentctl/agentctl/state"
 )
 
 // Chat shows agentctl chat: the replies as they stream, the tool calls
-// the agents make, the history, and the session's notices. Replies go to
-// standard output; notices, which a scripted conversation's output should
-// not hold, go to standard error.
-type Chat struct {
+// the agents make, the history, and the session's notices.
+type Chat interface {
+	// Opened says which session this is: addr with agent, turns so far.
+	Opened(addr, agent string, turns int)
+	// Prompt asks for the next line when a person types them.
+	Prompt()
+	// Resuming says that the unfinished turn of input is carried on first.
+	Resuming(input string)
+	// Event shows one runtime event of a turn. It is safe for concurrent
+	// use.
+	Event(ev agentloop.Event)
+	// Reply ends a turn with its result.
+	Reply(res *agentloop.Result)
+	// TurnFailed reports a turn (or a command) that did not end with a
+	// reply.
+	TurnFailed(err error)
+	History(items []model.Item)
+	Reset(addr string)
+	// Unknown reports a line starting with / that is no command.
+	Unknown(cmd string)
+	// Notice says what another agentctl command changed since the
+	// session's last turn.
+	Notice(msg string)
+	// WaitingForLock says that what (a turn, /reset, opening the
+	// session) waits for the state lock, which holder holds (nil: not
+	// known yet), for at most limit (0: until it is released).
+	WaitingForLock(what string, holder *state.LockInfo, limit time.Duration)
+	// LockTaken ends a wait for the lock that lasted waited.
+	LockTaken(waited time.Duration)
+}
+
+// NewChat returns the chat view of viewType; interactive is whether a
+// person types the lines (standard input is a terminal).
+func NewChat(viewType arguments.ViewType, view *View, interactive bool) Chat {
+	if viewType == arguments.ViewJSON {
+		return &chatJSON{jsonEvents: newJSONEvents(view.Stdout)}
+	}
+	return &chatHuman{View: view, Interactive: interactive}
+}
+
+// chatHuman shows a chat to a person. Replies go to standard output;
+// notices, which a scripted conversation's output should not hold, go
+// to standard error.
+type chatHuman struct {
 	*View
 	// Interactive is whether a person types the lines (standard input is
 	// a terminal): only then is a prompt shown.
@@ -28,11 +71,8 @@ type Chat struct {
 	streamed, midLine bool
 }
 
-// NewChat returns the chat view.
-func NewChat(view *View, interactive bool) *Chat { return &Chat{View: view, Interactive: interactive} }
-
 // Opened says which session this is, on standard error.
-func (v *Chat) Opened(addr, agent string, turns int) {
+func (v *chatHuman) Opened(addr, agent string, turns int) {
 	if turns == 0 {
 		fmt.Fprintf(v.Stderr, "%s: a new conversation with agent.%s.", addr, termtext.Line(agent))
 	} else {
@@ -42,7 +82,7 @@ func (v *Chat) Opened(addr, agent string, turns int) {
 }
 
 // Prompt asks for the next line when a person types them.
-func (v *Chat) Prompt() {
+func (v *chatHuman) Prompt() {
 	if v.Interactive {
 		fmt.Fprint(v.Stdout, "> ")
 	}
@@ -50,13 +90,13 @@ func (v *Chat) Prompt() {
 
 // Resuming says that the turn an earlier session left unfinished is
 // carried on first.
-func (v *Chat) Resuming(input string) {
+func (v *chatHuman) Resuming(input string) {
 	fmt.Fprintf(v.Stderr, "Resuming the unfinished turn %q from its last checkpoint.\n", termtext.Line(input))
 }
 
 // Event shows one runtime event of a turn: the top-level conversation's
 // text as it streams, and the tool calls and handoffs of every agent.
-func (v *Chat) Event(ev agentloop.Event) {
+func (v *chatHuman) Event(ev agentloop.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch ev.Type {
@@ -73,6 +113,8 @@ func (v *Chat) Event(ev agentloop.Event) {
 		v.midLine = !strings.HasSuffix(text, "\n")
 	case agentloop.EventToolCall:
 		v.line(fmt.Sprintf("  [%s %s]", termtext.Line(ev.Name), termtext.Line(ev.Arguments)))
+	case agentloop.EventHostedToolCall:
+		v.line(fmt.Sprintf("  [hosted %s: %s]", termtext.Line(ev.Name), termtext.Line(ev.Text)))
 	case agentloop.EventHandoff:
 		v.line(fmt.Sprintf("  [handoff to agent.%s]", termtext.Line(ev.Text)))
 	case agentloop.EventCompaction:
@@ -83,7 +125,7 @@ func (v *Chat) Event(ev agentloop.Event) {
 }
 
 // line writes s on a line of its own; callers hold v.mu.
-func (v *Chat) line(s string) {
+func (v *chatHuman) line(s string) {
 	if v.midLine {
 		fmt.Fprintln(v.Stdout)
 	}
@@ -93,7 +135,7 @@ func (v *Chat) line(s string) {
 
 // Reply ends a turn: its final output when it was not streamed (a model
 // that does not stream, a structured output), and a line break.
-func (v *Chat) Reply(res *agentloop.Result) {
+func (v *chatHuman) Reply(res *agentloop.Result) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if !v.streamed && res != nil && len(res.Output) > 0 {
@@ -106,7 +148,7 @@ func (v *Chat) Reply(res *agentloop.Result) {
 }
 
 // TurnFailed reports a turn that did not end with a reply.
-func (v *Chat) TurnFailed(err error) {
+func (v *chatHuman) TurnFailed(err error) {
 	v.mu.Lock()
 	if v.midLine {
 		fmt.Fprintln(v.Stdout)
@@ -117,7 +159,7 @@ func (v *Chat) TurnFailed(err error) {
 }
 
 // History prints the conversation so far.
-func (v *Chat) History(items []model.Item) {
+func (v *chatHuman) History(items []model.Item) {
 	if len(items) == 0 {
 		fmt.Fprintln(v.Stdout, "(the conversation is empty)")
 		return
@@ -125,13 +167,41 @@ func (v *Chat) History(items []model.Item) {
 	WriteHistory(v.Stdout, items)
 }
 
+// Notice says what another command changed, on standard error.
+func (v *chatHuman) Notice(msg string) { fmt.Fprintln(v.Stderr, termtext.Line(msg)) }
+
+// WaitingForLock says who holds the lock and what waits, on standard
+// error.
+func (v *chatHuman) WaitingForLock(what string, holder *state.LockInfo, limit time.Duration) {
+	until := "once it is released (Ctrl-C gives up)"
+	if limit > 0 {
+		until = fmt.Sprintf("once it is released, waiting at most %s (-lock-timeout)", limit)
+	}
+	fmt.Fprintf(v.Stderr, "Waiting for the state lock held by %s: %s starts %s.\n", LockHolder(holder), what, until)
+}
+
+// LockTaken shows nothing: what waited shows by starting.
+func (v *chatHuman) LockTaken(time.Duration) {}
+
+// LockHolder names the holder of the state lock (nil: not known yet).
+func LockHolder(i *state.LockInfo) string {
+	if i == nil {
+		return "another agentctl, which has not recorded itself yet"
+	}
+	who := i.Who
+	if who == "" {
+		who = "another agentctl"
+	}
+	return fmt.Sprintf("%s (PID %d) running %q since %s (lock ID %s)", termtext.Line(who), i.PID, termtext.Line(i.Operation), i.Created.UTC().Format("2006-01-02 15:04:05 MST"), termtext.Line(i.ID))
+}
+
 // Reset confirms that the conversation starts over.
-func (v *Chat) Reset(addr string) {
+func (v *chatHuman) Reset(addr string) {
 	fmt.Fprintf(v.Stderr, "%s: the conversation starts over (the sandbox keeps its files).\n", addr)
 }
 
 // Unknown reports a line starting with / that is no command.
-func (v *Chat) Unknown(cmd string) {
+func (v *chatHuman) Unknown(cmd string) {
 	fmt.Fprintf(v.Stderr, "Unknown command %s: the commands are /history, /reset and /exit (a line starting with // is sent as /...).\n", termtext.Line(cmd))
 }
 
@@ -153,6 +223,8 @@ func WriteHistory(w io.Writer, items []model.Item) {
 			}
 		case model.ItemFunctionCall:
 			fmt.Fprintf(w, "  [%s %s]\n", termtext.Line(it.Name), termtext.Line(it.Arguments))
+		case model.ItemHostedToolCall:
+			fmt.Fprintf(w, "  [hosted %s: %s]\n", termtext.Line(it.Name), termtext.Line(it.Text))
 		case model.ItemFunctionCallOutput:
 			out := it.Output
 			if _, after, ok := strings.Cut(out, "Output:\n"); ok {
@@ -186,4 +258,82 @@ func outputPreview(s string) string {
 		line += "…"
 	}
 	return line
+}
+
+// chatJSON writes a chat as newline-delimited JSON events.
+type chatJSON struct {
+	*jsonEvents
+	mu   sync.Mutex
+	addr string
+}
+
+func (v *chatJSON) address() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.addr
+}
+
+func (v *chatJSON) Opened(addr, agent string, turns int) {
+	v.mu.Lock()
+	v.addr = addr
+	v.mu.Unlock()
+	v.emit(map[string]any{"type": "chat_opened", "address": addr, "agent": agent, "turns": turns})
+}
+
+func (v *chatJSON) Prompt() {}
+
+func (v *chatJSON) Resuming(input string) {
+	v.emit(map[string]any{"type": "chat_resuming", "address": v.address(), "input": input})
+}
+
+// Event writes a runtime event as apply -json does: its type, and the
+// event itself as run_event.
+func (v *chatJSON) Event(ev agentloop.Event) {
+	v.emit(map[string]any{"type": string(ev.Type), "address": v.address(), "run_event": ev})
+}
+
+func (v *chatJSON) Reply(res *agentloop.Result) {
+	m := map[string]any{"type": "chat_reply", "address": v.address()}
+	if res != nil {
+		m["agent"], m["output"] = res.Agent, res.Output
+	}
+	v.emit(m)
+}
+
+func (v *chatJSON) TurnFailed(err error) {
+	v.emit(map[string]any{"type": "diagnostic", "severity": "error", "address": v.address(), "summary": err.Error()})
+}
+
+func (v *chatJSON) History(items []model.Item) {
+	if items == nil {
+		items = []model.Item{}
+	}
+	v.emit(map[string]any{"type": "chat_history", "address": v.address(), "history": items})
+}
+
+func (v *chatJSON) Reset(addr string) {
+	v.emit(map[string]any{"type": "chat_reset", "address": addr})
+}
+
+func (v *chatJSON) Unknown(cmd string) {
+	v.emit(map[string]any{"type": "diagnostic", "severity": "warning", "summary": fmt.Sprintf("unknown command %s: the commands are /history, /reset and /exit", cmd)})
+}
+
+func (v *chatJSON) Notice(msg string) {
+	v.emit(map[string]any{"type": "chat_notice", "address": v.address(), "message": msg})
+}
+
+func (v *chatJSON) WaitingForLock(what string, holder *state.LockInfo, limit time.Duration) {
+	m := map[string]any{"type": "lock_waiting", "address": v.address(), "waiting": what, "message": "waiting for the state lock held by " + LockHolder(holder)}
+	if holder != nil {
+		m["holder"] = holder
+	}
+	if limit > 0 {
+		m["timeout_seconds"] = limit.Seconds()
+	}
+	v.emit(m)
+}
+
+func (v *chatJSON) LockTaken(waited time.Duration) {
+	v.emit(map[string]any{"type": "lock_taken", "address": v.address(), "waited_seconds": waited.Seconds()})
 }

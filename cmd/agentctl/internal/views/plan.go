@@ -106,11 +106,16 @@ func (v planJSON) Saved(string) {}
 // renderPlan prints a plan the way terraform plan does: a legend, one
 // block per object that changes, and the summary line.
 func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
+	if p.RefreshOnly {
+		renderRefreshOnly(w, p, c)
+		return
+	}
 	if !p.HasChanges() {
 		fmt.Fprintf(w, "\n%sNo changes.%s Your sandboxes and runs match the configuration.\n\n", c.Green+c.Bold, c.Reset)
 		fmt.Fprintln(w, "agentctl compared your configuration with the state and found no differences, so no changes are needed.")
 		targetWarning(w, p, c)
 		planWarnings(w, p, c)
+		planNotes(w, p, c)
 		return
 	}
 	used := map[engine.Action]bool{}
@@ -159,6 +164,7 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 	}
 	targetWarning(w, p, c)
 	planWarnings(w, p, c)
+	planNotes(w, p, c)
 	fmt.Fprintf(w, "\n%s%s%s\n", c.Bold, p.Summary(), c.Reset)
 }
 
@@ -218,12 +224,60 @@ func planWarnings(w io.Writer, p *engine.Plan, c Colors) {
 	}
 }
 
+// planNotes prints what the plan leaves as it is but a reviewer should
+// know (a sandbox that lives in another working directory).
+func planNotes(w io.Writer, p *engine.Plan, c Colors) {
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "\n%sNote:%s %s\n", c.Cyan+c.Bold, c.Reset, termtext.Printable(n.Message))
+	}
+}
+
 // targetWarning is Terraform's warning for plans made with -target.
 func targetWarning(w io.Writer, p *engine.Plan, c Colors) {
+	if len(p.Excludes) > 0 {
+		fmt.Fprintf(w, "\n%sWarning:%s Resource exclusion is in effect\n\n", c.Yellow+c.Bold, c.Reset)
+		fmt.Fprintf(w, "You are creating a plan with the -exclude option: %s and everything that depends on them are left out, so the result of this plan may not represent all of the changes requested by the current configuration.\n", strings.Join(p.Excludes, ", "))
+	}
 	if len(p.Targets) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\n%sWarning:%s Resource targeting is in effect\n\n", c.Yellow+c.Bold, c.Reset)
 	fmt.Fprintln(w, "You are creating a plan with the -target option, which means that the result of this plan may not represent all of the changes requested by the current configuration.")
 	fmt.Fprintln(w, "\nThe -target option is not for routine use, and is provided only for exceptional situations such as recovering from errors or mistakes, or when agentctl specifically suggests to use it as part of an error message.")
+}
+
+// renderRefreshOnly prints a plan -refresh-only as terraform does: the
+// objects changed outside agentctl, or that nothing was.
+func renderRefreshOnly(w io.Writer, p *engine.Plan, c Colors) {
+	if len(p.Drift) == 0 {
+		fmt.Fprintf(w, "\n%sNo changes.%s Your sandboxes still match the state.\n\n", c.Green+c.Bold, c.Reset)
+		fmt.Fprintln(w, "agentctl asked the providers about the sandboxes in the state and found no differences, so there is nothing to record.")
+		targetWarning(w, p, c)
+		return
+	}
+	fmt.Fprintf(w, "\n%sNote: Objects have changed outside of agentctl%s\n\n", c.Bold, c.Reset)
+	fmt.Fprintln(w, "agentctl detected the following changes made outside of agentctl since the last \"agentctl apply\":")
+	for _, d := range p.Drift {
+		fmt.Fprintf(w, "\n%s  # %s has been %s%s (the state says %s)\n", c.Bold, d.Address, driftVerb(d.Actual), c.Reset, d.Recorded)
+		fmt.Fprintf(w, "  # (%s)\n", termtext.Printable(d.Message))
+	}
+	targetWarning(w, p, c)
+	fmt.Fprintln(w, "\nThis is a refresh-only plan, so agentctl will not take any actions to undo these: no sandbox is created, started or deleted and no run executes. If you were expecting these changes, apply this plan (agentctl apply -refresh-only) to record them in the state.")
+	fmt.Fprintf(w, "\n%s%s%s\n", c.Bold, refreshSummary(p), c.Reset)
+}
+
+// driftVerb is what happened to a sandbox whose provider reports actual.
+func driftVerb(actual string) string {
+	switch actual {
+	case "missing":
+		return "deleted"
+	case "running":
+		return "started"
+	}
+	return actual
+}
+
+// refreshSummary is the last line of a refresh-only plan.
+func refreshSummary(p *engine.Plan) string {
+	return fmt.Sprintf("Plan: %d %s changed outside agentctl to record in the state.", len(p.Drift), plural(len(p.Drift), "sandbox", "sandboxes"))
 }

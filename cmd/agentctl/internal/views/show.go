@@ -99,6 +99,9 @@ func (v showHuman) State(st *state.State) error {
 		if r.Error != "" {
 			fmt.Fprintf(w, "    error  = %s\n", termtext.Printable(r.Error))
 		}
+		if g := r.Guardrail; g != nil {
+			fmt.Fprintf(w, "    guardrail = %s (%s): %s\n", termtext.Line(g.Name), g.On, termtext.Line(g.Message))
+		}
 		if len(r.Output) > 0 {
 			fmt.Fprintf(w, "    output = %s\n", firstLines(renderValue(r.Output), 3))
 		}
@@ -158,10 +161,10 @@ func showSandbox(w io.Writer, s *state.Sandbox) {
 	fmt.Fprintf(w, "id              = %s\n", termtext.Line(s.Session.ID))
 	fmt.Fprintf(w, "status          = %s\n", s.Status)
 	fmt.Fprintf(w, "manifest_digest = %s\n", s.ManifestDigest)
-	for _, p := range sortedKeys(s.EntryDigests) {
+	for _, p := range slices.Sorted(maps.Keys(s.EntryDigests)) {
 		fmt.Fprintf(w, "entry %-10q  = %s\n", p, termtext.Line(s.EntryDigests[p]))
 	}
-	for _, p := range sortedKeys(s.URLs) {
+	for _, p := range slices.Sorted(maps.Keys(s.URLs)) {
 		fmt.Fprintf(w, "url %-12s = %s\n", termtext.Line(p), termtext.Line(s.URLs[p]))
 	}
 	if s.Snapshot != "" {
@@ -197,22 +200,16 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 			if s.Path == "" {
 				turn++
 			}
-			fmt.Fprintf(w, "\n%s[turn %d, %s]\n", indent, turn, s.Agent)
-			for _, it := range s.Response.Output {
-				switch it.Type {
-				case "message":
-					fmt.Fprintf(w, "%s%s\n", indent, indented(it.Text, indent))
-				case "function_call":
-					fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
-				}
-			}
+			showModelStep(w, indent, turn, s)
 		case agentloop.StepTool:
 			out := s.Result.Output
 			if len(s.Result.Images) > 0 {
 				out += fmt.Sprintf(" [%d image(s)]", len(s.Result.Images))
 			}
 			fmt.Fprintf(w, "%s← %s\n", indent, indented(strings.TrimRight(out, "\n"), indent+"  "))
-			if s.Handoff != "" {
+			if s.Handoff != "" && s.InputFilter != nil {
+				fmt.Fprintf(w, "%s(handed off to %s, given the conversation with %s)\n", indent, termtext.Line(s.Handoff), s.InputFilter)
+			} else if s.Handoff != "" {
 				fmt.Fprintf(w, "%s(handed off to %s)\n", indent, termtext.Line(s.Handoff))
 			}
 		case agentloop.StepCompaction:
@@ -234,6 +231,9 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nError: %s\n", termtext.Printable(r.Error))
 	}
+	if g := r.Guardrail; g != nil {
+		fmt.Fprintf(w, "Guardrail: %s (%s) tripped: %s\n", termtext.Line(g.Name), g.On, termtext.Line(g.Message))
+	}
 	showApprovals(w, r)
 	p := r.Provenance
 	fmt.Fprintf(w, "\nProvenance: config %s", short(p.ConfigDigest))
@@ -250,6 +250,30 @@ func showRun(w io.Writer, r *state.Run, steps []agentloop.Step) {
 	fmt.Fprintln(w)
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "Trace: %s\n", termtext.Line(r.TraceID))
+	}
+}
+
+// showModelStep prints one model turn: who answered (the model too, when
+// one of the agent's fallback models did, and why the ones before did
+// not), its text, its function calls and its hosted tool calls.
+func showModelStep(w io.Writer, indent string, turn int, s agentloop.Step) {
+	if m := s.Response.Model; m != "" {
+		fmt.Fprintf(w, "\n%s[turn %d, %s, answered by %s]\n", indent, turn, s.Agent, termtext.Line(m))
+		for _, why := range s.Response.Fallbacks {
+			fmt.Fprintf(w, "%s(model_fallback after %s)\n", indent, termtext.Line(why))
+		}
+	} else {
+		fmt.Fprintf(w, "\n%s[turn %d, %s]\n", indent, turn, s.Agent)
+	}
+	for _, it := range s.Response.Output {
+		switch it.Type {
+		case model.ItemMessage:
+			fmt.Fprintf(w, "%s%s\n", indent, indented(it.Text, indent))
+		case model.ItemFunctionCall:
+			fmt.Fprintf(w, "%s→ %s %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Arguments))
+		case model.ItemHostedToolCall:
+			fmt.Fprintf(w, "%s→ hosted %s: %s\n", indent, termtext.Line(it.Name), termtext.Line(it.Text))
+		}
 	}
 }
 
@@ -295,7 +319,7 @@ func showToolDecisions(w io.Writer, r *state.Run) {
 		return
 	}
 	fmt.Fprintf(w, "\nStanding decisions (every later call of the tool, without asking; agentctl approve|reject %s -tool NAME -revoke withdraws one):\n", r.Address)
-	for _, tool := range sortedKeys(r.ToolDecisions) {
+	for _, tool := range slices.Sorted(maps.Keys(r.ToolDecisions)) {
 		d := r.ToolDecisions[tool]
 		reason := ""
 		if d.Reason != "" {

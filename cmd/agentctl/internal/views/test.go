@@ -6,9 +6,9 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/agentctl/agentctl/cmd/agentctl/internal/agenttest"
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/config/diagfmt"
-	"github.com/agentctl/agentctl/engine/agenttest"
 	"github.com/agentctl/agentctl/internal/termtext"
 )
 

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentctl/agentctl/internal/termtext"
@@ -25,7 +26,7 @@ func writeOutputs(w io.Writer, outputs map[string]*state.Output) {
 // writeOutputList prints one NAME = VALUE line per output, in order,
 // sensitive values as <sensitive>.
 func writeOutputList(w io.Writer, outputs map[string]*state.Output) {
-	for _, n := range sortedKeys(outputs) {
+	for _, n := range slices.Sorted(maps.Keys(outputs)) {
 		o := outputs[n]
 		if o.Sensitive {
 			fmt.Fprintf(w, "%s = <sensitive>\n", n)
@@ -58,14 +59,4 @@ func valueText(raw json.RawMessage) string {
 	}
 	b, _ := json.MarshalIndent(v, "", "  ")
 	return string(b)
-}
-
-// sortedKeys returns the keys of a string-keyed map in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

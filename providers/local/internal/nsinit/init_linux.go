@@ -72,6 +72,8 @@ func runInit(sock int) int {
 		return report(err)
 	}
 	closeFDs(rights...)
+	// Only the commands that ask for a terminal fail without it.
+	ptsErr := mountPts()
 	capLast := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil {
@@ -86,7 +88,7 @@ func runInit(sock int) int {
 	// Tell agentctl the sandbox is built: it distinguishes this from a
 	// binary that never acted as the init.
 	unix.Write(sock, []byte{ReadyByte})
-	serve(sock, cfg, capLast)
+	serve(sock, &server{cfg: cfg, capLast: capLast, ptsErr: ptsErr})
 	// Returning ends PID 1 of the sandbox: the kernel kills every process
 	// left in it.
 	return 0
@@ -95,7 +97,7 @@ func runInit(sock int) int {
 func readConfig(sock int) (Config, []int, error) {
 	var cfg Config
 	hdr := make([]byte, 8)
-	oob := make([]byte, unix.CmsgSpace(2*4))
+	oob := make([]byte, unix.CmsgSpace((2+MaxMounts)*4))
 	n, oobn, _, _, err := unix.Recvmsg(sock, hdr, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("reading the configuration: %w", err)
@@ -129,8 +131,8 @@ func readConfig(sock int) (Config, []int, error) {
 	if err := json.Unmarshal(body, &cfg); err != nil {
 		return cfg, nil, fmt.Errorf("decoding the configuration: %w", err)
 	}
-	if cfg.MountFDs && len(rights) != 2 {
-		return cfg, nil, fmt.Errorf("expected 2 mount descriptors, got %d", len(rights))
+	if cfg.MountFDs && len(rights) != 2+len(cfg.Mounts) {
+		return cfg, nil, fmt.Errorf("expected %d mount descriptors, got %d", 2+len(cfg.Mounts), len(rights))
 	}
 	return cfg, rights, nil
 }
@@ -194,6 +196,17 @@ func buildRoot(cfg Config, rights []int) error {
 		}
 		defer unix.Close(tmpFD)
 	}
+	// The storage mounts too: they may be under the host's /tmp.
+	var mountFDs []int
+	if cfg.MountFDs {
+		mountFDs = rights[2:]
+	} else {
+		var err error
+		if mountFDs, err = openMounts(cfg.Mounts); err != nil {
+			return err
+		}
+		defer closeAll(mountFDs)
+	}
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("mounting the sandbox root tmpfs: %w", err)
 	}
@@ -243,6 +256,9 @@ func buildRoot(cfg Config, rights []int) error {
 	}
 	if err := attach(cfg.MountFDs, wsFD, nr(cfg.Root)); err != nil {
 		return fmt.Errorf("mounting the workspace at %s: %w", cfg.Root, err)
+	}
+	if err := bindMounts(cfg.MountFDs, cfg.Mounts, mountFDs, nr); err != nil {
+		return err
 	}
 	for _, p := range cfg.ReadOnly {
 		if visible(p) {
@@ -474,11 +490,17 @@ func buildDev(dev string) error {
 	if err := unix.Mount("tmpfs", path.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, shmOpts); err != nil {
 		return fmt.Errorf("mounting /dev/shm: %w", err)
 	}
-	if err := os.Mkdir(path.Join(dev, "pts"), 0o755); err != nil {
-		return err
+	// For mountPts.
+	return os.Mkdir(path.Join(dev, "pts"), 0o755)
+}
+
+// mountPts mounts the sandbox's private devpts at /dev/pts, once the
+// root is built: the terminals of commands started on one (see
+// terminal) and of programs that open their own.
+func mountPts() error {
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mounting a devpts instance at /dev/pts: %w", err)
 	}
-	// A private devpts for programs that need a pseudo-terminal; optional.
-	unix.Mount("devpts", path.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
 	return nil
 }
 
@@ -508,9 +530,18 @@ func pathOf(env []string) string {
 	return ""
 }
 
+// server is the init serving the commands of the sandbox it built.
+type server struct {
+	cfg     Config
+	capLast int
+	// ptsErr is why the sandbox has no /dev/pts of its own (nil: it
+	// has one).
+	ptsErr error
+}
+
 // serve accepts command connections from the control socket until
 // agentctl closes it.
-func serve(sock int, cfg Config, capLast int) {
+func serve(sock int, srv *server) {
 	ctl, err := pollable(sock, "sandbox-control")
 	if err != nil {
 		return
@@ -526,7 +557,7 @@ func serve(sock int, cfg Config, capLast int) {
 			closeFDs(fds...)
 			continue
 		}
-		go serveExec(fds[0], cfg, capLast)
+		go srv.serveExec(fds[0])
 	}
 }
 
@@ -585,7 +616,7 @@ func parseRights(oob []byte) []int {
 }
 
 // serveExec runs the one command requested on connection fd.
-func serveExec(fd int, cfg Config, capLast int) {
+func (srv *server) serveExec(fd int) {
 	conn, err := pollable(fd, "sandbox-exec")
 	if err != nil {
 		return
@@ -595,29 +626,17 @@ func serveExec(fd int, cfg Config, capLast int) {
 		b, _ := json.Marshal(st)
 		conn.Write(b)
 	}
-	hdr := make([]byte, 8)
-	n, stdio, err := recvmsg(conn, hdr, 3)
+	req, stdio, err := readRequest(conn)
 	defer func() { closeFDs(stdio...) }()
-	if err == nil && n < 8 {
-		_, err = io.ReadFull(conn, hdr[n:])
-	}
-	if err != nil || len(stdio) != 3 {
-		reply(ExecStatus{Error: fmt.Sprintf("malformed request (%d descriptors, %v)", len(stdio), err)})
+	if err != nil {
+		reply(ExecStatus{Error: err.Error()})
 		return
 	}
-	size := binary.LittleEndian.Uint64(hdr)
-	if size > MaxMessage {
-		reply(ExecStatus{Error: fmt.Sprintf("request too large (%d bytes)", size)})
-		return
-	}
-	body := make([]byte, size)
-	var req ExecRequest
-	if _, err := io.ReadFull(conn, body); err != nil {
-		return
-	}
-	if err := json.Unmarshal(body, &req); err != nil || len(req.Argv) == 0 {
-		reply(ExecStatus{Error: fmt.Sprintf("malformed request: %v", err)})
-		return
+	if req.TTY {
+		if stdio, err = srv.terminal(conn, req); err != nil {
+			reply(ExecStatus{Error: err.Error()})
+			return
+		}
 	}
 	prog, err := LookPath(req.Argv[0], pathOf(req.Env), req.Dir)
 	if err != nil {
@@ -629,7 +648,7 @@ func serveExec(fd int, cfg Config, capLast int) {
 	// it again if this init dies, even before the command is known to
 	// have started (a retry would run it twice).
 	conn.Write([]byte{StartedByte})
-	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, req.TTY, cfg.PIDs, capLast, req.Cred)
+	pid, release, failed, errno, err := spawnCommand(prog, req.Argv, req.Env, req.Dir, [3]int{stdio[0], stdio[1], stdio[2]}, req.TTY, srv.cfg.PIDs, srv.capLast, req.Cred)
 	if err != nil {
 		reply(ExecStatus{Error: "starting the command: " + err.Error()})
 		return

@@ -33,6 +33,21 @@ type Config struct {
 	// root, nobody and the manifest's users and groups.
 	Passwd string `json:"passwd"`
 	Group  string `json:"group"`
+	// Mounts are storage mounts made on the host, bound inside the
+	// workspace after it is mounted.
+	Mounts []Mount `json:"mounts,omitempty"`
+}
+
+// MaxMounts bounds the storage mounts of one sandbox (each is a
+// descriptor passed to the init).
+const MaxMounts = 32
+
+// Mount is a host directory (a storage mount) bound at Target, an
+// absolute path inside the sandbox under the workspace root.
+type Mount struct {
+	HostDir  string `json:"host_dir"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // Credentials are the ids a command of a manifest user runs with.
@@ -66,9 +81,14 @@ type ExecRequest struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"` // absolute, inside the sandbox
-	// TTY says stdio is a terminal, which becomes the command's
-	// controlling terminal.
-	TTY bool `json:"tty,omitempty"`
+	// TTY asks for a terminal of Rows x Cols on stdio, which becomes the
+	// command's controlling terminal. The request then carries no
+	// descriptors: the init opens the terminal from the sandbox's own
+	// /dev/pts, so that the command finds it by name (ttyname(3)), and
+	// sends its controlling side back first (PtyByte).
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 	// Cred, when set, are the ids of the manifest user the command runs
 	// as (agentctl resolves the user's name).
 	Cred *Credentials `json:"cred,omitempty"`
@@ -83,6 +103,11 @@ type ExecStatus struct {
 
 // KillByte on a command's connection asks the init to kill the command.
 const KillByte = 'K'
+
+// PtyByte, with the controlling side (master) of the command's terminal
+// as its one descriptor, is the first byte of the answer to a TTY
+// request.
+const PtyByte = 'P'
 
 // StartedByte precedes the answer once the init has taken the command,
 // before it starts it: agentctl retries (in a new init) only a command

@@ -1,15 +1,20 @@
-package engine
+package chat
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentctl/agentctl/config"
+	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
+	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -23,15 +28,34 @@ agent "assistant" {
 }
 `
 
+// newTestEngine loads src as a configuration in a directory of its own,
+// with its state in DIR/.agentctl.
+func newTestEngine(t *testing.T, src string) *engine.Engine {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry()})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &engine.Engine{Config: cfg, State: sd, Version: "test", Registry: builtin.Registry()}
+}
+
 // openChat opens session with agent on a fresh read of the state, as a
 // new agentctl chat process does.
-func openChat(t *testing.T, e *Engine, session, agent string) *ChatSession {
+func openChat(t *testing.T, e *engine.Engine, session, agent string) *Session {
 	t.Helper()
 	st, err := e.State.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := e.OpenChat(context.Background(), st, session, agent)
+	s, err := Open(context.Background(), e, st, session, agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +67,7 @@ func openChat(t *testing.T, e *Engine, session, agent string) *ChatSession {
 func TestChatSecondSessionSendsConversation(t *testing.T) {
 	srv := fakeopenai.New(t)
 	srv.Enqueue(fakeopenai.Text("Hello, Ada."), fakeopenai.Text("Your name is Ada."))
-	e, _ := newTestEngine(t, fmt.Sprintf(chatOpenAIConfig, srv.URL))
+	e := newTestEngine(t, fmt.Sprintf(chatOpenAIConfig, srv.URL))
 	e.Environ = []string{"OPENAI_API_KEY=sk-test-not-a-real-key"}
 	ctx := context.Background()
 
@@ -64,7 +88,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
 	want := []string{"user: I am Ada.", "assistant: Hello, Ada.", "user: What is my name?"}
-	if diff := cmp.Diff(want, describeInput(reqs[1])); diff != "" {
+	if diff := cmp.Diff(want, reqs[1].InputLines()); diff != "" {
 		t.Errorf("the second session's request (-want +got):\n%s", diff)
 	}
 	st, err := e.State.Read()
@@ -77,7 +101,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 	}
 	// Only the last turn's journal is kept: its transcript is the whole
 	// conversation.
-	items, err := e.ChatHistory(c)
+	items, err := History(e, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +110,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 	}
 
 	// Another agent cannot take the session over.
-	if _, err := e.OpenChat(ctx, st, "s1", "nobody"); err == nil {
+	if _, err := Open(ctx, e, st, "s1", "nobody"); err == nil {
 		t.Error("an undeclared agent opened the session")
 	}
 }
@@ -97,7 +121,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 func TestChatInterruptedTurnResumes(t *testing.T) {
 	srv := fakeopenai.New(t)
 	srv.Enqueue(fakeopenai.Text("Resumed answer."))
-	e, _ := newTestEngine(t, fmt.Sprintf(chatOpenAIConfig, srv.URL))
+	e := newTestEngine(t, fmt.Sprintf(chatOpenAIConfig, srv.URL))
 	e.Environ = []string{"OPENAI_API_KEY=sk-test-not-a-real-key"}
 	ctx := context.Background()
 
@@ -129,7 +153,7 @@ func TestChatInterruptedTurnResumes(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
-	if diff := cmp.Diff([]string{"user: Are you there?"}, describeInput(reqs[0])); diff != "" {
+	if diff := cmp.Diff([]string{"user: Are you there?"}, reqs[0].InputLines()); diff != "" {
 		t.Errorf("the resumed request (-want +got):\n%s", diff)
 	}
 	if _, ok := s.Interrupted(); ok {
