@@ -2,8 +2,6 @@ package daytona
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"testing"
 
@@ -24,9 +22,7 @@ func TestSandboxContract(t *testing.T) {
 			if !want.Accounts.Empty() && os.Geteuid() != 0 {
 				testenv.Missing(t, "the Daytona fake runs a user's commands with setpriv, which switches ids only as root")
 			}
-			id := suiteID()
-			return sandbox.Spec{Address: `sandbox.suite["` + id + `"]`, Lineage: "suite-" + id, Root: e.fake.Root + "/ws-" + id,
-				Accounts: want.Accounts, Ports: want.Ports}
+			return sandboxtest.NewSpec(want, e.fake.Root)
 		},
 		Leftovers: func(ctx context.Context, spec sandbox.Spec) ([]string, error) {
 			list, err := e.p.Client().List(ctx, map[string]string{sandbox.LabelLineage: spec.Lineage})
@@ -40,10 +36,4 @@ func TestSandboxContract(t *testing.T) {
 		},
 		PortsUnreachable: "the fake's preview links name no real host",
 	})
-}
-
-func suiteID() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -2,8 +2,6 @@ package e2b
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 
 	"github.com/agentctl/agentctl/sandbox"
@@ -19,11 +17,9 @@ func TestSandboxContract(t *testing.T) {
 	sandboxtest.TestSandbox(t, sandboxtest.Factory{
 		Provider: e.p,
 		Spec: func(t *testing.T, want sandbox.Spec) sandbox.Spec {
-			b := make([]byte, 4)
-			rand.Read(b)
-			id := hex.EncodeToString(b)
-			return sandbox.Spec{Address: `sandbox.suite["` + id + `"]`, Lineage: "suite-" + id, Root: e.fake.Root + "/ws-" + id,
-				Network: "none", Accounts: want.Accounts, Ports: want.Ports}
+			spec := sandboxtest.NewSpec(want, e.fake.Root)
+			spec.Network = "none"
+			return spec
 		},
 		Leftovers: func(_ context.Context, spec sandbox.Spec) ([]string, error) {
 			var left []string

@@ -230,3 +230,16 @@ func describe(err error) string {
 	}
 	return fmt.Sprintf("%q", err.Error())
 }
+
+// NewSpec returns a spec with an address and a lineage of its own and
+// want's accounts and ports, for a Factory's Spec; with rootBase set, a
+// workspace root of its own beneath it, for fakes whose sandboxes share
+// this machine's file system.
+func NewSpec(want sandbox.Spec, rootBase string) sandbox.Spec {
+	id := randHex(4)
+	spec := sandbox.Spec{Address: `sandbox.suite["` + id + `"]`, Lineage: "suite-" + id, Accounts: want.Accounts, Ports: want.Ports}
+	if rootBase != "" {
+		spec.Root = rootBase + "/ws-" + id
+	}
+	return spec
+}
