@@ -2,14 +2,22 @@ package sandbox
 
 import (
 	"archive/tar"
+	"fmt"
 	"io"
 	"strings"
 )
 
+// FetchFunc reads the file name (a member name of the archived
+// directory) again: its content and size.
+type FetchFunc func(name string) (io.ReadCloser, int64, error)
+
 // TrimTarNames copies the tar stream r to w with the "./" prefix of its
 // member names stripped and the "." entry dropped: what `tar -C DIR .`
-// writes, as CopyOut's member names (relative to the directory).
-func TrimTarNames(r io.Reader, w io.Writer) error {
+// writes, as CopyOut's member names (relative to the directory). With
+// fetch set, a hard-link member becomes a regular file read with fetch:
+// CopyIn, like every safe extractor, refuses links, and a restore must
+// not.
+func TrimTarNames(r io.Reader, w io.Writer, fetch FetchFunc) error {
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)
 	for {
@@ -25,6 +33,12 @@ func TrimTarNames(r io.Reader, w io.Writer) error {
 			continue
 		}
 		h.Name = name
+		if h.Typeflag == tar.TypeLink && fetch != nil {
+			if err := writeFetched(tw, h, fetch); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
@@ -32,6 +46,24 @@ func TrimTarNames(r io.Reader, w io.Writer) error {
 			return err
 		}
 	}
+}
+
+// writeFetched writes the hard-link member h to tw as the regular file
+// fetch reads.
+func writeFetched(tw *tar.Writer, h *tar.Header, fetch FetchFunc) error {
+	rc, size, err := fetch(h.Name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h.Typeflag, h.Linkname, h.Size = tar.TypeReg, "", size
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, rc, size); err != nil {
+		return fmt.Errorf("reading the hard link %s again: %w", h.Name, err)
+	}
+	return nil
 }
 
 // ReadCloser is r closed by close, which runs once however often Close

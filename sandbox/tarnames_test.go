@@ -25,7 +25,7 @@ func TestTrimTarNames(t *testing.T) {
 	}
 	tw.Close()
 	var out bytes.Buffer
-	if err := TrimTarNames(&in, &out); err != nil {
+	if err := TrimTarNames(&in, &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

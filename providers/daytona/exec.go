@@ -34,6 +34,25 @@ func nonce() string {
 	return hex.EncodeToString(b)
 }
 
+// workdir resolves a command's working directory inside the sandbox, as
+// the file operations resolve paths: a directory reached through a
+// symlink out of the workspace is refused (sandbox.ErrPathEscape), and so
+// is one that is missing, with errors naming it. It returns the resolved
+// absolute path ("" for the workspace root).
+func (w *Workspace) workdir(ctx context.Context, rel string) (string, error) {
+	if rel == "" {
+		return "", nil
+	}
+	r, err := w.resolve(ctx, "exec workdir", rel, true)
+	if err != nil {
+		return "", err
+	}
+	if r.Followed != 'D' {
+		return "", fmt.Errorf("exec: workdir %q is not a directory in the workspace", rel)
+	}
+	return r.Follow, nil
+}
+
 // commandScript is the script that runs req's command from its working
 // directory with its environment, replacing the shell.
 func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
@@ -174,6 +193,9 @@ func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		res sandbox.ExecResult
 		err error
 	)
+	if req.Workdir, err = w.workdir(ctx, req.Workdir); err != nil {
+		return res, err
+	}
 	if req.Timeout > 0 && req.Timeout <= w.p.shortExec {
 		res, err = w.execShort(ctx, req, stdin)
 	} else {

@@ -10,7 +10,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
@@ -155,45 +154,29 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 }
 
 // ReadDir implements sandbox.Sandbox through the files list API. The
-// daemon follows symlinks when it lists (and skips dangling ones), so
-// entries describe what links point to.
+// daemon's list follows symlinks (and skips dangling ones) and types
+// entries by their permissions alone, so entries are listed by a script
+// in the sandbox instead, as lstat describes them: a symlink as a symlink
+// with its target, a FIFO as a FIFO.
 func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, error) {
 	r, err := w.resolve(ctx, "list", rel, true)
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind == 'N' {
+	if r.Followed == 'N' {
 		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
 	}
-	list, err := w.s.FileSystem.ListFiles(ctx, r.Follow)
+	if r.Followed != 'D' {
+		return nil, fmt.Errorf("list %q: not a directory", rel)
+	}
+	out, code, stderr, err := w.run(ctx, "list "+strconv.Quote(rel), "set -- "+sandbox.ShellQuote(r.Follow)+"\n"+sandbox.DirListScript)
 	if err != nil {
 		return nil, err
 	}
-	base := r.Rel(w.root)
-	out := make([]sandbox.FileInfo, 0, len(list))
-	for _, f := range list {
-		p := f.Name
-		if base != "." {
-			p = base + "/" + f.Name
-		}
-		fi := sandbox.FileInfo{Path: p, Size: f.Size, Mode: parseMode(f.Permissions, f.IsDir)}
-		if t, err := time.Parse(time.RFC3339Nano, f.ModifiedAt); err == nil {
-			fi.ModTime = t
-		} else if t, err := time.Parse(time.RFC3339Nano, f.ModTime); err == nil {
-			fi.ModTime = t
-		}
-		out = append(out, fi)
+	if code != 0 {
+		return nil, fmt.Errorf("list %q: %s", rel, strings.TrimSpace(stderr))
 	}
-	return out, nil
-}
-
-func parseMode(perm string, dir bool) fs.FileMode {
-	n, _ := strconv.ParseUint(perm, 8, 32)
-	m := fs.FileMode(n) & fs.ModePerm
-	if dir {
-		m |= fs.ModeDir
-	}
-	return m
+	return sandbox.ParseDirList(r.Rel(w.root), []byte(out)), nil
 }
 
 // CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
@@ -245,7 +228,11 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
-	script := "mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " && tar -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.Follow) + " .\n"
+	// GNU tar archives a hard link's content again (CopyIn, like every
+	// safe extractor, refuses link members); other tars keep them as
+	// links, which a restore then refuses by name.
+	script := "h=; case \"$(tar --version 2>/dev/null)\" in *GNU*) h=--hard-dereference;; esac\n" +
+		"mkdir -p -- " + sandbox.ShellQuote(w.p.tempDir) + " && tar $h -cf " + sandbox.ShellQuote(tmp) + " -C " + sandbox.ShellQuote(r.Follow) + " .\n"
 	_, code, stderr, err := w.run(ctx, "copy out of "+strconv.Quote(dir), script)
 	if err != nil {
 		return nil, err
@@ -266,7 +253,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(sandbox.TrimTarNames(body, pw))
+		pw.CloseWithError(sandbox.TrimTarNames(body, pw, nil))
 	}()
 	return sandbox.ReadCloser(pr, func() error {
 		pr.Close()

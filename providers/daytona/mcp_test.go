@@ -3,14 +3,13 @@ package daytona
 import (
 	"context"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentctl/agentctl/engine/mcphost"
 	"github.com/agentctl/agentctl/engine/tools"
+	"github.com/agentctl/agentctl/engine/tools/toolstest"
 	"github.com/agentctl/agentctl/internal/mcptest"
 	"github.com/agentctl/agentctl/internal/ttytest"
 	"github.com/agentctl/agentctl/sandbox"
@@ -53,23 +52,11 @@ func TestStartProcessStreams(t *testing.T) {
 // attached process of the Daytona sandbox (the fake runs it on this
 // machine): listed, called, and killed when the session closes.
 func TestMCPServerInDaytonaSandbox(t *testing.T) {
-	bin := mcptest.Server(t, "everything")
 	e := newEnv(t)
 	w := e.create(t)
 	ctx := context.Background()
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteFile(ctx, "bin/everything", data, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	mark := "MCP_MARK=" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	ws := &sandbox.Workspace{Sandbox: w, Address: "sandbox.d", Env: map[string]string{"MCP_MARK": strings.TrimPrefix(mark, "MCP_MARK=")}}
-	s, err := mcphost.Connect(ctx, mcphost.Server{Name: "ev", Command: []string{"bin/everything"}, Workspace: ws, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := toolstest.EverythingIn(t, w, map[string]string{"MCP_MARK": strings.TrimPrefix(mark, "MCP_MARK=")}, nil)
 	out, err := s.Call(ctx, "greet", `{"name":"daytona"}`)
 	if err != nil || out.Text != "Hi daytona" {
 		t.Fatalf("greet: %q, %v", out.Text, err)

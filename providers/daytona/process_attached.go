@@ -23,6 +23,10 @@ const maxInputChunk = 64 << 10
 // the process; Kill does. With req.TTY it runs in a PTY session instead
 // (startPty).
 func (w *Workspace) StartProcess(ctx context.Context, req sandbox.ProcessRequest) (sandbox.Process, error) {
+	var err error
+	if req.Workdir, err = w.workdir(ctx, req.Workdir); err != nil {
+		return nil, err
+	}
 	if req.TTY {
 		return w.startPty(ctx, req)
 	}

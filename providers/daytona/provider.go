@@ -109,6 +109,18 @@ type sessionData struct {
 	Name string `json:"name,omitempty"`
 }
 
+// Lacks implements sandbox.CapabilityLacker. A timeout or a cancellation
+// kills the command's process group (timeout(1) in the sandbox, or its
+// session deleted); a process the command started in a session of its
+// own (setsid) is not in the group and survives.
+func (p *Provider) Lacks() map[sandbox.Capability]string {
+	return map[sandbox.Capability]string{
+		sandbox.CapabilitySessionKill: "a Daytona command is killed by its process group (timeout(1), or its session deleted), which a process in a session of its own (setsid) has left",
+	}
+}
+
+var _ sandbox.CapabilityLacker = (*Provider)(nil)
+
 // Create implements sandbox.Provider: it creates the sandbox, waits for
 // it to start and creates the workspace root.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {

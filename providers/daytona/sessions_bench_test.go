@@ -1,12 +1,9 @@
 package daytona
 
 import (
-	"context"
 	"testing"
 
-	"github.com/agentctl/agentctl/engine/tools"
-	"github.com/agentctl/agentctl/internal/ttytest"
-	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/engine/tools/toolstest"
 )
 
 // BenchmarkWriteStdinRoundTrip: one line to cat in a PTY session (the fake) and
@@ -14,17 +11,5 @@ import (
 //
 //	go test ./providers/daytona -run '^$' -bench WriteStdinRoundTrip
 func BenchmarkWriteStdinRoundTrip(b *testing.B) {
-	e := newEnv(b)
-	sb := e.create(b)
-	sessions := tools.NewSessions(0)
-	defer sessions.Close()
-	ws := &sandbox.Workspace{Sandbox: sb, Address: "sandbox.bench"}
-	if _, err := tools.NewExecCommand(ws, tools.ExecOptions{}, sessions).Call(context.Background(), `{"cmd": "cat", "tty": true, "yield_time_ms": 0}`); err != nil {
-		b.Fatal(err)
-	}
-	write := tools.NewWriteStdin(sessions, tools.ExecOptions{})
-	ttytest.BenchRoundTrip(b, ttytest.Session1(func(ctx context.Context, args string) (string, error) {
-		o, err := write.Call(ctx, args)
-		return o.Text, err
-	}))
+	toolstest.BenchWriteStdinRoundTrip(b, newEnv(b).create(b))
 }

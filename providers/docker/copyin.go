@@ -83,8 +83,12 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, in io.Reader) error {
 	now := time.Now()
 	hdrs := make([]*tar.Header, 0, len(links))
 	for _, l := range links {
+		mtime := l.ModTime
+		if mtime.IsZero() {
+			mtime = now
+		}
 		hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(path.Join(r.path, l.Name), "/"),
-			Linkname: l.Target, Mode: 0o777, Uid: s.d.UID, Gid: s.d.GID, ModTime: now})
+			Linkname: l.Target, Mode: 0o777, Uid: s.d.UID, Gid: s.d.GID, ModTime: mtime})
 	}
 	return s.put(ctx, "copy in "+dir+" (symlinks leaving it)", "/", hdrs, nil)
 }

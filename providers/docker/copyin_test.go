@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestRebase(t *testing.T) {
 	}
 	tw.Close()
 	var out bytes.Buffer
-	if err := rebase(&buf, &out, nil); err != nil {
+	if err := rebase(io.NopCloser(&buf), &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&out)

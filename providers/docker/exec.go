@@ -76,7 +76,26 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	if out.restarted != "" {
 		_, _ = io.WriteString(stderr, "\nagentctl: "+out.restarted+"\n")
 	}
-	return sandbox.CapturedResult(stdout, stderr, out.code, time.Since(start), out.timedOut), err
+	res := sandbox.CapturedResult(stdout, stderr, out.code, time.Since(start), out.timedOut)
+	startFailure(&res)
+	return res, err
+}
+
+// startFailure turns the daemon's report of a program it could not start
+// (exit 126, the runtime's message on stdout) into what a shell reports:
+// the message on stderr, and exit 127 for a program that does not exist.
+func startFailure(res *sandbox.ExecResult) {
+	msg := res.Stdout
+	if res.ExitCode != 126 || !bytes.HasPrefix(msg, []byte("OCI runtime exec failed")) || res.Truncated {
+		return
+	}
+	if bytes.Contains(msg, []byte("executable file not found")) || bytes.Contains(msg, []byte("no such file or directory")) {
+		res.ExitCode = 127
+	}
+	before := len(res.Stderr)
+	res.Stderr = append(append(res.Stderr, bytes.TrimRight(msg, "\r\n")...), '\n')
+	res.Stdout = nil
+	res.OriginalStdout, res.OriginalStderr = 0, res.OriginalStderr+int64(len(res.Stderr)-before)
 }
 
 // StartProcess starts a command whose streams stay attached (an MCP
@@ -203,6 +222,13 @@ func (s *Sandbox) start(ctx context.Context, sp execSpec) (*attached, error) {
 	att, err := s.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: sp.tty, ConsoleSize: sp.size})
 	if err != nil {
 		return nil, s.wrap(ctx, "exec "+sp.argv[0], err)
+	}
+	if sp.tty {
+		// Daemons before API 1.42 ignore the size given at creation:
+		// resize the terminal once the exec runs. A command that has
+		// already ended has no terminal left to size, so an error here
+		// changes nothing the command sees.
+		_, _ = s.p.cli.ExecResize(ctx, created.ID, client.ExecResizeOptions{Height: sp.size.Height, Width: sp.size.Width})
 	}
 	ex := &attached{id: created.ID, att: att, done: make(chan error, 1)}
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -465,7 +466,6 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		defer res.Content.Close()
 		pw.CloseWithError(rebase(res.Content, pw, fetch))
 	}()
 	return pr, nil
@@ -474,8 +474,13 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 // rebase copies a daemon archive of a directory (members "base/...")
 // to w with the first name component removed and the directory itself
 // dropped. Hardlink members are replaced by regular files read with
-// fetch (by their rebased name); a nil fetch keeps them as links.
-func rebase(in io.Reader, w io.Writer, fetch func(name string) (io.ReadCloser, int64, error)) error {
+// fetch (by their rebased name); a nil fetch keeps them as links. The
+// daemon holds the container until its archive is read and closed, so
+// a fetch while it is open would wait forever: at the first hardlink the
+// rest of the archive is spilled to a temporary file and in is closed,
+// and the members go on from the file, in the daemon's order.
+func rebase(in io.ReadCloser, w io.Writer, fetch func(name string) (io.ReadCloser, int64, error)) error {
+	defer in.Close()
 	tr := tar.NewReader(in)
 	tw := tar.NewWriter(w)
 	strip := func(name string) (string, bool) {
@@ -484,6 +489,13 @@ func rebase(in io.Reader, w io.Writer, fetch func(name string) (io.ReadCloser, i
 		rest = strings.TrimSuffix(rest, "/")
 		return rest, rest != ""
 	}
+	var spill *os.File
+	defer func() {
+		if spill != nil {
+			spill.Close()
+			os.Remove(spill.Name())
+		}
+	}()
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -500,25 +512,21 @@ func rebase(in io.Reader, w io.Writer, fetch func(name string) (io.ReadCloser, i
 			name += "/"
 		}
 		hdr.Name = name
+		if hdr.Typeflag == tar.TypeLink && fetch != nil {
+			if spill == nil {
+				// The tar reader has read exactly up to the next header.
+				if spill, err = spillRest(in); err != nil {
+					return err
+				}
+				tr = tar.NewReader(spill)
+			}
+			if err := writeFetched(tw, hdr, fetch); err != nil {
+				return err
+			}
+			continue
+		}
 		if hdr.Typeflag == tar.TypeLink {
 			hdr.Linkname, _ = strip(hdr.Linkname)
-			if fetch != nil {
-				rc, size, err := fetch(name)
-				if err != nil {
-					return err
-				}
-				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeReg, "", size
-				if err := tw.WriteHeader(hdr); err != nil {
-					rc.Close()
-					return err
-				}
-				_, err = io.CopyN(tw, rc, size)
-				rc.Close()
-				if err != nil {
-					return err
-				}
-				continue
-			}
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -528,4 +536,42 @@ func rebase(in io.Reader, w io.Writer, fetch func(name string) (io.ReadCloser, i
 		}
 	}
 	return tw.Close()
+}
+
+// spillRest copies the rest of in to a temporary file, closes in and
+// returns the file, positioned at its start.
+func spillRest(in io.ReadCloser) (*os.File, error) {
+	f, err := os.CreateTemp("", "agentctl-copyout-*.tar")
+	if err != nil {
+		return nil, fmt.Errorf("copy out: spilling the daemon's archive: %w", err)
+	}
+	_, err = io.Copy(f, in)
+	if err == nil {
+		err = in.Close()
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("copy out: spilling the daemon's archive: %w", err)
+	}
+	return f, nil
+}
+
+// writeFetched writes the hardlink member hdr to tw as the regular file
+// fetch reads.
+func writeFetched(tw *tar.Writer, hdr *tar.Header, fetch func(name string) (io.ReadCloser, int64, error)) error {
+	rc, size, err := fetch(hdr.Name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeReg, "", size
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = io.CopyN(tw, rc, size)
+	return err
 }

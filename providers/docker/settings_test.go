@@ -4,26 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-
 	"github.com/agentctl/agentctl/providers/registry"
+	"github.com/agentctl/agentctl/providers/registry/registrytest"
 )
 
-// decodeSettings decodes src as a sandbox body's docker arguments with
-// the common arguments in args.
+// decodeSettings decodes src as a sandbox body's arguments with the
+// common arguments in args.
 func decodeSettings(t *testing.T, src string, args registry.SandboxArgs) (*SandboxSettings, error) {
-	t.Helper()
-	f, diags := hclsyntax.ParseConfig([]byte(src), "main.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	args.Address, args.Body = "sandbox.a", f.Body
-	st, diags := DecodeSandbox(&args)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	return st.(*SandboxSettings), nil
+	return registrytest.Sandbox[*SandboxSettings](t, DecodeSandbox, src, args)
 }
 
 func TestDecodeSandbox(t *testing.T) {

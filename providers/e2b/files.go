@@ -339,7 +339,7 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 		return nil, unavailable(err)
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(sandbox.TrimTarNames(body, pw)) }()
+	go func() { pw.CloseWithError(sandbox.TrimTarNames(body, pw, nil)) }()
 	return sandbox.ReadCloser(pr, func() error {
 		pr.Close()
 		body.Close()

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
@@ -227,14 +227,6 @@ func (s *Sandbox) Stat(ctx context.Context, rel string) (sandbox.FileInfo, error
 
 // lister prints, for each entry of directory $1, its raw mode, size,
 // mtime and link target, then its name, each field ended by a NUL.
-const lister = `cd -- "$1" || exit 1
-for f in * .[!.]* ..?*; do
-  [ -e "$f" ] || [ -L "$f" ] || continue
-  t=
-  [ -L "$f" ] && t=$(readlink -- "$f")
-  printf '%s\000%s\000%s\000' "$(stat -c '%f %s %Y' -- "$f")" "$t" "$f"
-done
-`
 
 // ReadDir implements sandbox.Sandbox: entries as lstat describes them
 // (a symlink is listed as a symlink with its target).
@@ -249,32 +241,14 @@ func (s *Sandbox) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo, 
 	if r.Followed != 'D' {
 		return nil, fmt.Errorf("list %q: not a directory", rel)
 	}
-	out, stderr, code, err := s.runScript(ctx, lister, nil, r.Follow)
+	out, stderr, code, err := s.runScript(ctx, sandbox.DirListScript, nil, r.Follow)
 	if err != nil {
 		return nil, fmt.Errorf("list %q: %w", rel, err)
 	}
 	if code != 0 {
 		return nil, fmt.Errorf("list %q: %s", rel, strings.TrimSpace(string(stderr)))
 	}
-	base := r.Rel(s.d.Root)
-	fields := strings.Split(string(out), "\x00")
-	var list []sandbox.FileInfo
-	for i := 0; i+2 < len(fields); i += 3 {
-		st, target, name := strings.Fields(fields[i]), fields[i+1], fields[i+2]
-		if len(st) != 3 {
-			continue
-		}
-		m, _ := strconv.ParseUint(st[0], 16, 32)
-		size, _ := strconv.ParseInt(st[1], 10, 64)
-		mt, _ := strconv.ParseInt(st[2], 10, 64)
-		p := name
-		if base != "." {
-			p = base + "/" + name
-		}
-		list = append(list, sandbox.FileInfo{Path: p, Size: size, Mode: sandbox.FileModeOf(uint32(m)), ModTime: time.Unix(mt, 0), Target: target})
-	}
-	slices.SortFunc(list, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	return list, nil
+	return sandbox.ParseDirList(r.Rel(s.d.Root), out), nil
 }
 
 // Limits of a CopyIn archive.
@@ -290,14 +264,68 @@ const (
 // BusyBox tar would otherwise write through such a link. Symlinks are
 // kept whatever their target (EXTRACT_UNSAFE_SYMLINKS: BusyBox skips
 // absolute and climbing ones otherwise); owners are not restored.
+//
+// Then come the modification times of the archive's directories and
+// symlinks, one "SECONDS NAME" line each (grouped by time), and an empty
+// line; they are set once tar is done (tar sets a directory's time
+// before writing into it, and none on a symlink), so that a restored
+// workspace archives as it was archived.
 const extractor = `mkdir -p -- "$1" && cd -- "$1" || exit 1
 while IFS= read -r l; do
   [ -z "$l" ] && break
   n=$(printf '%bx' "$l"); n=${n%x}
   if [ -L "$n" ]; then rm -f -- "$n" || exit 1; fi
 done
-EXTRACT_UNSAFE_SYMLINKS=1 exec tar -x -o -f -
+times=$(mktemp) || exit 1
+trap 'rm -f -- "$times"' EXIT
+while IFS= read -r l; do
+  [ -z "$l" ] && break
+  printf '%s\n' "$l" >> "$times"
+done
+EXTRACT_UNSAFE_SYMLINKS=1 tar -x -o -f - || exit
+cur=; set --
+while IFS= read -r l; do
+  s=${l%% *}; n=$(printf '%bx' "${l#* }"); n=${n%x}
+  if [ "$s" != "$cur" ] || [ $# -ge 200 ]; then
+    if [ $# -gt 0 ]; then touch -h -d "@$cur" -- "$@" || exit; fi
+    cur=$s; set --
+  fi
+  set -- "$@" "$n"
+done < "$times"
+if [ $# -gt 0 ]; then touch -h -d "@$cur" -- "$@" || exit; fi
 `
+
+// extractorInput is what the extractor reads before the archive: the
+// archive's directories, then its directories' and symlinks' times.
+func extractorInput(archive io.Reader) (string, error) {
+	escape := func(name string) string {
+		name = strings.TrimSuffix(name, "/")
+		name = strings.ReplaceAll(name, `\`, `\0134`)
+		return strings.ReplaceAll(name, "\n", `\0012`)
+	}
+	var dirs strings.Builder
+	var times []string
+	tr := tar.NewReader(archive)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		if h.Typeflag == tar.TypeDir {
+			dirs.WriteString(escape(h.Name) + "\n")
+		}
+		if (h.Typeflag == tar.TypeDir || h.Typeflag == tar.TypeSymlink) && !h.ModTime.IsZero() {
+			times = append(times, strconv.FormatInt(h.ModTime.Unix(), 10)+" "+escape(h.Name))
+		}
+	}
+	slices.SortStableFunc(times, func(a, b string) int {
+		return strings.Compare(a[:strings.IndexByte(a, ' ')], b[:strings.IndexByte(b, ' ')])
+	})
+	return dirs.String() + "\n" + strings.Join(append(times, ""), "\n") + "\n", nil
+}
 
 // CopyIn implements sandbox.Sandbox. The archive is checked and rewritten
 // by hostfs.SanitizeTar with the common safe-extraction rules into a
@@ -328,28 +356,14 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	var dirs strings.Builder
-	tr := tar.NewReader(tmp)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("copy into %q: reading the checked archive: %w", dir, err)
-		}
-		if h.Typeflag == tar.TypeDir {
-			name := strings.TrimSuffix(h.Name, "/")
-			name = strings.ReplaceAll(name, `\`, `\0134`)
-			name = strings.ReplaceAll(name, "\n", `\0012`)
-			dirs.WriteString(name + "\n")
-		}
+	head, err := extractorInput(tmp)
+	if err != nil {
+		return fmt.Errorf("copy into %q: reading the checked archive: %w", dir, err)
 	}
-	dirs.WriteString("\n")
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	_, stderr, code, err := s.runScript(ctx, extractor, io.MultiReader(strings.NewReader(dirs.String()), tmp), r.Follow)
+	_, stderr, code, err := s.runScript(ctx, extractor, io.MultiReader(strings.NewReader(head), tmp), r.Follow)
 	if err != nil {
 		return fmt.Errorf("copy into %q: %w", dir, err)
 	}
@@ -359,8 +373,31 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, rd io.Reader) error {
 	return nil
 }
 
+// readAgain reads file p of the Pod (absolute) with its size: a hard
+// link the Pod's tar archives as a link member, which CopyIn refuses.
+func (s *Sandbox) readAgain(ctx context.Context, p string) (io.ReadCloser, int64, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		var stderr bytes.Buffer
+		code, err := s.stream(ctx, []string{"/bin/sh", "-c", `stat -c %s -- "$1" && exec cat -- "$1"`, "sh", p}, streams{stdout: pw, stderr: &stderr})
+		if err == nil && code != 0 {
+			err = fmt.Errorf("exit %d: %s", code, strings.TrimSpace(stderr.String()))
+		}
+		pw.CloseWithError(err)
+	}()
+	br := bufio.NewReader(pr)
+	line, err := br.ReadString('\n')
+	size, perr := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil || perr != nil {
+		pr.CloseWithError(errors.New("the size could not be read"))
+		return nil, 0, fmt.Errorf("copy out: reading the hard link %s again: %v", p, errors.Join(err, perr))
+	}
+	return sandbox.ReadCloser(br, func() error { return pr.Close() }), size, nil
+}
+
 // CopyOut implements sandbox.Sandbox: tar -c runs in the Pod and its
-// output streams back with names made relative to dir.
+// output streams back with names made relative to dir; hard links come
+// out as regular files.
 func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error) {
 	r, err := s.resolve(ctx, "copy out of", dir, true)
 	if err != nil {
@@ -385,7 +422,9 @@ func (s *Sandbox) CopyOut(ctx context.Context, dir string) (io.ReadCloser, error
 		}
 	}()
 	go func() {
-		err := sandbox.TrimTarNames(tarR, outW)
+		err := sandbox.TrimTarNames(tarR, outW, func(name string) (io.ReadCloser, int64, error) {
+			return s.readAgain(ctx, path.Join(r.Follow, name))
+		})
 		tarR.CloseWithError(errors.New("copy out: the reader stopped"))
 		outW.CloseWithError(err)
 	}()

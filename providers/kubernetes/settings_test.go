@@ -9,34 +9,19 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/agentctl/agentctl/providers/registry"
+	"github.com/agentctl/agentctl/providers/registry/registrytest"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
-func parseBody(t *testing.T, src string) hcl.Body {
-	t.Helper()
-	f, diags := hclsyntax.ParseConfig([]byte(src), "main.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	return f.Body
-}
-
-// decodeSettings decodes src as a sandbox body's kubernetes arguments
-// with the common arguments in args.
+// decodeSettings decodes src as a sandbox body's arguments with the
+// common arguments in args.
 func decodeSettings(t *testing.T, src string, args registry.SandboxArgs) (*SandboxSettings, error) {
-	t.Helper()
-	args.Address, args.Body = "sandbox.a", parseBody(t, src)
 	if args.Image == "" {
 		args.Image = "alpine:3"
 	}
-	st, diags := DecodeSandbox(&args)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	return st.(*SandboxSettings), nil
+	return registrytest.Sandbox[*SandboxSettings](t, DecodeSandbox, src, args)
 }
 
 func TestDecodeSandbox(t *testing.T) {
@@ -105,14 +90,14 @@ func TestDecodeSandboxErrors(t *testing.T) {
 			t.Errorf("network %q: %v", network, err)
 		}
 	}
-	args := registry.SandboxArgs{Address: "sandbox.a", Body: parseBody(t, ``)}
+	args := registry.SandboxArgs{Address: "sandbox.a", Body: registrytest.Body(t, ``)}
 	if _, diags := DecodeSandbox(&args); !diags.HasErrors() || !strings.Contains(diags.Error(), "Missing image") {
 		t.Errorf("no image: %v", diags)
 	}
 }
 
 func TestDecodeProvider(t *testing.T) {
-	s, diags := DecodeProvider(parseBody(t, `
+	s, diags := DecodeProvider(registrytest.Body(t, `
 config_path = "kube/config"
 context = "kind-agents"
 namespace = "agents"
@@ -136,7 +121,7 @@ create_timeout = "90s"`))
 		`namespace = ["a", "b"]`:  "string required",
 		`create_timeout = "-5s"`:  "must be a duration",
 	} {
-		_, diags := DecodeProvider(parseBody(t, src))
+		_, diags := DecodeProvider(registrytest.Body(t, src))
 		if !diags.HasErrors() || !strings.Contains(diags.Error(), want) {
 			t.Errorf("%s: %v, want %q", src, diags, want)
 		}

@@ -7,31 +7,22 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/agentctl/agentctl/providers/registry"
+	"github.com/agentctl/agentctl/providers/registry/registrytest"
 	"github.com/agentctl/agentctl/sandbox"
 )
-
-func parseBody(t *testing.T, src string) hcl.Body {
-	t.Helper()
-	f, diags := hclsyntax.ParseConfig([]byte(src), "main.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	return f.Body
-}
 
 func TestDecodeProvider(t *testing.T) {
 	s, diags := DecodeProvider(hcl.EmptyBody())
 	if diags.HasErrors() || s.(*ProviderSettings).Isolation != "namespaces" {
 		t.Errorf("default: %+v %v", s, diags)
 	}
-	s, diags = DecodeProvider(parseBody(t, `isolation = "none"`))
+	s, diags = DecodeProvider(registrytest.Body(t, `isolation = "none"`))
 	if diags.HasErrors() || s.(*ProviderSettings).Isolation != "none" {
 		t.Errorf("none: %+v %v", s, diags)
 	}
-	if _, diags = DecodeProvider(parseBody(t, `isolation = "namespace"`)); !strings.Contains(diags.Error(), `main.hcl:1,13-24: Invalid isolation`) ||
+	if _, diags = DecodeProvider(registrytest.Body(t, `isolation = "namespace"`)); !strings.Contains(diags.Error(), `main.hcl:1,13-24: Invalid isolation`) ||
 		!strings.Contains(diags.Error(), `Did you mean "namespaces"?`) {
 		t.Errorf("typo: %v", diags)
 	}
@@ -50,19 +41,19 @@ func TestDecodeSandbox(t *testing.T) {
 		{registry.SandboxArgs{Provider: none, Resources: sandbox.Resources{MemoryMB: 64}, ResourceRanges: map[string]hcl.Range{"memory": rng}}, "does not limit their memory"},
 		{registry.SandboxArgs{Provider: none, ResourceRanges: map[string]hcl.Range{"pids": rng}}, `With isolation = "none"`},
 	} {
-		tc.args.Body = parseBody(t, "")
+		tc.args.Body = registrytest.Body(t, "")
 		_, diags := DecodeSandbox(&tc.args)
 		if !strings.Contains(diags.Error(), "main.hcl:7,") || !strings.Contains(diags.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.args, diags, tc.want)
 		}
 	}
-	args := registry.SandboxArgs{Body: parseBody(t, ""), Provider: &ProviderSettings{Isolation: "namespaces"}, ResourceRanges: map[string]hcl.Range{"pids": rng}}
+	args := registry.SandboxArgs{Body: registrytest.Body(t, ""), Provider: &ProviderSettings{Isolation: "namespaces"}, ResourceRanges: map[string]hcl.Range{"pids": rng}}
 	if s, diags := DecodeSandbox(&args); diags.HasErrors() || s == nil {
 		t.Errorf("pids with namespaces: %v %v", s, diags)
 	}
 	// memory with namespaces: accepted where this machine's cgroups
 	// enforce it, refused with the reason where they do not.
-	args = registry.SandboxArgs{Body: parseBody(t, ""), Resources: sandbox.Resources{MemoryMB: 64}, ResourceRanges: map[string]hcl.Range{"memory": rng}}
+	args = registry.SandboxArgs{Body: registrytest.Body(t, ""), Resources: sandbox.Resources{MemoryMB: 64}, ResourceRanges: map[string]hcl.Range{"memory": rng}}
 	_, diags := DecodeSandbox(&args)
 	if err := CheckResources(IsolationNamespaces, sandbox.Resources{MemoryMB: 64}); err == nil {
 		if diags.HasErrors() {
@@ -71,7 +62,7 @@ func TestDecodeSandbox(t *testing.T) {
 	} else if !strings.Contains(diags.Error(), "cannot on this machine: "+err.Error()) {
 		t.Errorf("memory where cgroups cannot enforce it: %v, want the reason %q", diags, err)
 	}
-	args = registry.SandboxArgs{Body: parseBody(t, `user = "x"`)}
+	args = registry.SandboxArgs{Body: registrytest.Body(t, `user = "x"`)}
 	if _, diags := DecodeSandbox(&args); !strings.Contains(diags.Error(), "Unsupported argument") {
 		t.Errorf("argument: %v", diags)
 	}

@@ -42,6 +42,12 @@ type ArchiveOptions struct {
 	// (SanitizeTar's consumers) refuse sparse members, so only archives
 	// that Extract reads may set it.
 	Sparse bool
+	// SanitizeModes writes the modes extraction would give without
+	// keeping permissions: files 0644, or 0755 with any execute bit, and
+	// directories 0755. Manifest trees are archived so, since their
+	// digest covers only the execute bit: every provider then writes the
+	// same tree for the same digest, as CopyTree writes it.
+	SanitizeModes bool
 	// Reserve, when set, is called before each member is written with
 	// its name, the bytes of content it will add to the archive and, for
 	// a sparse file, its logical size (0 otherwise); an error stops the
@@ -278,7 +284,7 @@ func (a *archiver) walk(prefix string) error {
 			if a.cp != nil {
 				err = a.cp.enter(n, name)
 			} else {
-				err = a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(mode.Perm()), ModTime: mtime})
+				err = a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: a.mode(mode, true), ModTime: mtime})
 			}
 			if err != nil {
 				return err
@@ -413,7 +419,7 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 		}
 		return a.observed(fd, name, &st)
 	}
-	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(mode.Perm()), Size: st.Size, ModTime: mtime}); err != nil {
+	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: a.mode(mode, false), Size: st.Size, ModTime: mtime}); err != nil {
 		return err
 	}
 	if fa, ok := a.sw.w.(FileAppender); ok && a.opts.Digest == nil && a.opts.Observe == nil && st.Size > 0 {
@@ -456,4 +462,15 @@ func (a *archiver) file(dirfd int, n, name string, unstatted bool) error {
 		return fmt.Errorf("archive %s: %w: it shrank from %d to %d bytes while being read", relJoin(a.top, name), ErrChangedWhileCopied, st.Size, k)
 	}
 	return a.observed(fd, name, &st)
+}
+
+// mode is the header mode of an entry of mode m (a directory when dir).
+func (a *archiver) mode(m fs.FileMode, dir bool) int64 {
+	switch {
+	case !a.opts.SanitizeModes:
+		return int64(m.Perm())
+	case dir:
+		return sanitizedDirMode
+	}
+	return int64(SanitizeMode(int64(m.Perm())))
 }

@@ -429,9 +429,11 @@ func (d *Dir) Symlink(ctx context.Context, target, p string) error {
 }
 
 // CopyIn extracts a tar stream into directory dir (created if missing)
-// with the rules of Extract and the default limits.
+// with the rules of Extract and the default limits, keeping the members'
+// permission bits as every provider's CopyIn does (a snapshot restores
+// a 0600 file as 0600).
 func (d *Dir) CopyIn(ctx context.Context, dir string, tr io.Reader) error {
-	return Extract(ctx, d, dir, tr, ExtractLimits{})
+	return ExtractWith(ctx, d, dir, tr, ExtractOptions{KeepPermissions: true})
 }
 
 // CopyOut streams a tar of dir; member names are relative to dir.

@@ -97,6 +97,8 @@ type tarChecker struct {
 	// holes; other extractors would write zeros).
 	sparseOK    bool
 	sparseBytes int64
+	// keepPerms keeps members' permission bits (ExtractOptions).
+	keepPerms bool
 	// links holds the symlink members seen so far: nothing may be
 	// extracted beneath one.
 	links map[string]bool
@@ -176,6 +178,9 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		m.kind, m.mode = tar.TypeDir, sanitizedDirMode
+		if c.keepPerms {
+			m.mode = uint32(hdr.Mode)&0o777 | 0o700
+		}
 	case tar.TypeSymlink:
 		// The link is created as it is, whatever its target: an absolute
 		// target or one that climbs out of the workspace is legal inside
@@ -193,6 +198,9 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 		}
 	default:
 		m.kind, m.mode = tar.TypeReg, SanitizeMode(hdr.Mode)
+		if c.keepPerms {
+			m.mode = uint32(hdr.Mode) & 0o777
+		}
 		if hdr.Size < 0 {
 			return m, false, unsafeMember(hdr.Name, "negative size")
 		}
@@ -212,11 +220,27 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 	return m, false, nil
 }
 
-// Extract unpacks the tar stream r into directory dir of d (workspace-
+// ExtractOptions tune ExtractWith.
+type ExtractOptions struct {
+	Limits ExtractLimits
+	// KeepPermissions keeps each member's permission bits (0o777) instead
+	// of normalizing files to 0644/0755 and directories to 0755;
+	// directories always keep owner rwx. Set-id and sticky bits are
+	// dropped either way. A restore keeps a workspace's modes with it.
+	KeepPermissions bool
+}
+
+// Extract is ExtractWith with limits lim, sanitizing modes.
+func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) error {
+	return ExtractWith(ctx, d, dir, r, ExtractOptions{Limits: lim})
+}
+
+// ExtractWith unpacks the tar stream r into directory dir of d (workspace-
 // relative, created if missing), refusing what could reach outside the
 // workspace or harm the host: absolute member names and any ".." element,
 // hardlinks, devices, FIFOs, and streams past the limits. Modes are
-// sanitized (see sanitizedFileMode); owners are not restored;
+// sanitized (see sanitizedFileMode) unless opts.KeepPermissions is set,
+// when only set-id and sticky bits are dropped; owners are not restored;
 // modification times are. Members replace existing files and symlinks
 // (the link itself, never its target); a member that would replace a
 // non-empty directory is an error. Extraction never goes through a
@@ -227,7 +251,7 @@ func (c *tarChecker) check(hdr *tar.Header) (m member, skip bool, err error) {
 // of the workspace), is stored as it is and never followed on the host.
 // Extraction stops at the first refused member; members before it stay
 // extracted.
-func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLimits) (err error) {
+func ExtractWith(ctx context.Context, d *Dir, dir string, r io.Reader, opts ExtractOptions) (err error) {
 	base, err := rel(dir)
 	if err != nil {
 		return err
@@ -237,7 +261,7 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 	} else {
 		f.Close()
 	}
-	c := tarChecker{lim: lim.withDefaults(), sparseOK: true}
+	c := tarChecker{lim: opts.Limits.withDefaults(), sparseOK: true, keepPerms: opts.KeepPermissions}
 	// A regular member's content from a ContentSource stream is copied
 	// in the kernel by a worker, one from a ContentWriter stream written
 	// from its buffers; the tar reader then passes over it (credit).
@@ -284,13 +308,14 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 		return int(f.Fd()), nil
 	}
 	buf := make([]byte, 256<<10)
+	var times dirTimes
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return nil
+			return times.apply(d)
 		}
 		if err != nil {
 			return fmt.Errorf("read archive: %w", err)
@@ -315,13 +340,20 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 			} else {
 				f, err = d.walkDir(target, true)
 			}
+			if err == nil && c.keepPerms {
+				err = unix.Fchmod(int(f.Fd()), m.mode)
+			}
 			if err != nil {
+				if f != nil {
+					f.Close()
+				}
 				return pathErr("extract", target, err)
 			}
 			if cacheDir != nil {
 				cacheDir.Close()
 			}
 			cacheName, cacheDir = target, f
+			times.add(target, hdr.ModTime)
 		case tar.TypeSymlink:
 			pfd, err := parentOf(target)
 			if err != nil {
@@ -332,6 +364,9 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 				return pathErr("extract", target, err)
 			}
 			if err := unix.Symlinkat(hdr.Linkname, pfd, name); err != nil {
+				return pathErr("extract", target, err)
+			}
+			if err := setLinkTime(pfd, name, hdr.ModTime); err != nil {
 				return pathErr("extract", target, err)
 			}
 			// A later member's parent may now resolve differently.
@@ -356,6 +391,50 @@ func Extract(ctx context.Context, d *Dir, dir string, r io.Reader, lim ExtractLi
 			}
 		}
 	}
+}
+
+// dirTimes are the modification times of the directory members
+// extracted, set once the archive is done (creating their entries
+// changed them), so that a restored tree archives as it was archived.
+type dirTimes []struct {
+	dir   string
+	mtime time.Time
+}
+
+func (t *dirTimes) add(dir string, mtime time.Time) {
+	if !mtime.IsZero() {
+		*t = append(*t, struct {
+			dir   string
+			mtime time.Time
+		}{dir, mtime})
+	}
+}
+
+// apply sets the times, deepest (last listed) first.
+func (t dirTimes) apply(d *Dir) error {
+	for i := len(t) - 1; i >= 0; i-- {
+		f, err := d.walkDir(t[i].dir, false)
+		if err != nil {
+			return pathErr("extract", t[i].dir, err)
+		}
+		ts := unix.NsecToTimespec(t[i].mtime.UnixNano())
+		err = setTimes(int(f.Fd()), &[2]unix.Timespec{ts, ts})
+		f.Close()
+		if err != nil {
+			return pathErr("extract", t[i].dir, err)
+		}
+	}
+	return nil
+}
+
+// setLinkTime sets the modification time of symlink name in dirfd (the
+// link's own, never its target's); a zero mtime leaves it.
+func setLinkTime(dirfd int, name string, mtime time.Time) error {
+	if mtime.IsZero() {
+		return nil
+	}
+	ts := unix.NsecToTimespec(mtime.UnixNano())
+	return unix.UtimesNanoAt(dirfd, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // clearAt removes a non-directory entry name in dirfd so it can be
@@ -610,9 +689,11 @@ func SanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 }
 
 // Link is a symlink member: Name is relative to the extraction directory,
-// Target is the link's target as archived.
+// Target is the link's target as archived, ModTime its modification time
+// (to the second).
 type Link struct {
 	Name, Target string
+	ModTime      time.Time
 }
 
 // SanitizeTarDeferLinks is SanitizeTar for extractors that refuse a
@@ -638,7 +719,7 @@ func sanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 			delete(deferredAt, name)
 		}
 	}
-	c := tarChecker{lim: opts.Limits.withDefaults()}
+	c := tarChecker{lim: opts.Limits.withDefaults(), keepPerms: opts.KeepPermissions}
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)
 	now := time.Now().Truncate(time.Second)
@@ -675,17 +756,11 @@ func sanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 			}
 		}
 		mode := int64(m.mode)
-		if opts.KeepPermissions {
-			mode = hdr.Mode & 0o777
-		}
 		if m.kind == tar.TypeDir {
 			if links[m.name] {
 				// Some extractors (busybox tar) keep an existing link for
 				// a directory member and then write through it.
 				return nil, unsafeMember(hdr.Name, "a directory would replace a symlink of the same archive", sandbox.ErrPathEscape)
-			}
-			if opts.KeepPermissions {
-				mode |= 0o700
 			}
 			if err := writeDir(m.name, mode, hdr.ModTime.Truncate(time.Second)); err != nil {
 				return nil, fmt.Errorf("archive member %q: %w", hdr.Name, err)
@@ -701,7 +776,7 @@ func sanitizeTar(ctx context.Context, dir string, r io.Reader, w io.Writer, opts
 			links[m.name] = true
 			if deferLinks && !strings.HasPrefix(hdr.Linkname, "/") && !symlinkStaysInside(m.name, hdr.Linkname) {
 				deferredAt[m.name] = len(deferred)
-				deferred = append(deferred, Link{Name: m.name, Target: hdr.Linkname})
+				deferred = append(deferred, Link{Name: m.name, Target: hdr.Linkname, ModTime: hdr.ModTime.Truncate(time.Second)})
 				continue
 			}
 			out.Typeflag, out.Linkname, out.Mode = tar.TypeSymlink, hdr.Linkname, 0o777

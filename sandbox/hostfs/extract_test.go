@@ -167,6 +167,41 @@ func TestExtractSanitizesAndReplaces(t *testing.T) {
 	}
 }
 
+// A workspace's CopyIn keeps the members' permission bits, as every
+// provider's does, so a restored 0600 file is 0600 again; set-id and
+// sticky bits are still dropped and directories keep owner rwx. The
+// modification times of directories and symlinks are kept too, so that a
+// restored workspace archives as it was archived.
+func TestCopyInKeepsPermissions(t *testing.T) {
+	_, ws := fixture(t)
+	d, err := OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	private := testfiles.Reg("data/private.txt", "p")
+	private.Mode = 0o600
+	setuid := testfiles.Reg("bin/tool", "#!/bin/sh\n")
+	setuid.Mode = 0o4750
+	old := time.Unix(1600000000, 0)
+	archive := testfiles.Tar(t, &tar.Header{Typeflag: tar.TypeDir, Name: "data/", Mode: 0o750, ModTime: old}, private,
+		&tar.Header{Typeflag: tar.TypeDir, Name: "locked/", Mode: 0o500}, setuid,
+		&tar.Header{Typeflag: tar.TypeSymlink, Name: "data/link", Linkname: "private.txt", ModTime: old})
+	if err := d.CopyIn(context.Background(), "", bytes.NewReader(archive)); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]fs.FileMode{"data": fs.ModeDir | 0o750, "data/private.txt": 0o600, "locked": fs.ModeDir | 0o700, "bin/tool": 0o750} {
+		if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || st.Mode() != want {
+			t.Errorf("%s after CopyIn: %v, %v; want %v", p, st.Mode(), err, want)
+		}
+	}
+	for _, p := range []string{"data", "data/link"} {
+		if st, err := os.Lstat(filepath.Join(ws, p)); err != nil || !st.ModTime().Equal(old) {
+			t.Errorf("%s after CopyIn was modified at %v (%v), want the archive's %v", p, st.ModTime(), err, old)
+		}
+	}
+}
+
 // TestExtractKeepsForeignSymlinks: symlinks whose target is absolute or
 // climbs out of the workspace (a Python venv has both) are extracted as
 // links with their target unchanged, never followed: nothing outside the

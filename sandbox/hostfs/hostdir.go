@@ -195,8 +195,10 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (sandbox.ExecResult, error)
 	for _, k := range keys {
 		cmd.Env = append(cmd.Env, k+"="+ps.Env[k])
 	}
-	if ps.Stdin != nil {
-		cmd.Stdin = ps.Stdin
+	if ps.Stdin != nil && !ps.TTY {
+		if err := pipeStdin(cmd, ps.Stdin); err != nil {
+			return sandbox.ExecResult{}, fmt.Errorf("exec: %w", err)
+		}
 	}
 	stdout, stderr := sandbox.NewHeadTail(ps.OutputLimit), sandbox.NewHeadTail(ps.OutputLimit)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -262,6 +264,29 @@ func RunProcess(ctx context.Context, ps ProcessSpec) (sandbox.ExecResult, error)
 		return res, fmt.Errorf("exec %s: %w", ps.Argv[0], err)
 	}
 	return res, nil
+}
+
+// pipeStdin feeds r to cmd through a pipe whose copying goroutine Wait
+// does not wait for (exec.Cmd waits for its own until r ends): a process
+// that exits while its caller still holds its input open (an attached
+// process whose caller has not closed stdin) must not keep Wait, and
+// with it the end of the process's output, waiting for more input. The
+// goroutine ends at r's next read or the pipe's next write failing,
+// which Wait closes once the process exited.
+func pipeStdin(cmd *exec.Cmd, r io.Reader) error {
+	if f, ok := r.(*os.File); ok {
+		cmd.Stdin = f
+		return nil
+	}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	go func() {
+		io.Copy(w, r)
+		w.Close()
+	}()
+	return nil
 }
 
 // attachTTY gives cmd a new pseudo-terminal on its stdio: ps.Stdin is

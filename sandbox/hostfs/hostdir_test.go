@@ -126,3 +126,30 @@ func newHostDir(t *testing.T) *HostDir {
 	t.Cleanup(func() { h.Close() })
 	return h
 }
+
+// A process that exits while its caller still holds its input open (an
+// attached process whose stdin is not closed yet) ends: RunProcess does
+// not wait for input nobody will read.
+func TestRunProcessEndsWithStdinOpen(t *testing.T) {
+	stdin, hold := io.Pipe()
+	defer hold.Close()
+	done := make(chan error, 1)
+	go func() {
+		res, err := RunProcess(context.Background(), ProcessSpec{Argv: []string{"sh", "-c", "read -r l; echo got $l; exit 4"}, Stdin: stdin, Dir: t.TempDir()})
+		if err == nil && (res.ExitCode != 4 || string(res.Stdout) != "got one\n") {
+			err = errors.New("exit " + strings.TrimSpace(string(res.Stdout)))
+		}
+		done <- err
+	}()
+	if _, err := io.WriteString(hold, "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunProcess did not return after the process exited, its stdin still open")
+	}
+}

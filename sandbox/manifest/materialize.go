@@ -559,7 +559,7 @@ func applyLocalFile(ctx context.Context, sb sandbox.Sandbox, e Entry) (string, e
 		return "", err
 	}
 	defer f.Close()
-	err = copyInFile(ctx, sb, e.Path, st.Size(), int64(st.Mode().Perm()), st.ModTime(), f)
+	err = copyInFile(ctx, sb, e.Path, st.Size(), int64(fileMode(uint32(st.Mode().Perm()))), st.ModTime(), f)
 	if err != nil {
 		return "", fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
 	}
@@ -598,7 +598,7 @@ func localDirTar(ctx context.Context, e Entry, w io.Writer, dg *digester, seen *
 		return fmt.Errorf("manifest entry %s %q: %w", e.Kind, e.Path, err)
 	}
 	defer d.Close()
-	opts := hostfs.ArchiveOptions{Exclude: m.Match, Strict: true}
+	opts := hostfs.ArchiveOptions{Exclude: m.Match, Strict: true, SanitizeModes: true}
 	if dg != nil {
 		opts.Digest = dg.h
 	}

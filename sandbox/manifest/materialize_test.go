@@ -242,8 +242,7 @@ func TestMaterializeRefusals(t *testing.T) {
 // branch "dev" and a tag "v1", using the git CLI.
 func gitRepo(t *testing.T) (bare string, commits map[string]string) {
 	t.Helper()
-	git, err := exec.LookPath("git")
-	if err != nil {
+	if _, err := exec.LookPath("git"); err != nil {
 		testenv.Missing(t, "git is not installed; git_repo materialization needs the git CLI")
 	}
 	dir := t.TempDir()
@@ -251,14 +250,7 @@ func gitRepo(t *testing.T) (bare string, commits map[string]string) {
 	bare = filepath.Join(dir, "repo.git")
 	run := func(d string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(git, args...)
-		cmd.Dir = d
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+		return testfiles.Git(t, d, args...)
 	}
 	run(dir, "init", "-q", "--bare", "-b", "main", bare)
 	run(dir, "init", "-q", "-b", "main", work)
