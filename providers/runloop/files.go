@@ -266,6 +266,6 @@ tar $h -cf "$1" -C "$2" .`
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(sandbox.TrimTarNames(bytes.NewReader(body), pw)) }()
+	go func() { pw.CloseWithError(sandbox.TrimTarNames(bytes.NewReader(body), pw, nil)) }()
 	return pr, nil
 }
