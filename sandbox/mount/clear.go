@@ -154,7 +154,7 @@ func (m *Mounter) Check(ctx context.Context, def Def) error {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout())
 	defer cancel()
 	cmd := m.command(ctx, def, "lsf", "--max-depth", "1", "--config", filepath.Join(m.Dir, "rclone.conf"),
-		"--retries", "1", "--low-level-retries", "1", "--contimeout", "5s", "--timeout", "10s", "store:"+def.Bucket)
+		"--retries", "1", "--low-level-retries", "1", "--contimeout", "5s", "--timeout", "10s", def.checkRemote())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = nil
