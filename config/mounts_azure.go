@@ -55,6 +55,9 @@ func checkBoxMount(m *Mount, fail failFunc) {
 	if !boxFolderRe().MatchString(m.Bucket) {
 		fail("folder_id", "Invalid Box folder id", "folder_id must be a Box folder's id, the number at the end of its URL (https://app.box.com/folder/123456789), or \"0\" for the root folder; got %q.", m.Bucket)
 	}
+	if !m.ReadOnly {
+		fail("read_only", "Writable box mounts are not supported yet", "read_only = false is not supported for box yet: set read_only = true. rclone uploads a file to Box in a multipart part its published API does not name (\"contents\", where the API has \"file\"), so writes are not checked against the API and are refused until they are.")
+	}
 	if m.AccessToken == "" {
 		fail("access_token", "Missing Box access token", "A box mount needs access_token: Box has no anonymous access. Take it from env(\"NAME\") or a sensitive variable.")
 	}

@@ -193,12 +193,22 @@ func TestMountErrors(t *testing.T) {
     endpoint  = "https://dealroom.blob.core.windows.net/?sig=x"
   }
 }`, "Invalid endpoint", 11},
+		{"box writable", `manifest "m" {
+  box "d" {
+    read_only    = false
+    access_token = env("K")
+  }
+}`, "read_only = false is not supported for box yet", 9},
+		{"box writable by default", `manifest "m" {
+  box "d" { access_token = env("K") }
+}`, "read_only = false is not supported for box yet", 8},
 		{"box folder", `manifest "m" {
   box "d" {
+    read_only    = true
     folder_id    = "room"
     access_token = env("K")
   }
-}`, "Invalid Box folder id", 9},
+}`, "Invalid Box folder id", 10},
 		{"box without token", `manifest "m" {
   box "d" { folder_id = "12" }
 }`, `The argument "access_token" is required`, 8},
@@ -207,10 +217,11 @@ func TestMountErrors(t *testing.T) {
 }`, "access_token of a box mount holds a secret", 8},
 		{"box prefix", `manifest "m" {
   box "d" {
+    read_only    = true
     prefix       = "../up"
     access_token = env("K")
   }
-}`, "Invalid prefix", 9},
+}`, "Invalid prefix", 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,11 +281,13 @@ manifest "m" {
     account_key = env("ROOM_KEY")
   }
   box "box" {
+    read_only    = true
     folder_id    = "123456"
     prefix       = "Q1"
     access_token = env("BOX_TOKEN")
   }
   box "root" {
+    read_only    = true
     access_token = env("BOX_TOKEN")
   }
 }

@@ -181,13 +181,13 @@ func explain(def Def, out string) string {
 	case def.Kind == KindAzure && strings.Contains(low, "directory not found") && def.Secrets.AccountKey == "" && def.Secrets.SASToken == "":
 		return "the container does not exist or is private (" + detail + "): fix container, or set account_key or sas_token"
 	case strings.Contains(low, "nosuchbucket"), strings.Contains(low, "directory not found"), strings.Contains(low, "bucket not found"),
-		strings.Contains(low, "status code: 404"), strings.Contains(low, "notfound"):
-		return "the bucket does not exist (" + detail + "): create it, or fix " + bucketWord(def.Kind)
+		strings.Contains(low, "status code: 404"), strings.Contains(low, "notfound"), strings.Contains(low, "not_found"):
+		return "the " + bucketNoun(def.Kind) + " does not exist (" + detail + "): create it, or fix " + bucketWord(def.Kind)
 	case strings.Contains(low, "connection refused"), strings.Contains(low, "no such host"), strings.Contains(low, "i/o timeout"),
 		strings.Contains(low, "network is unreachable"), strings.Contains(low, "dial tcp"):
 		return "the endpoint is unreachable (" + detail + "): check endpoint and the network"
 	}
-	return "rclone could not list the bucket: " + detail
+	return "rclone could not list the " + bucketNoun(def.Kind) + ": " + detail
 }
 
 // credentialHint says which arguments hold a mount kind's credentials.
@@ -201,6 +201,17 @@ func credentialHint(kind string) string {
 		return "access_token (Box access tokens expire, developer tokens after an hour), and that its user may read the folder"
 	}
 	return "the access key and secret, and that they may read this bucket"
+}
+
+// bucketNoun is what a mount of kind mounts.
+func bucketNoun(kind string) string {
+	switch kind {
+	case KindAzure:
+		return "container"
+	case KindBox:
+		return "folder"
+	}
+	return "bucket"
 }
 
 // bucketWord is the argument that names what a mount of kind mounts.
