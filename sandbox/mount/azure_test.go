@@ -104,3 +104,52 @@ func TestAzureMountEmulatorKey(t *testing.T) {
 		t.Fatalf("mounting a missing container: %v, want it to say the container does not exist", err)
 	}
 }
+
+// TestAzureMountAccountKey: with an account key and no endpoint, rclone
+// signs (Shared Key) its requests to Azure's own
+// https://ACCOUNT.blob.core.windows.net, which the test serves through
+// its proxy; a wrong key is refused.
+func TestAzureMountAccountKey(t *testing.T) {
+	objtest.NeedMounts(t)
+	const key = "a2V5LW9mLXRoZS1kZWFscm9vbS1hY2NvdW50"
+	a, err := objtest.NewAzure("dealroom", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp := objtest.Impersonate(t, a, "dealroom.blob.core.windows.net")
+	t.Cleanup(func() {
+		for _, v := range a.Violations() {
+			t.Errorf("request outside the specification: %s", v)
+		}
+	})
+	a.CreateContainer("room")
+	a.Put("room", "a.txt", "alpha")
+	m := newMounter(t)
+	m.Environ = append(m.Environ, imp.Env...)
+	o := mount.Owner{Lineage: "L1", Address: "sandbox.azkey"}
+	def := mount.Def{Kind: mount.KindAzure, Path: "data", Account: "dealroom", Bucket: "room", Secrets: mount.Secrets{AccountKey: key}}
+	dir, err := m.Mount(context.Background(), o, def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Clear(context.Background(), o) })
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "alpha" {
+		t.Fatalf("reading through the mount: %q, %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.txt"), []byte("written"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the written file in the container", func() bool { got, ok := a.Get("room", "b.txt"); return ok && got == "written" })
+	if err := m.Unmount(context.Background(), o, "data"); err != nil {
+		t.Fatal(err)
+	}
+	wrong := def
+	wrong.Secrets.AccountKey = "d3Jvbmcta2V5"
+	before := a.Refused.Load()
+	if _, err := m.Mount(context.Background(), o, wrong); err == nil || !strings.Contains(err.Error(), "refused the credentials") {
+		t.Fatalf("mounting with a wrong key: %v, want the credentials refused", err)
+	}
+	if a.Refused.Load() == before {
+		t.Error("the service refused nothing: the key was not checked")
+	}
+}
