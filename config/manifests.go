@@ -31,6 +31,8 @@ var manifestSchema = &hcl.BodySchema{
 		{Type: "r2", LabelNames: []string{"path"}},
 		{Type: "s3_files", LabelNames: []string{"path"}},
 		{Type: "gcs", LabelNames: []string{"path"}},
+		{Type: "azure_blob", LabelNames: []string{"path"}},
+		{Type: "box", LabelNames: []string{"path"}},
 	},
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/agentctl/agentctl/providers/registry"
+	"github.com/agentctl/agentctl/sandbox/mount"
 )
 
 // Mount is a storage mount of a manifest: a bucket (and prefix) of an
@@ -20,49 +21,44 @@ import (
 // kept out of every JSON encoding of the configuration (json:"-"), so
 // no digest, plan or state holds them.
 type Mount struct {
-	// Kind is the entry type: s3, r2, s3_files or gcs.
+	// Kind is the entry type: s3, r2, s3_files, gcs, azure_blob or box.
 	Kind string
 	// Path is workspace-relative, checked.
-	Path     string
+	Path string
+	// Bucket is the bucket, the container of an azure_blob mount, or the
+	// folder id of a box mount ("0" is the root folder).
 	Bucket   string
 	Prefix   string
 	Endpoint string
 	Region   string
 	// AccountID is an R2 account's id (it names the endpoint).
 	AccountID string
-	ReadOnly  bool
+	// Account is an Azure storage account's name.
+	Account  string
+	ReadOnly bool
 	// AccessKeyID, SecretAccessKey and SessionToken are an S3-API
-	// store's credentials; CredentialsJSON is a GCS service account key.
-	// Empty ones mean anonymous access (a public bucket).
+	// store's credentials; CredentialsJSON is a GCS service account key;
+	// AccountKey or SASToken an Azure storage account's; AccessToken a
+	// Box access token. Empty ones mean anonymous access (a public
+	// bucket or container).
 	AccessKeyID     string `json:"-"`
 	SecretAccessKey string `json:"-"`
 	SessionToken    string `json:"-"`
 	CredentialsJSON string `json:"-"`
+	AccountKey      string `json:"-"`
+	SASToken        string `json:"-"`
+	AccessToken     string `json:"-"`
 	DeclRange       hcl.Range
 }
 
 // Source is the mount's source as plans and messages show it, like
 // s3://bucket/prefix (endpoint) — never a credential.
 func (m *Mount) Source() string {
-	scheme := "s3"
-	switch m.Kind {
-	case "gcs":
-		scheme = "gs"
-	case "r2":
-		scheme = "r2"
-	}
-	s := scheme + "://" + m.Bucket
-	if m.Prefix != "" {
-		s += "/" + m.Prefix
-	}
-	if m.Endpoint != "" {
-		s += " (" + m.Endpoint + ")"
-	}
-	return s
+	return mount.Def{Kind: m.Kind, Account: m.Account, Bucket: m.Bucket, Prefix: m.Prefix, Endpoint: m.Endpoint}.Source()
 }
 
 // mountKinds are the manifest entry types that mount storage.
-var mountKinds = map[string]bool{"s3": true, "r2": true, "s3_files": true, "gcs": true}
+var mountKinds = map[string]bool{"s3": true, "r2": true, "s3_files": true, "gcs": true, "azure_blob": true, "box": true}
 
 var s3MountAttrs = []hcl.AttributeSchema{
 	{Name: "bucket", Required: true}, {Name: "prefix"}, {Name: "endpoint"}, {Name: "region"}, {Name: "read_only"},
@@ -76,11 +72,21 @@ var mountSchemas = map[string]*hcl.BodySchema{
 	"gcs": {Attributes: []hcl.AttributeSchema{
 		{Name: "bucket", Required: true}, {Name: "prefix"}, {Name: "endpoint"}, {Name: "read_only"}, {Name: "credentials_json"},
 	}},
+	"azure_blob": {Attributes: []hcl.AttributeSchema{
+		{Name: "account", Required: true}, {Name: "container", Required: true}, {Name: "prefix"}, {Name: "endpoint"}, {Name: "read_only"},
+		{Name: "account_key"}, {Name: "sas_token"},
+	}},
+	"box": {Attributes: []hcl.AttributeSchema{
+		{Name: "folder_id"}, {Name: "prefix"}, {Name: "read_only"}, {Name: "access_token", Required: true},
+	}},
 }
 
 // credentialAttrs are the arguments that hold a secret: only a sensitive
 // value (env() or a sensitive variable) may set them.
-var credentialAttrs = map[string]bool{"access_key_id": true, "secret_access_key": true, "session_token": true, "credentials_json": true}
+var credentialAttrs = map[string]bool{
+	"access_key_id": true, "secret_access_key": true, "session_token": true, "credentials_json": true,
+	"account_key": true, "sas_token": true, "access_token": true,
+}
 
 // S3 bucket names (and GCS ones, which allow the same characters and
 // underscores): 3 to 222 characters, lower case, digits, dots, dashes.
@@ -117,6 +123,14 @@ func (l *loader) decodeMount(eb *hcl.Block, ec *hcl.BodyContent, p string) (*Mou
 	m.Region, m.AccountID = str("region"), str("account_id")
 	m.AccessKeyID, m.SecretAccessKey, m.SessionToken = str("access_key_id"), str("secret_access_key"), str("session_token")
 	m.CredentialsJSON = str("credentials_json")
+	switch eb.Type {
+	case "azure_blob":
+		m.Account, m.Bucket = str("account"), str("container")
+		m.AccountKey, m.SASToken = str("account_key"), strings.TrimPrefix(str("sas_token"), "?")
+		l.sensitiveSAS(m.SASToken)
+	case "box":
+		m.Bucket, m.AccessToken = str("folder_id"), str("access_token")
+	}
 	if a, has := ec.Attributes["read_only"]; has {
 		if v, good := l.eval(a.Expr, sc, nil, nil); good && l.noSensitive(v, a.Expr.Range(), what) {
 			m.ReadOnly, good = l.toBool(v, a.Expr.Range(), "read_only")
@@ -162,9 +176,6 @@ func (l *loader) checkMount(m *Mount, ec *hcl.BodyContent) bool {
 		l.errorf(rng(name), summary, detail, args...)
 		ok = false
 	}
-	if !bucketRe().MatchString(m.Bucket) && !(m.Kind == "gcs" && validGCSBucket(m.Bucket)) {
-		fail("bucket", "Invalid bucket name", "bucket must be a bucket's name alone (3 to 222 lower-case letters, digits, dots and dashes), like \"data-room\"; put a path inside it in prefix. Got %q.", m.Bucket)
-	}
 	if m.Prefix != "" {
 		c, err := checkWorkspacePath(strings.Trim(m.Prefix, "/"))
 		if err != nil {
@@ -174,9 +185,29 @@ func (l *loader) checkMount(m *Mount, ec *hcl.BodyContent) bool {
 	}
 	if m.Endpoint != "" {
 		u, err := url.Parse(m.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
 			fail("endpoint", "Invalid endpoint", "endpoint must be an http or https URL without credentials, like \"https://s3.example.com\"; got %q.", m.Endpoint)
 		}
+	}
+	switch m.Kind {
+	case "azure_blob":
+		checkAzureMount(m, fail)
+	case "box":
+		checkBoxMount(m, fail)
+	default:
+		checkBucketMount(m, fail)
+	}
+	return ok
+}
+
+// failFunc reports an error at a mount's argument.
+type failFunc func(name, summary, detail string, args ...any)
+
+// checkBucketMount checks the arguments of the s3, r2, s3_files and gcs
+// mounts.
+func checkBucketMount(m *Mount, fail failFunc) {
+	if !bucketRe().MatchString(m.Bucket) && !(m.Kind == "gcs" && validGCSBucket(m.Bucket)) {
+		fail("bucket", "Invalid bucket name", "bucket must be a bucket's name alone (3 to 222 lower-case letters, digits, dots and dashes), like \"data-room\"; put a path inside it in prefix. Got %q.", m.Bucket)
 	}
 	if m.Kind == "r2" && m.Endpoint == "" {
 		if m.AccountID == "" {
@@ -193,7 +224,6 @@ func (l *loader) checkMount(m *Mount, ec *hcl.BodyContent) bool {
 	if m.SessionToken != "" && m.AccessKeyID == "" {
 		fail("session_token", "Incomplete credentials", "session_token goes with access_key_id and secret_access_key.")
 	}
-	return ok
 }
 
 // validGCSBucket allows the underscores GCS bucket names may have.

@@ -134,16 +134,98 @@ func TestMountErrors(t *testing.T) {
 		{"outside the workspace", `manifest "m" {
   s3 "../d" { bucket = "b-1" }
 }`, "Invalid manifest path", 8},
-		{"azure_blob not implemented", `manifest "m" {
-  azure_blob "d" { container = "c" }
-}`, "Unsupported block type", 8},
-		{"box not implemented", `manifest "m" {
-  box "d" { folder = "1" }
-}`, "Unsupported block type", 8},
+		{"azure account", `manifest "m" {
+  azure_blob "d" {
+    account   = "Deal_Room"
+    container = "room"
+  }
+}`, "Invalid storage account", 9},
+		{"azure container", `manifest "m" {
+  azure_blob "d" {
+    account   = "dealroom"
+    container = "Room/sub"
+  }
+}`, "Invalid container name", 10},
+		{"azure container missing", `manifest "m" {
+  azure_blob "d" { account = "dealroom" }
+}`, `The argument "container" is required`, 8},
+		{"azure literal key", `manifest "m" {
+  azure_blob "d" {
+    account     = "dealroom"
+    container   = "room"
+    account_key = "a2V5"
+  }
+}`, "account_key of a azure_blob mount holds a secret", 11},
+		{"azure key not base64", `manifest "m" {
+  azure_blob "d" {
+    account     = "dealroom"
+    container   = "room"
+    account_key = env("K")
+  }
+}`, "Invalid account key", 11},
+		{"azure both credentials", `manifest "m" {
+  azure_blob "d" {
+    account     = "dealroom"
+    container   = "room"
+    account_key = env("KEY64")
+    sas_token   = env("SAS")
+  }
+}`, "Conflicting credentials", 12},
+		{"azure bad sas", `manifest "m" {
+  azure_blob "d" {
+    account   = "dealroom"
+    container = "room"
+    sas_token = env("K")
+  }
+}`, "Invalid SAS token", 11},
+		{"azure key at another endpoint", `manifest "m" {
+  azure_blob "d" {
+    account     = "dealroom"
+    container   = "room"
+    endpoint    = "http://127.0.0.1:10000/dealroom"
+    account_key = env("KEY64")
+  }
+}`, "Endpoint not usable with account_key", 11},
+		{"azure endpoint with a query", `manifest "m" {
+  azure_blob "d" {
+    account   = "dealroom"
+    container = "room"
+    endpoint  = "https://dealroom.blob.core.windows.net/?sig=x"
+  }
+}`, "Invalid endpoint", 11},
+		{"box writable", `manifest "m" {
+  box "d" {
+    read_only    = false
+    access_token = env("K")
+  }
+}`, "read_only = false is not supported for box yet", 9},
+		{"box writable by default", `manifest "m" {
+  box "d" { access_token = env("K") }
+}`, "read_only = false is not supported for box yet", 8},
+		{"box folder", `manifest "m" {
+  box "d" {
+    read_only    = true
+    folder_id    = "room"
+    access_token = env("K")
+  }
+}`, "Invalid Box folder id", 10},
+		{"box without token", `manifest "m" {
+  box "d" { folder_id = "12" }
+}`, `The argument "access_token" is required`, 8},
+		{"box literal token", `manifest "m" {
+  box "d" { access_token = "tok" }
+}`, "access_token of a box mount holds a secret", 8},
+		{"box prefix", `manifest "m" {
+  box "d" {
+    read_only    = true
+    prefix       = "../up"
+    access_token = env("K")
+  }
+}`, "Invalid prefix", 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, diags := loadMounts(t, tc.manifest, "K=v")
+			_, diags := loadMounts(t, tc.manifest, "K=v", "KEY64=a2V5", "SAS=sv=2020-10-02&sig=x")
 			if !diags.HasErrors() {
 				t.Fatal("loaded without error")
 			}
@@ -178,5 +260,70 @@ sandbox "box" {
 	if d.Summary != "Storage mount not supported by this provider" || d.Subject == nil || d.Subject.Start.Line != 4 ||
 		!strings.Contains(d.Detail, "sandbox.box") || !strings.Contains(d.Detail, "no volumes") {
 		t.Errorf("got %s (at %v)", diags.Error(), d.Subject)
+	}
+}
+
+func TestAzureAndBoxMountsDecoded(t *testing.T) {
+	c, diags := loadMounts(t, `
+manifest "m" {
+  azure_blob "room" {
+    account   = "dealroom"
+    container = "deals"
+    prefix    = "acme/"
+    endpoint  = "http://127.0.0.1:10000/dealroom"
+    read_only = true
+    sas_token = env("ROOM_SAS")
+  }
+  azure_blob "keyed" {
+    account     = "dealroom"
+    container   = "deals"
+    endpoint    = "https://dealroom.blob.core.chinacloudapi.cn"
+    account_key = env("ROOM_KEY")
+  }
+  box "box" {
+    read_only    = true
+    folder_id    = "123456"
+    prefix       = "Q1"
+    access_token = env("BOX_TOKEN")
+  }
+  box "root" {
+    read_only    = true
+    access_token = env("BOX_TOKEN")
+  }
+}
+`, "ROOM_SAS=?sv=2020-10-02&sr=c&sp=rl&sig=c2lnbmF0dXJl", "ROOM_KEY=c2VjcmV0LWtleQ==", "BOX_TOKEN=box-token-value")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	ms := c.Manifests["m"].Mounts
+	if len(ms) != 4 {
+		t.Fatalf("got %d mounts, want 4", len(ms))
+	}
+	az := ms[0]
+	if az.Account != "dealroom" || az.Bucket != "deals" || az.Prefix != "acme" || !az.ReadOnly || az.SASToken != "sv=2020-10-02&sr=c&sp=rl&sig=c2lnbmF0dXJl" {
+		t.Errorf("azure_blob mount decoded as %+v", az)
+	}
+	if got := az.Source(); got != "azblob://dealroom/deals/acme (http://127.0.0.1:10000/dealroom)" {
+		t.Errorf("Source() = %q", got)
+	}
+	if ms[1].AccountKey != "c2VjcmV0LWtleQ==" {
+		t.Errorf("account key not decoded: %+v", ms[1])
+	}
+	if b := ms[2]; b.Bucket != "123456" || b.Prefix != "Q1" || b.AccessToken != "box-token-value" || b.Source() != "box://123456/Q1" {
+		t.Errorf("box mount decoded as %+v (%s)", b, b.Source())
+	}
+	if ms[3].Bucket != "0" {
+		t.Errorf("a box mount without folder_id is at folder %q, want the root folder 0", ms[3].Bucket)
+	}
+	b, _ := json.Marshal(c.Manifests["m"])
+	for _, secret := range []string{"c2lnbmF0dXJl", "c2VjcmV0LWtleQ==", "box-token-value"} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("the manifest's JSON holds the credential %q: %s", secret, b)
+		}
+	}
+	for _, secret := range []string{"sv=2020-10-02&sr=c&sp=rl&sig=c2lnbmF0dXJl", "c2lnbmF0dXJl", "c2VjcmV0LWtleQ==", "box-token-value"} {
+		if !slices.Contains(c.SensitiveValues(), secret) {
+			t.Errorf("the scrubber does not know %q", secret)
+		}
 	}
 }

@@ -118,8 +118,8 @@ type Manifest struct {
 	// /home/daytona/workspace).
 	Root    string
 	Entries []ManifestEntry
-	// Mounts are the storage mounts (s3, r2, s3_files, gcs entries), in
-	// declaration order.
+	// Mounts are the storage mounts (s3, r2, s3_files, gcs, azure_blob and
+	// box entries), in declaration order.
 	Mounts []*Mount
 	// Env is persisted environment (env map and non-ephemeral env blocks).
 	Env map[string]string

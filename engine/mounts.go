@@ -12,9 +12,10 @@ import (
 	"github.com/agentctl/agentctl/state"
 )
 
-// Storage mounts (docs/mounts.md): a manifest's s3, r2, s3_files and gcs
-// entries are mounted on this machine before the provider creates the
-// sandbox, which binds them into its workspace (sandbox.Spec.Mounts).
+// Storage mounts (docs/mounts.md): a manifest's s3, r2, s3_files, gcs,
+// azure_blob and box entries are mounted on this machine before the
+// provider creates the sandbox, which binds them into its workspace
+// (sandbox.Spec.Mounts).
 // Each is recorded under the state directory's mounts/ before it is
 // made; a mount whose sandbox is gone from the state is cleared at the
 // end of every apply and destroy, and one a killed agentctl left is
@@ -41,8 +42,11 @@ func sandboxMounts(cfg *config.Config, sb *config.SandboxInstance) []*config.Mou
 
 func mountDef(m *config.Mount) mount.Def {
 	return mount.Def{
-		Kind: m.Kind, Path: m.Path, Bucket: m.Bucket, Prefix: m.Prefix, Endpoint: m.Endpoint, Region: m.Region, ReadOnly: m.ReadOnly,
-		Secrets: mount.Secrets{AccessKeyID: m.AccessKeyID, SecretAccessKey: m.SecretAccessKey, SessionToken: m.SessionToken, CredentialsJSON: m.CredentialsJSON},
+		Kind: m.Kind, Path: m.Path, Account: m.Account, Bucket: m.Bucket, Prefix: m.Prefix, Endpoint: m.Endpoint, Region: m.Region, ReadOnly: m.ReadOnly,
+		Secrets: mount.Secrets{
+			AccessKeyID: m.AccessKeyID, SecretAccessKey: m.SecretAccessKey, SessionToken: m.SessionToken, CredentialsJSON: m.CredentialsJSON,
+			AccountKey: m.AccountKey, SASToken: m.SASToken, AccessToken: m.AccessToken,
+		},
 	}
 }
 
@@ -57,10 +61,14 @@ func mountDigestData(cfg *config.Config, sb *config.SandboxInstance) any {
 	}
 	out := make([]map[string]any, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, map[string]any{
+		d := map[string]any{
 			"kind": m.Kind, "path": m.Path, "bucket": m.Bucket, "prefix": m.Prefix,
 			"endpoint": m.Endpoint, "region": m.Region, "read_only": m.ReadOnly,
-		})
+		}
+		if m.Account != "" { // azure_blob only: the other kinds' digests stay as they were
+			d["account"] = m.Account
+		}
+		out = append(out, d)
 	}
 	return out
 }

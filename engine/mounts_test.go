@@ -79,7 +79,7 @@ func mountEngine(t *testing.T, dir string, s *objtest.S3) *Engine {
 	}
 	// The machine's cloud variables must not reach rclone.
 	environ := append(os.Environ(), "ROOM_KEY_ID="+s.AccessKeyID, "AWS_CA_BUNDLE=/nonexistent/ca.pem", "AWS_SECRET_ACCESS_KEY=not-the-mounts")
-	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry(), Environ: environ, Vars: []string{"secret=" + s.SecretAccessKey}})
+	cfg, diags := config.Load(dir, config.Options{Environ: environ, Vars: []string{"secret=" + s.SecretAccessKey}, Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -313,7 +313,7 @@ func TestMountsExample(t *testing.T) {
 	}
 	environ := append(os.Environ(), "ROOM_ACCESS_KEY_ID="+s.AccessKeyID, "ROOM_SECRET_ACCESS_KEY="+s.SecretAccessKey)
 	// The engine's tests run without the namespaced sandbox's init.
-	cfg, diags := config.Load(dir, config.Options{Registry: builtin.Registry(), Environ: environ, Vars: []string{"endpoint=" + s.URL, "isolation=none"}})
+	cfg, diags := config.Load(dir, config.Options{Environ: environ, Vars: []string{"endpoint=" + s.URL, "isolation=none"}, Registry: builtin.Registry()})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -154,7 +154,7 @@ func (m *Mounter) Check(ctx context.Context, def Def) error {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout())
 	defer cancel()
 	cmd := m.command(ctx, def, "lsf", "--max-depth", "1", "--config", filepath.Join(m.Dir, "rclone.conf"),
-		"--retries", "1", "--low-level-retries", "1", "--contimeout", "5s", "--timeout", "10s", "store:"+def.Bucket)
+		"--retries", "1", "--low-level-retries", "1", "--contimeout", "5s", "--timeout", "10s", def.checkRemote())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = nil
@@ -165,31 +165,75 @@ func (m *Mounter) Check(ctx context.Context, def Def) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: no answer within %s: check the endpoint", def.Source(), m.timeout())
 	}
-	return fmt.Errorf("%s: %s", def.Source(), explain(stderr.String()))
+	return fmt.Errorf("%s: %s", def.Source(), explain(def, stderr.String()))
 }
 
 // explain turns rclone's error output into what went wrong and what to do.
-func explain(out string) string {
+func explain(def Def, out string) string {
 	low := strings.ToLower(out)
 	detail := lastError(out)
 	switch {
 	case strings.Contains(low, "invalidaccesskeyid"), strings.Contains(low, "signaturedoesnotmatch"),
 		strings.Contains(low, "accessdenied"), strings.Contains(low, "status code: 403"), strings.Contains(low, "401"),
-		strings.Contains(low, "invalid_grant"), strings.Contains(low, "unauthorized"):
-		return "the store refused the credentials (" + detail + "): check the access key and secret, and that they may read this bucket"
+		strings.Contains(low, "invalid_grant"), strings.Contains(low, "unauthorized"),
+		strings.Contains(low, "authenticationfailed"), strings.Contains(low, "authorizationpermissionmismatch"):
+		return "the store refused the credentials (" + detail + "): check " + credentialHint(def.Kind)
+	case def.Kind == KindAzure && strings.Contains(low, "directory not found") && def.Secrets.AccountKey == "" && def.Secrets.SASToken == "":
+		return "the container does not exist or is private (" + detail + "): fix container, or set account_key or sas_token"
 	case strings.Contains(low, "nosuchbucket"), strings.Contains(low, "directory not found"), strings.Contains(low, "bucket not found"),
-		strings.Contains(low, "status code: 404"), strings.Contains(low, "notfound"):
-		return "the bucket does not exist (" + detail + "): create it, or fix bucket"
+		strings.Contains(low, "status code: 404"), strings.Contains(low, "notfound"), strings.Contains(low, "not_found"):
+		return "the " + bucketNoun(def.Kind) + " does not exist (" + detail + "): create it, or fix " + bucketWord(def.Kind)
 	case strings.Contains(low, "connection refused"), strings.Contains(low, "no such host"), strings.Contains(low, "i/o timeout"),
 		strings.Contains(low, "network is unreachable"), strings.Contains(low, "dial tcp"):
 		return "the endpoint is unreachable (" + detail + "): check endpoint and the network"
 	}
-	return "rclone could not list the bucket: " + detail
+	return "rclone could not list the " + bucketNoun(def.Kind) + ": " + detail
 }
 
-// lastError is rclone's last error line, without its timestamp.
+// credentialHint says which arguments hold a mount kind's credentials.
+func credentialHint(kind string) string {
+	switch kind {
+	case KindGCS:
+		return "credentials_json, and that its service account may read this bucket"
+	case KindAzure:
+		return "account_key or sas_token (a SAS's permissions and expiry), and that they are the account's"
+	case KindBox:
+		return "access_token (Box access tokens expire, developer tokens after an hour), and that its user may read the folder"
+	}
+	return "the access key and secret, and that they may read this bucket"
+}
+
+// bucketNoun is what a mount of kind mounts.
+func bucketNoun(kind string) string {
+	switch kind {
+	case KindAzure:
+		return "container"
+	case KindBox:
+		return "folder"
+	}
+	return "bucket"
+}
+
+// bucketWord is the argument that names what a mount of kind mounts.
+func bucketWord(kind string) string {
+	switch kind {
+	case KindAzure:
+		return "container"
+	case KindBox:
+		return "folder_id"
+	}
+	return "bucket"
+}
+
+// lastError is rclone's last error line, without its timestamp. The
+// Azure SDK's errors span lines: their status line says more.
 func lastError(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if _, status, ok := strings.Cut(l, "RESPONSE Status: "); ok {
+			return strings.TrimSpace(status)
+		}
+	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
 		if j := strings.Index(l, "ERROR : "); j >= 0 {

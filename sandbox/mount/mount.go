@@ -26,12 +26,17 @@ const (
 	KindR2      = "r2"
 	KindS3Files = "s3_files"
 	KindGCS     = "gcs"
+	KindAzure   = "azure_blob"
+	KindBox     = "box"
 )
 
 // Def is one mount's definition.
 type Def struct {
-	Kind     string
-	Path     string // workspace-relative
+	Kind string
+	Path string // workspace-relative
+	// Account is an Azure storage account's name.
+	Account string
+	// Bucket is the bucket, an Azure container, or a Box folder's id.
 	Bucket   string
 	Prefix   string
 	Endpoint string
@@ -48,12 +53,17 @@ type Secrets struct {
 	SessionToken    string
 	// CredentialsJSON is a GCS service account key.
 	CredentialsJSON string
+	// AccountKey or SASToken authorize an Azure storage account.
+	AccountKey string
+	SASToken   string
+	// AccessToken is a Box access token.
+	AccessToken string
 }
 
 // Values are the non-empty secrets, for a scrubber.
 func (s Secrets) Values() []string {
 	var out []string
-	for _, v := range []string{s.AccessKeyID, s.SecretAccessKey, s.SessionToken, s.CredentialsJSON} {
+	for _, v := range []string{s.AccessKeyID, s.SecretAccessKey, s.SessionToken, s.CredentialsJSON, s.AccountKey, s.SASToken, s.AccessToken} {
 		if v != "" {
 			out = append(out, v)
 		}
@@ -62,16 +72,21 @@ func (s Secrets) Values() []string {
 }
 
 // Source is the mount's source as plans show it, like
-// s3://bucket/prefix (http://127.0.0.1:9000).
+// s3://bucket/prefix (http://127.0.0.1:9000); never a credential.
 func (d Def) Source() string {
-	scheme := "s3"
+	var s string
 	switch d.Kind {
 	case KindGCS:
-		scheme = "gs"
+		s = "gs://" + d.Bucket
 	case KindR2:
-		scheme = "r2"
+		s = "r2://" + d.Bucket
+	case KindAzure:
+		s = "azblob://" + d.Account + "/" + d.Bucket
+	case KindBox:
+		s = "box://" + d.Bucket
+	default:
+		s = "s3://" + d.Bucket
 	}
-	s := scheme + "://" + d.Bucket
 	if d.Prefix != "" {
 		s += "/" + d.Prefix
 	}
@@ -82,13 +97,26 @@ func (d Def) Source() string {
 }
 
 // remote is the rclone remote path of the mount: the configured remote
-// named "store" (whose settings are all in the environment).
+// named "store" (whose settings are all in the environment). A Box
+// remote starts at its folder (root_folder_id).
 func (d Def) remote() string {
-	r := "store:" + d.Bucket
-	if d.Prefix != "" {
+	r := d.checkRemote()
+	switch {
+	case d.Prefix == "":
+	case strings.HasSuffix(r, ":"):
+		r += d.Prefix
+	default:
 		r += "/" + d.Prefix
 	}
 	return r
+}
+
+// checkRemote is what Check lists: the bucket, container or folder.
+func (d Def) checkRemote() string {
+	if d.Kind == KindBox {
+		return "store:"
+	}
+	return "store:" + d.Bucket
 }
 
 // rcloneEnv is the environment that configures the "store" remote.
@@ -101,6 +129,12 @@ func (d Def) rcloneEnv() []string {
 		}
 	}
 	switch d.Kind {
+	case KindAzure:
+		env = append(env, d.azureEnv()...)
+	case KindBox:
+		add("TYPE", "box")
+		add("ROOT_FOLDER_ID", d.Bucket)
+		add("ACCESS_TOKEN", d.Secrets.AccessToken)
 	case KindGCS:
 		add("TYPE", "google cloud storage")
 		add("ENDPOINT", d.Endpoint)
