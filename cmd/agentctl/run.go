@@ -89,6 +89,7 @@ func commands() []*command {
 		showCommand(),
 		outputCommand(),
 		consoleCommand(),
+		queryCommand(),
 		stateCommand(),
 		approveCommand(),
 		rejectCommand(),
