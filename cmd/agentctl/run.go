@@ -90,6 +90,7 @@ func commands() []*command {
 		outputCommand(),
 		consoleCommand(),
 		queryCommand(),
+		importCommand(),
 		stateCommand(),
 		approveCommand(),
 		rejectCommand(),

@@ -117,6 +117,8 @@ func ing(a engine.Action) string {
 		return "Replacing"
 	case engine.ActionRestore:
 		return "Restoring"
+	case engine.ActionImport:
+		return "Importing"
 	case engine.ActionDelete:
 		return "Destroying"
 	case engine.ActionExecute:
@@ -141,6 +143,8 @@ func done(a engine.Action) string {
 		return "Replacement complete"
 	case engine.ActionRestore:
 		return "Restore complete"
+	case engine.ActionImport:
+		return "Import complete"
 	case engine.ActionDelete:
 		return "Destruction complete"
 	case engine.ActionForget:
