@@ -44,8 +44,8 @@ func TestImportHandRunContainer(t *testing.T) {
 	ctx := context.Background()
 	name := "agentctl-test-import-" + randHex(4)
 	created, err := p.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: name,
-		Config: &container.Config{Image: TestImage, Entrypoint: []string{"/bin/sh", "-c", "mkdir -p /workspace && echo by-hand > /workspace/mine.txt && " + idleScript}},
+		Name:       name,
+		Config:     &container.Config{Image: TestImage, Entrypoint: []string{"/bin/sh", "-c", "mkdir -p /workspace && echo by-hand > /workspace/mine.txt && " + idleScript}},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
 	})
 	if err != nil {
