@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -45,6 +47,21 @@ func LabelDifferences(spec Spec, labels map[string]string) []string {
 	}
 	if a := labels[LabelAddress]; a != "" && spec.Address != "" && a != spec.Address {
 		out = append(out, fmt.Sprintf("it was created as %s (label %s), not %s: import it as %s", a, LabelAddress, spec.Address, a))
+	}
+	return out
+}
+
+// ValueDifferences names each entry of want (labels, metadata the
+// configuration sets) that have lacks or holds with another value; what
+// names the kind of entry ("label").
+func ValueDifferences(what string, have, want map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := have[k]; !ok {
+			out = append(out, fmt.Sprintf("it has no %s %s, which the configuration sets to %q", what, k, want[k]))
+		} else if v != want[k] {
+			out = append(out, fmt.Sprintf("its %s %s is %q, the configuration says %q", what, k, v, want[k]))
+		}
 	}
 	return out
 }
