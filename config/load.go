@@ -80,6 +80,7 @@ type loader struct {
 	runBlocks      []*hcl.Block
 	mcpBlocks      []*hcl.Block
 	guardBlocks    []*hcl.Block
+	importBlocks   []*hcl.Block
 
 	vars   map[string]cty.Value
 	locals map[string]cty.Value
@@ -129,6 +130,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "run", LabelNames: []string{"name"}},
 		{Type: "mcp_server", LabelNames: []string{"name"}},
 		{Type: "guardrail", LabelNames: []string{"name"}},
+		{Type: "import"},
 	},
 }
 
@@ -159,6 +161,7 @@ func Load(path string, opts Options) (*Config, hcl.Diagnostics) {
 			Runs:             map[string]*Run{},
 			MCPServers:       map[string]*MCPServer{},
 			Guardrails:       map[string]*Guardrail{},
+			Imports:          map[string]*Import{},
 			SandboxInstances: map[string]*SandboxInstance{},
 			RunInstances:     map[string]*RunInstance{},
 			Settings:         Settings{Parallelism: 10},
@@ -318,6 +321,8 @@ func (l *loader) structure(body hcl.Body) {
 			if l.declareBlock(b, "guardrail", b.Labels[0]) {
 				l.guardBlocks = append(l.guardBlocks, b)
 			}
+		case "import":
+			l.importBlocks = append(l.importBlocks, b)
 		}
 	}
 }
@@ -434,6 +439,9 @@ func (l *loader) decodeAll() {
 	}
 	for _, b := range l.sandboxBlocks {
 		l.decodeSandbox(b)
+	}
+	for _, b := range l.importBlocks {
+		l.decodeImport(b)
 	}
 	for _, b := range l.mcpBlocks {
 		l.decodeMCPServer(b)

@@ -35,6 +35,9 @@ type Config struct {
 	Runs         map[string]*Run
 	MCPServers   map[string]*MCPServer
 	Guardrails   map[string]*Guardrail
+	// Imports are the import blocks, by the sandbox address they adopt
+	// an existing sandbox as.
+	Imports map[string]*Import
 
 	// SandboxInstances and RunInstances are the blocks expanded by
 	// for_each, keyed by instance address (sandbox.NAME, run.NAME["key"]).

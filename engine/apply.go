@@ -276,6 +276,8 @@ func (a *applier) sandboxNode(ctx context.Context, c *Change) error {
 		return a.createSandbox(ctx, c.Address, false)
 	case ActionCreate:
 		return a.createSandbox(ctx, c.Address, false)
+	case ActionImport:
+		return a.importSandbox(ctx, c)
 	case ActionRestore:
 		return a.restoreSandbox(ctx, c.Address)
 	case ActionUpdate:

@@ -212,6 +212,10 @@ func (e *Engine) planSandbox(ctx context.Context, st *state.State, live map[stri
 		}
 	}
 	switch {
+	case prev == nil && e.Config.Imports[addr] != nil:
+		if err := e.planImport(ctx, st, c, e.Config.Imports[addr].ID); err != nil {
+			return nil, "", err
+		}
 	case prev == nil:
 		c.Action = ActionCreate
 	case replace:
@@ -605,7 +609,7 @@ func (e *Engine) planInputText(st *state.State, p *Plan, ri *config.RunInstance,
 		c := p.Change(sb)
 		switch {
 		case ss == nil || len(ss.URLs) == 0 || ss.Status == statusDeleted ||
-			c != nil && (c.Action == ActionCreate || c.Action == ActionReplace || c.Action == ActionRestore):
+			c != nil && (c.Action == ActionCreate || c.Action == ActionReplace || c.Action == ActionRestore || c.Action == ActionImport):
 			after = append(after, sb+" is created")
 		case ss.Status == statusStopped && !noop:
 			after = append(after, sb+" is started")

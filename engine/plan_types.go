@@ -19,6 +19,9 @@ const (
 	ActionReplace Action = "replace"
 	ActionRestore Action = "restore"
 	ActionDelete  Action = "delete"
+	// ActionImport adopts an existing sandbox (an import block, agentctl
+	// import): its id is the change's "id" attribute.
+	ActionImport Action = "import"
 	// Run actions.
 	ActionExecute Action = "execute"
 	ActionRerun   Action = "re-run"
@@ -101,6 +104,7 @@ func (p *Plan) Change(addr string) *Change {
 // them. Resources are sandboxes; runs are counted apart, and forgetting a
 // run's record (Forget) destroys no resource.
 type Summary struct {
+	Import                  int
 	Create, Change, Destroy int
 	Execute, Resume, Forget int
 	// Chats counts chat sessions forgotten.
@@ -126,6 +130,8 @@ func (p *Plan) Summary() Summary {
 // a restore as a create, a re-run as an execution.
 func (s *Summary) Add(a Action) {
 	switch a {
+	case ActionImport:
+		s.Import++
 	case ActionCreate, ActionRestore:
 		s.Create++
 	case ActionUpdate:
@@ -178,8 +184,8 @@ func (p *Plan) HasChanges() bool {
 
 // String is the plan's summary line.
 func (s Summary) String() string {
-	return fmt.Sprintf("Plan: %d to create, %d to change, %d to destroy; %d %s to execute, %d to resume%s.",
-		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("to forget"))
+	return fmt.Sprintf("Plan: %s%d to create, %d to change, %d to destroy; %d %s to execute, %d to resume%s.",
+		s.imports("to import"), s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("to forget"))
 }
 
 // ApplyMessage is the last line of a successful apply, or of a destroy.
@@ -191,14 +197,26 @@ func (s Summary) ApplyMessage(destroy bool) string {
 	if s.Awaiting > 0 {
 		awaiting = fmt.Sprintf("; %d %s awaiting approval", s.Awaiting, plural(s.Awaiting, "run", "runs"))
 	}
-	return fmt.Sprintf("Apply complete! Resources: %d added, %d changed, %d destroyed; %d %s executed, %d resumed%s%s.",
-		s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"), awaiting)
+	return fmt.Sprintf("Apply complete! Resources: %s%d added, %d changed, %d destroyed; %d %s executed, %d resumed%s%s.",
+		s.imports("imported"), s.Create, s.Change, s.Destroy, s.Execute, plural(s.Execute, "run", "runs"), s.Resume, s.forgets("forgotten"), awaiting)
 }
 
 // Counts is the summary as -json's change_summary and apply_summary
 // events report it.
 func (s Summary) Counts() map[string]int {
-	return map[string]int{"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume, "forget": s.Forget}
+	m := map[string]int{"add": s.Create, "change": s.Change, "remove": s.Destroy, "execute": s.Execute, "resume": s.Resume, "forget": s.Forget}
+	if s.Import > 0 {
+		m["import"] = s.Import
+	}
+	return m
+}
+
+// imports is "N WHAT, " when sandboxes are imported, "" otherwise.
+func (s Summary) imports(what string) string {
+	if s.Import == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d %s, ", s.Import, what)
 }
 
 // forgets is "; N run record(s) WHAT", or "" when no record goes.

@@ -167,3 +167,20 @@ func newSandboxProvider(ctx context.Context, e *Engine, addr string) (sandbox.Pr
 	}
 	return sp, nil
 }
+
+// built reports whether the sandbox provider at addr has been built
+// (successfully) by this engine.
+func (ps *providerSet) built(addr string) bool {
+	ps.mu.Lock()
+	ent, ok := ps.sandboxes[addr]
+	ps.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-ent.ready:
+		return ent.err == nil
+	default:
+		return false
+	}
+}

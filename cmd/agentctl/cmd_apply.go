@@ -181,6 +181,9 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		// removes the leftovers of every object.
 		applyErr = cleanStateDir(b.dir, st.Lineage)
 	}
+	if !destroyed {
+		m.warnOrphans(ctx, e, st, view)
+	}
 	if applyErr != nil {
 		view.Failed(applyErr)
 		m.printErr(applyErr, b.cfg)
@@ -297,4 +300,21 @@ func cleanStateDir(dir *state.Dir, lineage string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// warnOrphans warns, once per apply, about the orphans of the state's
+// lineage that the providers this apply used can list cheaply (on this
+// machine: local, Docker): sandboxes created for this configuration
+// that no state records. Remote providers are not asked (agentctl query
+// asks every provider).
+func (m *meta) warnOrphans(ctx context.Context, e *engine.Engine, st *state.State, view views.Apply) {
+	res, err := e.Query(ctx, []*state.State{st}, engine.QueryOptions{CheapOnly: true})
+	if err != nil {
+		view.Warning(fmt.Sprintf("Could not look for orphaned sandboxes: %v; agentctl query asks again.", err))
+		return
+	}
+	if orphans := res.Orphans(); len(orphans) > 0 {
+		view.Warning(fmt.Sprintf("%d %s of this configuration that no state records (an apply stopped while creating %s, or %s record was removed); agentctl query lists %s, agentctl query -reap deletes %s.",
+			len(orphans), plural(len(orphans), "sandbox was found", "sandboxes were found"), plural(len(orphans), "it", "them"), plural(len(orphans), "its", "their"), plural(len(orphans), "it", "them"), plural(len(orphans), "it", "them")))
+	}
 }

@@ -89,6 +89,8 @@ func commands() []*command {
 		showCommand(),
 		outputCommand(),
 		consoleCommand(),
+		queryCommand(),
+		importCommand(),
 		stateCommand(),
 		approveCommand(),
 		rejectCommand(),

@@ -201,6 +201,10 @@ type sessionData struct {
 	// URLs maps exposed container ports to host URLs as of the last start.
 	URLs   map[string]string `json:"urls,omitempty"`
 	Commit bool              `json:"commit_snapshot,omitempty"`
+	// Imported marks a container agentctl adopted (Import) rather than
+	// created: it may lack agentctl's labels, which Docker cannot add to
+	// an existing container.
+	Imported bool `json:"imported,omitempty"`
 }
 
 // SessionData decodes the docker-specific part of a session state.
@@ -484,7 +488,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, st sandbox.Sessi
 		return nil, fmt.Errorf("inspecting container %s: %w", short(st.ID), err)
 	}
 	c := res.Container
-	if c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" {
+	if c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" && !d.Imported {
 		return nil, fmt.Errorf("container %s is not managed by agentctl (no %s label); refusing to use it", short(st.ID), sandbox.LabelManaged)
 	}
 	if d.Root == "" {

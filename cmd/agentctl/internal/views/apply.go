@@ -35,6 +35,8 @@ type Apply interface {
 	Failed(err error)
 	// Applied ends a successful apply: what was done and the outputs.
 	Applied(done engine.Summary, destroy bool, outputs map[string]*state.Output)
+	// Warning shows a warning found while applying (orphaned sandboxes).
+	Warning(msg string)
 }
 
 // NewApply returns the apply view of viewType. The JSON view starts with
@@ -56,6 +58,10 @@ func (v *applyHuman) Event(ev engine.Event) { v.events.Event(ev) }
 func (v *applyHuman) Applying()             { fmt.Fprintln(v.Stdout) }
 func (v *applyHuman) Failed(error)          {}
 
+func (v *applyHuman) Warning(msg string) {
+	fmt.Fprintf(v.Stdout, "\n%sWarning:%s %s\n", v.Colors.Yellow+v.Colors.Bold, v.Colors.Reset, termtext.Printable(msg))
+}
+
 func (v *applyHuman) Unchanged(outputs map[string]*state.Output) {
 	writeOutputs(v.Stdout, outputs)
 }
@@ -72,6 +78,10 @@ type applyJSON struct{ *jsonEvents }
 func (v *applyJSON) Plan(p *engine.Plan)                { v.plan(p) }
 func (v *applyJSON) Unchanged(map[string]*state.Output) {}
 func (v *applyJSON) Applying()                          {}
+
+func (v *applyJSON) Warning(msg string) {
+	v.emit(map[string]any{"type": "diagnostic", "severity": "warning", "summary": msg})
+}
 
 func (v *applyJSON) Failed(err error) {
 	v.emit(map[string]any{"type": "diagnostic", "severity": "error", "summary": err.Error()})
@@ -107,6 +117,8 @@ func ing(a engine.Action) string {
 		return "Replacing"
 	case engine.ActionRestore:
 		return "Restoring"
+	case engine.ActionImport:
+		return "Importing"
 	case engine.ActionDelete:
 		return "Destroying"
 	case engine.ActionExecute:
@@ -131,6 +143,8 @@ func done(a engine.Action) string {
 		return "Replacement complete"
 	case engine.ActionRestore:
 		return "Restore complete"
+	case engine.ActionImport:
+		return "Import complete"
 	case engine.ActionDelete:
 		return "Destruction complete"
 	case engine.ActionForget:

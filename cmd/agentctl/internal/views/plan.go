@@ -38,6 +38,8 @@ func symbol(c Colors, a engine.Action) string {
 		return c.Red + "-" + c.Reset + "/" + c.Green + "+" + c.Reset
 	case engine.ActionRestore:
 		return c.Green + "<" + c.Reset
+	case engine.ActionImport:
+		return c.Cyan + "<=" + c.Reset
 	case engine.ActionResume:
 		return c.Cyan + ">" + c.Reset
 	case engine.ActionDelete, engine.ActionForget:
@@ -57,6 +59,8 @@ func verb(a engine.Action) string {
 		return "replaced"
 	case engine.ActionRestore:
 		return "restored from its snapshot"
+	case engine.ActionImport:
+		return "imported"
 	case engine.ActionDelete:
 		return "destroyed"
 	case engine.ActionExecute:
@@ -123,7 +127,7 @@ func renderPlan(w io.Writer, p *engine.Plan, c Colors) {
 		used[ch.Action] = true
 	}
 	fmt.Fprintln(w, "\nagentctl used the selected providers to generate the following execution plan. Resource actions are indicated with the following symbols:")
-	for _, a := range []engine.Action{engine.ActionCreate, engine.ActionExecute, engine.ActionUpdate, engine.ActionReplace, engine.ActionRerun, engine.ActionRestore, engine.ActionResume, engine.ActionDelete, engine.ActionForget} {
+	for _, a := range []engine.Action{engine.ActionImport, engine.ActionCreate, engine.ActionExecute, engine.ActionUpdate, engine.ActionReplace, engine.ActionRerun, engine.ActionRestore, engine.ActionResume, engine.ActionDelete, engine.ActionForget} {
 		if used[a] {
 			fmt.Fprintf(w, "  %s %s\n", symbol(c, a), legend(a))
 		}
@@ -182,6 +186,8 @@ func legend(a engine.Action) string {
 		return "re-run"
 	case engine.ActionRestore:
 		return "restore from snapshot"
+	case engine.ActionImport:
+		return "import an existing sandbox"
 	case engine.ActionResume:
 		return "resume run"
 	case engine.ActionDelete:
