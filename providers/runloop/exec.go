@@ -65,7 +65,7 @@ func (w *Workspace) exec(ctx context.Context, argv []string, req sandbox.ExecReq
 		}
 		stdin = c.files + ".in"
 		if err := w.c.Upload(ctx, w.id, stdin, data); err != nil {
-			return sandbox.ExecResult{}, unavailable(err)
+			return sandbox.ExecResult{}, w.unavailable(ctx, err)
 		}
 	}
 	code, timedOut, err := c.run(ctx, commandLine(cwd, argv, req.Env, c.marker, stdin, c.files), req.Timeout)
@@ -116,8 +116,9 @@ func (c *execution) run(ctx context.Context, line string, timeout time.Duration)
 	w := c.w
 	ex, err := w.c.ExecuteAsync(ctx, w.id, line)
 	if err != nil {
-		return 0, false, unavailable(err)
+		return 0, false, w.unavailable(ctx, err)
 	}
+	id := ex.ExecutionID
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
@@ -127,16 +128,18 @@ func (c *execution) run(ctx context.Context, line string, timeout time.Duration)
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return -1, true, c.kill(ctx, ex.ExecutionID)
+				return -1, true, c.kill(ctx, id)
 			}
 			wait = min(wait, left)
 		}
-		if ex, err = w.c.WaitExecution(ctx, w.id, ex.ExecutionID, wait); err != nil {
+		if ex, err = w.c.WaitExecution(ctx, w.id, id, wait); err != nil {
 			if ctx.Err() != nil {
-				_ = c.kill(ctx, ex.ExecutionID)
+				if kerr := c.kill(ctx, id); kerr != nil {
+					return 0, false, fmt.Errorf("exec: %w; %v", ctx.Err(), kerr)
+				}
 				return 0, false, fmt.Errorf("exec: %w", ctx.Err())
 			}
-			return 0, false, unavailable(err)
+			return 0, false, w.unavailable(ctx, err)
 		}
 	}
 	if ex.ExitStatus == nil {
@@ -176,7 +179,7 @@ func (c *execution) collect(ctx context.Context, o, e io.Writer) error {
 	}{{".out", o}, {".err", e}} {
 		b, err := c.w.c.Download(ctx, c.w.id, c.files+f.name)
 		if err != nil {
-			return unavailable(fmt.Errorf("exec: reading the command's output: %w", err))
+			return c.w.unavailable(ctx, fmt.Errorf("exec: reading the command's output: %w", err))
 		}
 		_, _ = f.w.Write(b)
 	}
@@ -206,14 +209,29 @@ func (w *Workspace) run(ctx context.Context, op, script string) (string, int, st
 	return string(res.Stdout), res.ExitCode, strings.TrimSpace(string(res.Stderr)), nil
 }
 
-// unavailable marks an error from a devbox that is suspended or gone as
-// sandbox.ErrUnavailable.
-func unavailable(err error) error {
-	var a *APIError
-	if errors.As(err, &a) && (a.Status == 404 || a.Status == 409 || a.Status == 502) {
+// unavailable marks an error of the API about devbox w as
+// sandbox.ErrUnavailable when the devbox is suspended or gone: by the
+// answer's status (404, 409, 502), or, for another refusal (Runloop
+// documents no status for a command sent to a suspended devbox), by
+// the devbox's status, which the error then names.
+func (w *Workspace) unavailable(ctx context.Context, err error) error {
+	a, ok := errors.AsType[*APIError](err)
+	switch {
+	case !ok:
+		return err
+	case a.Status == 404 || a.Status == 409 || a.Status == 502:
+		return sandbox.MarkUnavailable(err)
+	case a.Status >= 500:
+		return err
+	}
+	d, gerr := w.c.Get(ctx, w.id)
+	if IsNotFound(gerr) {
 		return sandbox.MarkUnavailable(err)
 	}
-	return err
+	if gerr != nil || d.Status == StatusRunning {
+		return err
+	}
+	return sandbox.MarkUnavailable(fmt.Errorf("devbox %s is %s (start it again): %w", w.id, d.Status, err))
 }
 
 func nonce() string {

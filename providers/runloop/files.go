@@ -89,7 +89,7 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	}
 	b, err := w.c.Download(ctx, w.id, r.Follow)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, w.unavailable(ctx, err)
 	}
 	if limit > 0 && int64(len(b)) > limit {
 		return nil, fmt.Errorf("read %q: file is larger than %d bytes", rel, limit)
@@ -114,7 +114,7 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 		return err
 	}
 	if err := w.c.Upload(ctx, w.id, r.Follow, data); err != nil {
-		return unavailable(err)
+		return w.unavailable(ctx, err)
 	}
 	if mode == 0 {
 		mode = 0o644
@@ -233,7 +233,7 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	}
 	tmp := tempDir + "/agentctl-in-" + nonce() + ".tar"
 	if err := w.c.Upload(ctx, w.id, tmp, clean.Bytes()); err != nil {
-		return unavailable(err)
+		return w.unavailable(ctx, err)
 	}
 	_, err = w.script(ctx, "copy into", dir, `mkdir -p -- "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f -- "$1"; exit $rc`, tmp, r.Follow)
 	return err
@@ -257,7 +257,7 @@ tar $h -cf "$1" -C "$2" .`
 	var body []byte
 	if err == nil {
 		body, err = w.c.Download(ctx, w.id, tmp)
-		err = unavailable(err)
+		err = w.unavailable(ctx, err)
 	}
 	if _, rerr := w.script(ctx, "remove the archive of", dir, `exec rm -f -- "$1"`, tmp); rerr != nil && err == nil {
 		err = rerr

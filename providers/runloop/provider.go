@@ -108,7 +108,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, err
 	}
 	if !spec.Accounts.Empty() {
-		return nil, errors.New("a Runloop devbox runs every command as its one user: remove the manifest's users and groups")
+		return nil, errors.New(noUsers + ": it cannot run commands as the manifest's users; remove the manifest's users and groups")
 	}
 	root, err := workspaceRoot(spec)
 	if err != nil {

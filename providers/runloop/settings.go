@@ -173,6 +173,10 @@ func envMap(attrs hcl.Attributes, name string, target *map[string]string, diags 
 	return *target
 }
 
+// upper returns s with its first letter in upper case, to begin a
+// sentence.
+func upper(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
 func isResourceSize(s string) bool {
 	for _, r := range resourceSizes {
 		if r == s {
@@ -223,7 +227,7 @@ func refusals(args *registry.SandboxArgs) hcl.Diagnostics {
 	}
 	if args.AccountsRange != nil {
 		diags = append(diags, registry.Errorf(*args.AccountsRange, "Unsupported manifest users for this provider",
-			"Runloop runs every command as the devbox's one user: it cannot run commands as the manifest's users and groups. Remove them from the manifest."))
+			"%s: it cannot run commands as the manifest's users and groups. Remove them from the manifest.", upper(noUsers)))
 	}
 	if args.ResourcesRange != nil && len(args.ResourceRanges) > 0 {
 		diags = append(diags, registry.Unenforced(args, map[string]string{

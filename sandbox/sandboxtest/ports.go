@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -71,7 +72,9 @@ func freePort(t *testing.T) int {
 }
 
 // serve starts an HTTP server of the workspace's www directory on port
-// in the sandbox (busybox httpd, or Python's), until t ends.
+// in the sandbox (busybox httpd, or Python's), until t ends: as an
+// attached process, or, in a sandbox without them (a provider lacking
+// sandbox.CapabilityProcesses), in the background of a command.
 func serve(t *testing.T, sb sandbox.Sandbox, port int) {
 	t.Helper()
 	p := strconv.Itoa(port)
@@ -80,7 +83,8 @@ func serve(t *testing.T, sb sandbox.Sandbox, port int) {
 		"; else exec python3 -m http.server " + p + "; fi"
 	ps, ok := sb.(sandbox.ProcessStarter)
 	if !ok {
-		t.Fatalf("%T starts no processes: the suite cannot run a server to check ports", sb)
+		serveDetached(t, sb, script)
+		return
 	}
 	proc, err := ps.StartProcess(ctx(t), sandbox.ProcessRequest{Shell: script})
 	if err != nil {
@@ -89,6 +93,16 @@ func serve(t *testing.T, sb sandbox.Sandbox, port int) {
 	go io.Copy(io.Discard, proc.Stdout())
 	go io.Copy(io.Discard, proc.Stderr())
 	t.Cleanup(func() { proc.Kill() })
+}
+
+// serveDetached runs script in the background of a command, its output
+// discarded and its process id in www.pid, and kills it when t ends.
+func serveDetached(t *testing.T, sb sandbox.Sandbox, script string) {
+	t.Helper()
+	sh(t, sb, "starting an HTTP server in the background", "nohup sh -c "+sandbox.ShellQuote(script)+" </dev/null >/dev/null 2>&1 & echo $! > www.pid")
+	t.Cleanup(func() {
+		_, _ = sb.Exec(context.Background(), sandbox.ExecRequest{Shell: `kill "$(cat www.pid)"`, Timeout: time.Minute})
+	})
 }
 
 // httpGet fetches u with hc (nil: a plain client), retrying while the

@@ -57,3 +57,29 @@ func TestUndeclaredResponseFieldIsAViolation(t *testing.T) {
 		t.Fatalf("the injection outlived one answer: %q", v)
 	}
 }
+
+// TestTunnelReachesOnlyAnOpenTunnel: the client reaches port P of a
+// devbox only through the host of its open tunnel, and only while it
+// runs.
+func TestTunnelReachesOnlyAnOpenTunnel(t *testing.T) {
+	s := New(t)
+	d := s.call(t, http.MethodPost, "/v1/devboxes", `{"name":"x"}`)
+	id, _ := d["id"].(string)
+	host := "8080-tk-" + id + "." + TunnelDomain
+	if _, err := s.tunnelPort(host); err == nil || !strings.Contains(err.Error(), "no devbox has an open tunnel") {
+		t.Fatalf("before enable_tunnel: %v", err)
+	}
+	s.call(t, http.MethodPost, "/v1/devboxes/"+id+"/enable_tunnel", `{"auth_mode":"open"}`)
+	if port, err := s.tunnelPort(host); err != nil || port != 8080 {
+		t.Fatalf("the open tunnel's host = %d, %v; want port 8080", port, err)
+	}
+	for _, bad := range []string{"tk-" + id + "." + TunnelDomain, "8080-tk-" + id + ".example.com", "70000-tk-" + id + "." + TunnelDomain} {
+		if _, err := s.tunnelPort(bad); err == nil {
+			t.Errorf("%s, not a tunnel host, reached a port", bad)
+		}
+	}
+	s.call(t, http.MethodPost, "/v1/devboxes/"+id+"/suspend", "")
+	if _, err := s.tunnelPort(host); err == nil || !strings.Contains(err.Error(), "suspended") {
+		t.Fatalf("the tunnel of a suspended devbox: %v", err)
+	}
+}
