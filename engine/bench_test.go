@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // LargeConfig writes a configuration of nRuns runs over nSandboxes local
@@ -103,7 +104,7 @@ func loadLarge(tb testing.TB, nRuns, nSandboxes int) (*Engine, *state.State) {
 	if diags.HasErrors() {
 		tb.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestWriteLargeFixture(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}

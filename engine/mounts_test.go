@@ -20,7 +20,7 @@ import (
 	"github.com/agentctl/agentctl/internal/objtest"
 	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/sandbox/mount"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 const mountConfig = `
@@ -83,7 +83,7 @@ func mountEngine(t *testing.T, dir string, s *objtest.S3) *Engine {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestMountsExample(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,23 +3,14 @@ package state
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/agentctl/agentctl/internal/seal"
-	"github.com/agentctl/agentctl/sandbox/archive"
 )
-
-// snapshotsDir holds the local store's snapshots.
-const snapshotsDir = "snapshots"
 
 // Store is where a configuration's state lives: the state and its
 // changes, the lock that keeps one writer at a time, the runs' journals
-// and the sandboxes' snapshots. Dir, the .agentctl directory, is the local Store; a remote
+// and the sandboxes' snapshots. local.Dir, the .agentctl directory, is the local Store; a remote
 // backend implements the same methods with the same promises:
 //
 //   - Read returns the latest acknowledged state, whole, or a clear error
@@ -92,75 +83,6 @@ type JournalWriter interface {
 	Close() error
 }
 
-var (
-	_ Store         = (*Dir)(nil)
-	_ Lease         = (*Lock)(nil)
-	_ JournalWriter = (*Journal)(nil)
-)
-
-// OpenJournal opens (creating it and its directory if needed) the
-// journal at name, relative to the state directory, for appending.
-func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
-	path := d.Abs(name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("opening journal: %w", err)
-	}
-	j, err := openJournal(path, d.keys, kindJournal, d.journalBinding(name))
-	if err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
-// ReadJournal is ReadJournal for the journal at name, relative to the
-// state directory.
-func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
-	return readJournal(d.Abs(name), d.keys, kindJournal, d.journalBinding(name), fn)
-}
-
-// Locate is the absolute path of name: the local store keeps journals
-// and snapshots in its directory.
-func (d *Dir) Locate(name string) string { return d.Abs(name) }
-
-// PutSnapshot stores the snapshot written at Abs(name): in the local
-// store it is already where it belongs, made durable when written.
-func (d *Dir) PutSnapshot(ctx context.Context, name string) error {
-	return archive.CheckSnapshotFile(d.Abs(name))
-}
-
-// FetchSnapshot makes the snapshot name available at Abs(name): in the
-// local store it is there, or it is lost (ErrSnapshotMissing).
-func (d *Dir) FetchSnapshot(ctx context.Context, name string) error {
-	return archive.CheckSnapshotFile(d.Abs(name))
-}
-
-// CheckSnapshot reports whether the snapshot name can be restored from:
-// its file exists and is a regular file.
-func (d *Dir) CheckSnapshot(ctx context.Context, name string) error {
-	return archive.CheckSnapshotFile(d.Abs(name))
-}
-
-// RemoveSnapshots removes the snapshot files of base in the snapshots
-// directory but keep, and the file name when it is not "".
-func (d *Dir) RemoveSnapshots(ctx context.Context, base, keep, name string) error {
-	var errs []error
-	if name != "" && name != filepath.Join(snapshotsDir, keep) {
-		if err := os.Remove(d.Abs(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing snapshot: %w", err))
-		}
-	}
-	if err := archive.RemoveOldSnapshots(d.Abs(snapshotsDir), base, keep); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// RemoveJournal removes the journal at name, relative to the state
-// directory; a missing journal is not an error.
-func (d *Dir) RemoveJournal(name string) error {
-	return RemoveJournal(d.Abs(name))
-}
-
 // Encrypted is implemented by the stores that can encrypt at rest (Dir
 // and the PostgreSQL backend): Encryption is their setting, nil for
 // none. The store encrypts the state and the journals itself; the
@@ -191,17 +113,4 @@ type EncodingReporter interface {
 	// state ("encrypts", "decrypts", "binds each record to its place"),
 	// or "" when it is stored as configured.
 	PendingConversion(ctx context.Context) (string, error)
-}
-
-// conversion names the change from the stored form to the wanted one.
-func conversion(stored, want stateForm) string {
-	switch {
-	case stored == want:
-		return ""
-	case want == formPlain:
-		return "decrypts"
-	case stored == formPlain:
-		return "encrypts"
-	}
-	return "binds each record to its place"
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // backend is what the state-using commands share: the loaded
@@ -26,7 +27,7 @@ type backend struct {
 	cfg *config.Config
 	// dir is the local state directory: the store itself, or what a
 	// remote backend keeps on this machine (logs, caches, sandboxes).
-	dir *state.Dir
+	dir *local.Dir
 	// store is where the state lives: dir, or the configured backend.
 	store state.Store
 	lock  state.Lease
@@ -99,19 +100,19 @@ func (m *meta) backendFor(path string, cfg *config.Config, sa arguments.State) (
 	if err != nil {
 		return nil, err
 	}
-	var opts []state.Option
-	opts = append(opts, state.WithAgentctlVersion(config.Version))
+	var opts []local.Option
+	opts = append(opts, local.WithAgentctlVersion(config.Version))
 	if cfg != nil {
-		opts = append(opts, state.WithEncryption(cfg.Settings.Encryption.Keys()))
+		opts = append(opts, local.WithEncryption(cfg.Settings.Encryption.Keys()))
 	}
 	if sa.StatePath != "" {
 		p, err := filepath.Abs(sa.StatePath)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, state.WithStateFile(p))
+		opts = append(opts, local.WithStateFile(p))
 	}
-	dir, err := state.OpenDir(sdir, opts...)
+	dir, err := local.OpenDir(sdir, opts...)
 	if err != nil {
 		return nil, err
 	}

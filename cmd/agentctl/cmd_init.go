@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 	"github.com/agentctl/agentctl/state/pgstore"
 )
 
@@ -47,7 +48,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 	if err != nil {
 		return err
 	}
-	dir, err := state.OpenDir(sdir, state.WithAgentctlVersion(config.Version), state.WithEncryption(cfg.Settings.Encryption.Keys()))
+	dir, err := local.OpenDir(sdir, local.WithAgentctlVersion(config.Version), local.WithEncryption(cfg.Settings.Encryption.Keys()))
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 // into the backend, holding both locks: snapshots and journals first,
 // the state last, so that the state the backend holds never refers to
 // what it does not hold yet.
-func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *state.Dir, store *pgstore.Store, local *state.State) error {
+func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *local.Dir, store *pgstore.Store, local *state.State) error {
 	if args.State.Lock {
 		ll, err := dir.Lock(ctx, state.LockInfo{Operation: "init"}, args.State.LockTimeout)
 		if err != nil {
@@ -206,7 +207,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *stat
 }
 
 // localJournals returns the names of the journal files of dir.
-func localJournals(dir *state.Dir) ([]string, error) {
+func localJournals(dir *local.Dir) ([]string, error) {
 	var names []string
 	root := dir.Abs("journals")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

@@ -14,7 +14,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/pgtest"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 	"github.com/agentctl/agentctl/state/pgstore"
 )
 
@@ -43,15 +43,15 @@ var pgSchemaSeq atomic.Int64
 // schema of the test cluster, the conn string coming from the
 // environment (AGENTCTL_TEST_PG, set here) as users are told to, and a
 // store the test reads the backend through.
-func pgBackend(t *testing.T) (block string, store func(local string) *pgstore.Store) {
+func pgBackend(t *testing.T) (block string, store func(dir string) *pgstore.Store) {
 	t.Helper()
 	srv := pg.Server(t)
 	t.Setenv("AGENTCTL_TEST_PG", srv.ConnString)
 	schema := fmt.Sprintf("p%d_%d", os.Getpid(), pgSchemaSeq.Add(1))
 	block = fmt.Sprintf("agentctl {\n  backend \"pg\" {\n    conn_str    = env(\"AGENTCTL_TEST_PG\")\n    schema_name = %q\n  }\n}\n", schema)
-	return block, func(local string) *pgstore.Store {
+	return block, func(dir string) *pgstore.Store {
 		t.Helper()
-		d, err := state.OpenDir(local)
+		d, err := local.OpenDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

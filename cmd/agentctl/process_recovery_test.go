@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // Recovery tests on a real agentctl child process (the harness of
@@ -215,7 +215,7 @@ func TestStateBackup(t *testing.T) {
 	stateFile := filepath.Join(h.stateDir(), "state.json")
 	backupFile := stateFile + ".backup"
 	cur := h.readState()
-	bd, err := state.OpenDir(h.stateDir(), state.WithStateFile(backupFile))
+	bd, err := local.OpenDir(h.stateDir(), local.WithStateFile(backupFile))
 	if err != nil {
 		t.Fatal(err)
 	}

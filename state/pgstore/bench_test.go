@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // BenchmarkCheckpoint is the cost of one checkpointed step (a journal
@@ -16,7 +17,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	rec := map[string]any{"step": 1, "kind": "model", "text": strings.Repeat("x", 2048)}
 	stores := map[string]func(b *testing.B) state.Store{
 		"local": func(b *testing.B) state.Store {
-			d, err := state.OpenDir(b.TempDir())
+			d, err := local.OpenDir(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}

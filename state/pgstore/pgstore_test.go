@@ -18,6 +18,7 @@ import (
 	"github.com/agentctl/agentctl/internal/pgtest"
 	"github.com/agentctl/agentctl/sandbox/archive"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 var pg pgtest.Shared
@@ -37,7 +38,7 @@ var schemaSeq atomic.Int64
 func newStore(tb testing.TB) (*Store, Config) {
 	tb.Helper()
 	srv := pg.Server(tb)
-	local, err := state.OpenDir(tb.TempDir())
+	local, err := local.OpenDir(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func newStore(tb testing.TB) (*Store, Config) {
 // machine would.
 func another(tb testing.TB, cfg Config) *Store {
 	tb.Helper()
-	local, err := state.OpenDir(tb.TempDir())
+	local, err := local.OpenDir(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func another(tb testing.TB, cfg Config) *Store {
 
 func TestOpenNotInitialized(t *testing.T) {
 	srv := pg.Server(t)
-	local, _ := state.OpenDir(t.TempDir())
+	local, _ := local.OpenDir(t.TempDir())
 	_, err := Open(context.Background(), Config{ConnString: srv.ConnString, Schema: "never_initialized", Local: local})
 	if !errors.Is(err, ErrNotInitialized) || !strings.Contains(err.Error(), "agentctl init") {
 		t.Fatalf("Open of a schema init never created: %v; want ErrNotInitialized telling to run agentctl init", err)
@@ -88,7 +89,7 @@ func TestMigrateTwice(t *testing.T) {
 }
 
 func TestConnStringNeverInErrors(t *testing.T) {
-	local, _ := state.OpenDir(t.TempDir())
+	local, _ := local.OpenDir(t.TempDir())
 	conn := "postgres://alice:s3cret-pw@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"
 	_, err := Open(context.Background(), Config{ConnString: conn, Local: local})
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // keepVersions is how many whole state versions the backend keeps: the
@@ -91,7 +92,7 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.fail("reading the state", err)
 	}
-	if err := state.ApplyChanges(s.where, st, recs); err != nil {
+	if err := statefile.ApplyChanges(s.where, st, recs); err != nil {
 		return nil, fmt.Errorf("reading state: %w", err)
 	}
 	return st, nil
@@ -111,7 +112,7 @@ func (s *Store) openVersion(serial int64, lineage string, data []byte) (*state.S
 	if err != nil {
 		return nil, err
 	}
-	st, err := state.DecodeStateVersion(s.where, data)
+	st, err := statefile.DecodeStateVersion(s.where, data)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func (s *Store) write(ctx context.Context, st *state.State) error {
 	if err := s.checkEncryption(ctx, st.Lineage); err != nil {
 		return err
 	}
-	data, err := state.EncodeStateVersion(st, s.cfg.Version)
+	data, err := statefile.EncodeStateVersion(st, s.cfg.Version)
 	if err == nil {
 		data, err = s.cfg.Encryption.Seal(kindState, versionPlace(st.Lineage, int64(st.Serial)), data)
 	}
@@ -257,7 +258,7 @@ func (s *Store) Append(st *state.State, refs ...state.Ref) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, err := state.EncodeChange(st, s.cfg.Version, refs...)
+	rec, err := statefile.EncodeChange(st, s.cfg.Version, refs...)
 	if err == nil {
 		rec, err = s.cfg.Encryption.Seal(kindChange, versionPlace(st.Lineage, int64(st.Serial+1)), rec)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // Binary is cmd/agentctl built once, in a temporary directory that
@@ -126,7 +127,7 @@ func (c *CLI) StateDir() string {
 // State reads the state (the state file and its log); nil while there is
 // none.
 func (c *CLI) State() *state.State {
-	d, err := state.OpenDir(c.StateDir())
+	d, err := local.OpenDir(c.StateDir())
 	if err != nil || !d.Exists() {
 		return nil
 	}

@@ -1,6 +1,7 @@
-package state
+package local
 
 import (
+	"github.com/agentctl/agentctl/state/statefile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,7 @@ func readSerial(t *testing.T, path string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := decodeState(path, data)
+	s, err := statefile.DecodeStateVersion(path, data)
 	if err != nil {
 		t.Fatal(err)
 	}

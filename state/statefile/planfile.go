@@ -1,4 +1,4 @@
-package state
+package statefile
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/state"
 )
 
 // PlanFormatVersion is the version of the saved plan format written
@@ -155,13 +156,13 @@ func decodePlanFile(path string, data []byte, keys *seal.Keys) (*PlanFile, error
 		if errors.As(err, &se) && se.Offset <= 1 {
 			return nil, fmt.Errorf("%s is not an agentctl saved plan (not a JSON file); give the file written by `agentctl plan -out`", path)
 		}
-		return nil, jsonError(path, "saved plan", data, err)
+		return nil, JSONError(path, "saved plan", data, err)
 	}
 	if head.Kind != planKind {
 		return nil, fmt.Errorf("%s is not an agentctl saved plan; give the file written by `agentctl plan -out`", path)
 	}
 	if head.FormatVersion > sealedPlanFormat {
-		return nil, &NewerFormatError{File: path, What: "saved plan", Format: head.FormatVersion}
+		return nil, &state.NewerFormatError{File: path, What: "saved plan", Format: head.FormatVersion}
 	}
 	if head.FormatVersion < 1 {
 		return nil, fmt.Errorf("%s: unsupported saved plan format_version %d; create the plan again", path, head.FormatVersion)
@@ -174,7 +175,7 @@ func decodePlanFile(path string, data []byte, keys *seal.Keys) (*PlanFile, error
 	}
 	p := &PlanFile{}
 	if err := json.Unmarshal(data, p); err != nil {
-		return nil, jsonError(path, "saved plan", data, err)
+		return nil, JSONError(path, "saved plan", data, err)
 	}
 	if p.Lineage == "" {
 		return nil, fmt.Errorf("%s: saved plan has no state lineage; the file is damaged, create the plan again", path)
@@ -186,10 +187,10 @@ func decodePlanFile(path string, data []byte, keys *seal.Keys) (*PlanFile, error
 func openPlan(path string, data []byte, keys *seal.Keys) (*PlanFile, error) {
 	var f sealedPlanFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, jsonError(path, "saved plan", data, err)
+		return nil, JSONError(path, "saved plan", data, err)
 	}
 	if f.Encryption != encryptionMethod {
-		return nil, &NewerFormatError{File: path, What: "saved plan", Format: f.FormatVersion}
+		return nil, &state.NewerFormatError{File: path, What: "saved plan", Format: f.FormatVersion}
 	}
 	env, err := seal.DecodeText([]byte(f.Data))
 	if err != nil {
@@ -237,7 +238,7 @@ func (e *StalePlanError) Error() string {
 // When both serials are 0 the plan is fresh, and CheckFresh sets
 // s.Lineage to the plan's lineage, so that the state apply writes is the
 // one the plan was made for.
-func (p *PlanFile) CheckFresh(s *State) error {
+func (p *PlanFile) CheckFresh(s *state.State) error {
 	if p.Serial == 0 && s.Serial == 0 {
 		s.Lineage = p.Lineage
 		return nil

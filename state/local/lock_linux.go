@@ -1,6 +1,6 @@
 //go:build linux
 
-package state
+package local
 
 import (
 	"errors"

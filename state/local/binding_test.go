@@ -1,12 +1,15 @@
-package state
+package local
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,8 +28,8 @@ func sealedRuns(t *testing.T, d *Dir, n int, addrs ...string) map[string]string 
 	}
 	names := map[string]string{}
 	for _, addr := range addrs {
-		names[addr] = ScopedJournalName(s.Lineage, addr)
-		s.Runs[addr] = &Run{Address: addr, Status: RunInterrupted, Journal: names[addr], Steps: n}
+		names[addr] = state.ScopedJournalName(s.Lineage, addr)
+		s.Runs[addr] = &state.Run{Address: addr, Status: state.RunInterrupted, Journal: names[addr], Steps: n}
 	}
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
@@ -143,17 +146,17 @@ func TestSealedJournalOfAnotherState(t *testing.T) {
 	for i := range dirs {
 		dirs[i], _ = OpenDir(t.TempDir(), WithEncryption(keys))
 		s, _ := dirs[i].Read()
-		s.Runs["run.a"] = &Run{Address: "run.a", Status: RunInterrupted, Journal: JournalName("run.a"), Steps: 2}
+		s.Runs["run.a"] = &state.Run{Address: "run.a", Status: state.RunInterrupted, Journal: state.JournalName("run.a"), Steps: 2}
 		if err := dirs[i].Write(s); err != nil {
 			t.Fatal(err)
 		}
-		appendSteps(t, dirs[i], JournalName("run.a"), fmt.Sprintf("run.a of state %d", i), 2)
+		appendSteps(t, dirs[i], state.JournalName("run.a"), fmt.Sprintf("run.a of state %d", i), 2)
 	}
-	path := dirs[0].Abs(JournalName("run.a"))
-	if err := os.WriteFile(path, mustRead(t, dirs[1].Abs(JournalName("run.a"))), 0o600); err != nil {
+	path := dirs[0].Abs(state.JournalName("run.a"))
+	if err := os.WriteFile(path, mustRead(t, dirs[1].Abs(state.JournalName("run.a"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readRecords(dirs[0], JournalName("run.a"))
+	got, err := readRecords(dirs[0], state.JournalName("run.a"))
 	wantMisplaced(t, err, got, path, 1)
 }
 
@@ -161,9 +164,9 @@ func TestSealedStateLogRecordsSwapped(t *testing.T) {
 	d, _ := OpenDir(t.TempDir(), WithEncryption(testKeys(t, false)))
 	sealedRuns(t, d, 1, "run.a")
 	s, _ := d.Read()
-	for _, status := range []string{RunRunning, RunCompleted} {
+	for _, status := range []string{state.RunRunning, state.RunCompleted} {
 		s.Runs["run.a"].Status = status
-		if err := d.Append(s, RunRef("run.a")); err != nil {
+		if err := d.Append(s, state.RunRef("run.a")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,7 +261,16 @@ func TestLegacyEncryptedStateLoads(t *testing.T) {
 	wantSteps(t, other, name, 3)
 	// From then on, a journal in the earlier form was put there: the
 	// legacy copy, or a plaintext one.
-	plain := "AGENTCTL-JOURNAL 1\n" + string(encodeRecord(nil, []byte(`{"step":1,"text":"forged"}`)))
+	plainPath := filepath.Join(t.TempDir(), "plain.jsonl")
+	pj, err := statefile.OpenJournal(plainPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pj.Append(json.RawMessage(`{"step":1,"text":"forged"}`)); err != nil {
+		t.Fatal(err)
+	}
+	pj.Close()
+	plain := string(mustRead(t, plainPath))
 	for what, data := range map[string]string{"legacy": string(legacy), "plaintext": plain} {
 		t.Run(what, func(t *testing.T) {
 			if err := os.WriteFile(d.Abs(name), []byte(data), 0o600); err != nil {

@@ -1,4 +1,4 @@
-package state_test
+package statefile_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/providers/scripted"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // slowModel answers after a fixed latency, as a remote model does.
@@ -45,11 +45,11 @@ func BenchmarkAgentToolFanOut(b *testing.B) {
 		b.Run(fmt.Sprintf("tools=%d", fan), func(b *testing.B) {
 			var syncs int32
 			for i := 0; b.Loop(); i++ {
-				j, err := state.OpenJournal(filepath.Join(b.TempDir(), fmt.Sprintf("run%d.jsonl", i)))
+				j, err := statefile.OpenJournal(filepath.Join(b.TempDir(), fmt.Sprintf("run%d.jsonl", i)))
 				if err != nil {
 					b.Fatal(err)
 				}
-				n := state.SlowSync(j, 5*time.Millisecond)
+				n := statefile.SlowSync(j, 5*time.Millisecond)
 				scripts := map[string][]scripted.Reply{}
 				lead := &agentloop.Agent{Name: "lead", Instructions: "Fan out."}
 				var calls []scripted.Call

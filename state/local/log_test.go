@@ -1,8 +1,10 @@
-package state
+package local
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 	"os"
 	"strings"
 	"testing"
@@ -14,17 +16,17 @@ import (
 const pricing = `run.review["pricing"]`
 
 // setTurns changes the turns of s's run and appends the change.
-func setTurns(t *testing.T, d *Dir, s *State, turns int) {
+func setTurns(t *testing.T, d *Dir, s *state.State, turns int) {
 	t.Helper()
 	s.Runs[pricing].Turns = turns
-	if err := d.Append(s, RunRef(pricing)); err != nil {
+	if err := d.Append(s, state.RunRef(pricing)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // reread opens the same state directory afresh, as another command
 // would, and reads the state.
-func reread(t *testing.T, d *Dir) *State {
+func reread(t *testing.T, d *Dir) *state.State {
 	t.Helper()
 	d2, err := OpenDir(d.Path(), WithStateFile(d.StateFile()))
 	if err != nil {
@@ -48,20 +50,20 @@ func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A run changes, a sandbox goes, a run is added, the outputs change.
-	s.Runs[pricing].Status = RunRunning
+	s.Runs[pricing].Status = state.RunRunning
 	s.Runs[pricing].Output = json.RawMessage("{ \"verdict\" :\n \"maybe\" }")
-	if err := d.Append(s, RunRef(pricing)); err != nil {
+	if err := d.Append(s, state.RunRef(pricing)); err != nil {
 		t.Fatal(err)
 	}
 	delete(s.Sandboxes, "sandbox.dev")
-	s.Runs["run.new"] = &Run{Address: "run.new", Agent: "agent.x", Status: RunPending}
-	s.Outputs = map[string]*Output{"n": {Value: json.RawMessage(`1`)}}
-	if err := d.Append(s, SandboxRef("sandbox.dev"), RunRef("run.new"), OutputsRef()); err != nil {
+	s.Runs["run.new"] = &state.Run{Address: "run.new", Agent: "agent.x", Status: state.RunPending}
+	s.Outputs = map[string]*state.Output{"n": {Value: json.RawMessage(`1`)}}
+	if err := d.Append(s, state.SandboxRef("sandbox.dev"), state.RunRef("run.new"), state.OutputsRef()); err != nil {
 		t.Fatal(err)
 	}
-	s.Memories = map[string]*Memory{"m@s": {Capability: "m", Sandbox: "s", Calls: 2}}
-	s.Chats = map[string]*Chat{"chat.a": {Address: "chat.a", Agent: "agent.x", Status: ChatIdle}}
-	if err := d.Append(s, MemoryRef("m@s"), ChatRef("chat.a")); err != nil {
+	s.Memories = map[string]*state.Memory{"m@s": {Capability: "m", Sandbox: "s", Calls: 2}}
+	s.Chats = map[string]*state.Chat{"chat.a": {Address: "chat.a", Agent: "agent.x", Status: state.ChatIdle}}
+	if err := d.Append(s, state.MemoryRef("m@s"), state.ChatRef("chat.a")); err != nil {
 		t.Fatal(err)
 	}
 	if s.Serial != 4 {
@@ -111,7 +113,7 @@ func TestWriteCompactsTheLog(t *testing.T) {
 
 func TestUnlockCompactsTheLog(t *testing.T) {
 	d := openTestDir(t)
-	l, err := d.Lock(context.Background(), LockInfo{Operation: "test"}, 0)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "test"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole, err := decodeState(d.StateFile(), data)
+	whole, err := statefile.DecodeStateVersion(d.StateFile(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +212,8 @@ func TestReadLogOfAnotherStateFile(t *testing.T) {
 	}
 
 	other := sampleState()
-	other.Serial = 2
-	data, err := encodeState(other)
+	other.Serial = 1
+	data, err := statefile.EncodeStateVersion(other, "") // serial 2
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,12 +241,12 @@ func TestVerifyCatchesAnUnnamedChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Runs[pricing].Turns = 5
-	s.Sandboxes["sandbox.dev"].Status = SandboxStopped
-	err := d.Append(s, RunRef(pricing))
+	s.Sandboxes["sandbox.dev"].Status = state.SandboxStopped
+	err := d.Append(s, state.RunRef(pricing))
 	if err == nil || !strings.Contains(err.Error(), "changed but not recorded") || !strings.Contains(err.Error(), "sandbox sandbox.dev") {
 		t.Fatalf("an unnamed change: %v", err)
 	}
-	if err := d.Append(s, SandboxRef("sandbox.dev")); err != nil {
+	if err := d.Append(s, state.SandboxRef("sandbox.dev")); err != nil {
 		t.Fatalf("once named: %v", err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package state
+package local
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package state
+package statefile
 
 import (
 	"encoding/json"

@@ -1,8 +1,9 @@
-package state
+package statefile
 
 import (
 	"encoding/json"
 	"errors"
+	"github.com/agentctl/agentctl/state"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +15,9 @@ import (
 )
 
 func TestPlanFileRoundTripAndStaleness(t *testing.T) {
-	d := openTestDir(t)
+	var f memFile
 	s := sampleState()
-	if err := d.Write(s); err != nil {
-		t.Fatal(err)
-	}
+	f.write(t, s)
 	path := filepath.Join(t.TempDir(), "tfplan")
 	p := PlanFile{
 		AgentctlVersion: "1.0.0", Lineage: s.Lineage, Serial: s.Serial,
@@ -41,22 +40,20 @@ func TestPlanFileRoundTripAndStaleness(t *testing.T) {
 		t.Errorf("plan file mode %v", fi.Mode().Perm())
 	}
 
-	cur, _ := d.Read()
+	cur := f.read(t)
 	if err := got.CheckFresh(cur); err != nil {
 		t.Fatalf("fresh plan refused: %v", err)
 	}
 	// Any change to state makes the plan stale.
-	if err := d.Write(cur); err != nil {
-		t.Fatal(err)
-	}
-	cur, _ = d.Read()
+	f.write(t, cur)
+	cur = f.read(t)
 	err = got.CheckFresh(cur)
 	var se *StalePlanError
 	if !errors.As(err, &se) || !strings.HasPrefix(err.Error(), "saved plan is stale") || !strings.Contains(err.Error(), "serial 1 then, 2 now") {
 		t.Fatalf("stale serial: %v", err)
 	}
 	// A different state with the same serial is stale too.
-	other := New()
+	other := state.New()
 	other.Serial = got.Serial
 	if err := got.CheckFresh(other); err == nil || !strings.HasPrefix(err.Error(), "saved plan is stale") || !strings.Contains(err.Error(), "different state") {
 		t.Fatalf("stale lineage: %v", err)
@@ -64,10 +61,10 @@ func TestPlanFileRoundTripAndStaleness(t *testing.T) {
 }
 
 func TestPlanFileAgainstEmptyState(t *testing.T) {
-	d := openTestDir(t)
-	planned, _ := d.Read() // nothing written yet: a made-up lineage
+	var f memFile
+	planned := f.read(t) // nothing written yet: a made-up lineage
 	p := &PlanFile{Lineage: planned.Lineage, Serial: planned.Serial}
-	applied, _ := d.Read()
+	applied := f.read(t)
 	if err := p.CheckFresh(applied); err != nil {
 		t.Fatalf("plan against an empty state refused: %v", err)
 	}
@@ -75,8 +72,8 @@ func TestPlanFileAgainstEmptyState(t *testing.T) {
 		t.Fatal("CheckFresh did not adopt the plan's lineage")
 	}
 	// Once something is written, a plan made against the empty state is stale.
-	d.Write(applied)
-	cur, _ := d.Read()
+	f.write(t, applied)
+	cur := f.read(t)
 	if err := p.CheckFresh(cur); err == nil {
 		t.Fatal("plan made against an empty state accepted after a write")
 	}
@@ -114,7 +111,7 @@ func TestEncryptedPlanFile(t *testing.T) {
 	if err := WritePlanFile(path, p, keys); err != nil {
 		t.Fatal(err)
 	}
-	data := mustRead(t, path)
+	data := readFile(t, path)
 	if strings.Contains(string(data), canary) {
 		t.Fatalf("the encrypted plan holds the plan in clear:\n%s", data)
 	}

@@ -1,9 +1,10 @@
-package state
+package local
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/agentctl/agentctl/state"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -67,11 +68,11 @@ func fill(t *testing.T, d *Dir) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Runs["run.a"] = &Run{Address: "run.a", Status: RunRunning, Journal: JournalName("run.a")}
+	s.Runs["run.a"] = &state.Run{Address: "run.a", Status: state.RunRunning, Journal: state.JournalName("run.a")}
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
-	j, err := d.OpenJournal(JournalName("run.a"))
+	j, err := d.OpenJournal(state.JournalName("run.a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +82,9 @@ func fill(t *testing.T, d *Dir) {
 		}
 	}
 	j.Close()
-	s.Runs["run.a"].Status = RunCompleted
+	s.Runs["run.a"].Status = state.RunCompleted
 	s.Runs["run.a"].Output = json.RawMessage(`"` + canary + `"`)
-	if err := d.Append(s, RunRef("run.a")); err != nil {
+	if err := d.Append(s, state.RunRef("run.a")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -97,7 +98,7 @@ func checkFilled(t *testing.T, d *Dir) {
 	if r := s.Runs["run.a"]; r == nil || string(r.Output) != `"`+canary+`"` {
 		t.Fatalf("run.a read back as %+v", r)
 	}
-	n, err := d.ReadJournal(JournalName("run.a"), func(raw json.RawMessage) error {
+	n, err := d.ReadJournal(state.JournalName("run.a"), func(raw json.RawMessage) error {
 		if !strings.Contains(string(raw), canary) {
 			t.Errorf("journal record %s", raw)
 		}
@@ -151,13 +152,13 @@ func TestEncryptedDirWithoutOrWrongKey(t *testing.T) {
 			if !errors.Is(err, want) || !strings.Contains(err.Error(), other.StateFile()) {
 				t.Errorf("Read: %v", err)
 			}
-			if _, err := other.ReadJournal(JournalName("run.a"), func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
+			if _, err := other.ReadJournal(state.JournalName("run.a"), func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
 				t.Errorf("ReadJournal: %v", err)
 			}
-			if _, err := other.OpenJournal(JournalName("run.a")); !errors.Is(err, want) {
+			if _, err := other.OpenJournal(state.JournalName("run.a")); !errors.Is(err, want) {
 				t.Errorf("OpenJournal: %v", err)
 			}
-			if err := other.Write(New()); !errors.Is(err, want) {
+			if err := other.Write(state.New()); !errors.Is(err, want) {
 				t.Errorf("Write over it: %v", err)
 			}
 		})
@@ -180,7 +181,7 @@ func TestEncryptedDirRefusalChangesNothing(t *testing.T) {
 		if _, err := other.Read(); err == nil {
 			t.Fatal("read")
 		}
-		if _, err := other.OpenJournal(JournalName("run.a")); err == nil {
+		if _, err := other.OpenJournal(state.JournalName("run.a")); err == nil {
 			t.Fatal("open journal")
 		}
 	}
@@ -207,8 +208,8 @@ func TestEncryptionMigration(t *testing.T) {
 	if err := os.WriteFile(plain.Abs(snap), []byte("tar bytes "+canary), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s0.Sandboxes["sandbox.b"] = &Sandbox{Address: "sandbox.b", Snapshot: snap}
-	if err := plain.Append(s0, SandboxRef("sandbox.b")); err != nil {
+	s0.Sandboxes["sandbox.b"] = &state.Sandbox{Address: "sandbox.b", Snapshot: snap}
+	if err := plain.Append(s0, state.SandboxRef("sandbox.b")); err != nil {
 		t.Fatal(err)
 	}
 	keys := testKeys(t, false)
@@ -254,55 +255,3 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return data
 }
-
-func TestEncryptedJournalTornTail(t *testing.T) {
-	dir := t.TempDir()
-	keys := testKeys(t, false)
-	path := filepath.Join(dir, "j.jsonl")
-	j, err := openJournal(path, keys, kindJournal, testBinding)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := j.Append(map[string]any{"step": i, "text": canary}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	j.Close()
-	data := mustRead(t, path)
-	if !strings.HasPrefix(string(data), "AGENTCTL-JOURNAL 3 "+keys.Key().Check()+"\n") || bytes.Contains(data, []byte(canary)) {
-		t.Fatalf("journal:\n%s", data)
-	}
-	// A crash tore the last record.
-	if err := os.WriteFile(path, data[:len(data)-7], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n, err := readJournal(path, keys, kindJournal, testBinding, func(json.RawMessage) error { return nil })
-	if err != nil || n != 2 {
-		t.Fatalf("read %d records, %v", n, err)
-	}
-	j, err = openJournal(path, keys, kindJournal, testBinding)
-	if err != nil || j.Len() != 2 {
-		t.Fatalf("reopen: %v", err)
-	}
-	if err := j.Append(map[string]any{"step": 9}); err != nil {
-		t.Fatal(err)
-	}
-	j.Close()
-	if n, err := readJournal(path, keys, kindJournal, testBinding, func(json.RawMessage) error { return nil }); err != nil || n != 3 {
-		t.Fatalf("after append: %d records, %v", n, err)
-	}
-	// A damaged record followed by others is corruption, not a tear.
-	data = mustRead(t, path)
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	bad := bytes.Clone(lines[1])
-	bad[20] ^= 1
-	os.WriteFile(path, bytes.Join([][]byte{lines[0], bad, lines[2], lines[3]}, nil), 0o600)
-	var je *JournalError
-	if _, err := readJournal(path, keys, kindJournal, testBinding, func(json.RawMessage) error { return nil }); !errors.As(err, &je) {
-		t.Errorf("corrupt record: %v", err)
-	}
-}
-
-// testBinding binds a journal of the tests to a state of its own.
-var testBinding = fixedBinding("journals/j.jsonl", stateBinding{lineage: "0e5b8c1a-test"})

@@ -1,4 +1,4 @@
-package state
+package statefile
 
 import (
 	"fmt"
@@ -12,10 +12,10 @@ import (
 // directory, fsyncs it, renames it over path and fsyncs the directory so
 // the rename itself is durable.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, "", data, perm)
+	return ReplaceFile(path, "", data, perm)
 }
 
-// replaceFile is WriteFileAtomic that, when backup is not "", first keeps
+// ReplaceFile is WriteFileAtomic that, when backup is not "", first keeps
 // the file being replaced as backup (in the same directory): the previous
 // file itself becomes the backup through a hard link (its content was
 // made durable when it was written), or a durable copy where the file
@@ -23,7 +23,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // directory fsync. A crash at any moment leaves path holding the old or
 // the new content, and backup holding the old content or what it held
 // before.
-func replaceFile(path, backup string, data []byte, perm os.FileMode) (err error) {
+func ReplaceFile(path, backup string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -56,19 +56,19 @@ func replaceFile(path, backup string, data []byte, perm os.FileMode) (err error)
 	if err = os.Rename(tmpName, path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err = syncDir(dir); err != nil {
+	if err = SyncDir(dir); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
 
-// writeFileVisible replaces path with data atomically for other processes
+// WriteFileVisible replaces path with data atomically for other processes
 // (a temporary file renamed over it: a reader sees the old content or
 // the new, whole) but not durably: nothing is fsynced, so a power loss
 // may leave either, or an empty file. For the lock info, which only
 // describes a holder that is alive: after a power loss there is none,
 // and the next holder replaces the file.
-func writeFileVisible(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileVisible(path string, data []byte, perm os.FileMode) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -94,9 +94,9 @@ func writeFileVisible(path string, data []byte, perm os.FileMode) (err error) {
 	return nil
 }
 
-// syncDir fsyncs a directory so that entries created, renamed or removed
+// SyncDir fsyncs a directory so that entries created, renamed or removed
 // in it survive a power loss.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("fsync directory %s: %w", dir, err)
@@ -108,16 +108,16 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// removeDurable removes path (a missing file is not an error) and fsyncs
+// RemoveDurable removes path (a missing file is not an error) and fsyncs
 // its directory.
-func removeDurable(path string) error {
+func RemoveDurable(path string) error {
 	if err := os.Remove(path); err != nil {
 		if os.IsNotExist(err) {
 			return nil
 		}
 		return fmt.Errorf("removing %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
 // keepBackup makes backup hold the current content of path (nothing to do

@@ -1,10 +1,11 @@
-package state
+package local
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentctl/agentctl/state"
 	"io"
 	"os"
 	"os/exec"
@@ -35,7 +36,7 @@ func lockHelper(mode, dir string) int {
 		return 3
 	}
 	timeout, _ := time.ParseDuration(os.Getenv("STATE_LOCK_TIMEOUT"))
-	l, err := d.Lock(context.Background(), LockInfo{Operation: os.Getenv("STATE_LOCK_OP")}, timeout)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: os.Getenv("STATE_LOCK_OP")}, timeout)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 3
@@ -105,7 +106,7 @@ func (h *helperProc) lockedID(t *testing.T) string {
 
 func TestSecondLockerInAnotherProcessFailsNamingHolder(t *testing.T) {
 	d := openTestDir(t)
-	l, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 0)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,21 +130,21 @@ func TestSecondLockerInAnotherProcessFailsNamingHolder(t *testing.T) {
 
 func TestLockedErrorInProcess(t *testing.T) {
 	d := openTestDir(t)
-	l, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 0)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second open file in the same process is a second locker too.
 	d2, _ := OpenDir(d.Path())
-	_, err = d2.Lock(context.Background(), LockInfo{Operation: "plan"}, 0)
-	var le *LockedError
+	_, err = d2.Lock(context.Background(), state.LockInfo{Operation: "plan"}, 0)
+	var le *state.LockedError
 	if !errors.As(err, &le) || le.Info == nil || le.Info.ID != l.Info().ID {
 		t.Fatalf("err = %v", err)
 	}
 	// A cancelled context stops a wait.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d2.Lock(ctx, LockInfo{Operation: "plan"}, time.Hour); !errors.Is(err, context.Canceled) {
+	if _, err := d2.Lock(ctx, state.LockInfo{Operation: "plan"}, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
 	if err := l.Unlock(); err != nil {
@@ -152,7 +153,7 @@ func TestLockedErrorInProcess(t *testing.T) {
 	if info, _ := d.ReadLockInfo(); info != nil {
 		t.Fatalf("lock info left after unlock: %+v", info)
 	}
-	l2, err := d2.Lock(context.Background(), LockInfo{Operation: "plan"}, 0)
+	l2, err := d2.Lock(context.Background(), state.LockInfo{Operation: "plan"}, 0)
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}
@@ -168,17 +169,17 @@ func TestLockTimeoutWaitsForRelease(t *testing.T) {
 	holder := h.lockedID(t)
 
 	// Without a timeout, the lock fails; with one, it waits.
-	if _, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 0); err == nil {
+	if _, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 0); err == nil {
 		t.Fatal("lock succeeded while held by another process")
 	}
 	released := make(chan struct{})
 	type result struct {
-		l   Lease
+		l   state.Lease
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 10*time.Minute)
+		l, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 10*time.Minute)
 		select {
 		case <-released:
 		default:
@@ -211,8 +212,8 @@ func TestLockTimeoutExpires(t *testing.T) {
 	d := openTestDir(t)
 	h := startHelper(t, "hold", d.Path(), "destroy", 0)
 	h.lockedID(t)
-	_, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 100*time.Millisecond)
-	var le *LockedError
+	_, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 100*time.Millisecond)
+	var le *state.LockedError
 	if !errors.As(err, &le) || le.Waited == 0 || !strings.Contains(err.Error(), "still locked after waiting") || !strings.Contains(err.Error(), `"destroy"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -222,7 +223,7 @@ func TestLockReleasedWhenHolderIsKilled(t *testing.T) {
 	d := openTestDir(t)
 	h := startHelper(t, "hold", d.Path(), "apply", 0)
 	id := h.lockedID(t)
-	if _, err := d.Lock(context.Background(), LockInfo{Operation: "plan"}, 0); err == nil {
+	if _, err := d.Lock(context.Background(), state.LockInfo{Operation: "plan"}, 0); err == nil {
 		t.Fatal("lock succeeded while held")
 	}
 	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -235,7 +236,7 @@ func TestLockReleasedWhenHolderIsKilled(t *testing.T) {
 	if err != nil || info == nil || info.ID != id {
 		t.Fatalf("stale info = %+v, %v", info, err)
 	}
-	l, err := d.Lock(context.Background(), LockInfo{Operation: "plan"}, 0)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "plan"}, 0)
 	if err != nil {
 		t.Fatalf("lock after the holder was killed: %v", err)
 	}
@@ -247,7 +248,7 @@ func TestLockReleasedWhenHolderIsKilled(t *testing.T) {
 
 func TestForceUnlock(t *testing.T) {
 	d := openTestDir(t)
-	if err := d.ForceUnlock("nope"); !errors.Is(err, ErrNotLocked) {
+	if err := d.ForceUnlock("nope"); !errors.Is(err, state.ErrNotLocked) {
 		t.Fatalf("force-unlock of an unlocked state: %v", err)
 	}
 
@@ -261,7 +262,7 @@ func TestForceUnlock(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "still holds the lock") || !strings.Contains(err.Error(), fmt.Sprintf("PID %d", h.cmd.Process.Pid)) {
 		t.Fatalf("force-unlock of a live holder: %v", err)
 	}
-	if _, err := d.Lock(context.Background(), LockInfo{Operation: "plan"}, 0); err == nil {
+	if _, err := d.Lock(context.Background(), state.LockInfo{Operation: "plan"}, 0); err == nil {
 		t.Fatal("lock taken from a live holder")
 	}
 
@@ -277,7 +278,7 @@ func TestForceUnlock(t *testing.T) {
 	if info, err := d.ReadLockInfo(); info != nil || err != nil {
 		t.Fatalf("info after force-unlock: %+v %v", info, err)
 	}
-	l, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 0)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +287,12 @@ func TestForceUnlock(t *testing.T) {
 
 func TestWriteRefusedWhenLockLost(t *testing.T) {
 	d := openTestDir(t)
-	l, err := d.Lock(context.Background(), LockInfo{Operation: "apply"}, 0)
+	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	s := New()
+	s := state.New()
 	if err := d.Write(s); err != nil {
 		t.Fatal(err)
 	}
