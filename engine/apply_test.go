@@ -44,7 +44,7 @@ func engineIn(tb testing.TB, dir, src string) *Engine {
 func planApply(t testing.TB, e *Engine, opts PlanOptions) *state.State {
 	t.Helper()
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func completedState(ctx context.Context, tb testing.TB, e *Engine) *state.State 
 		tb.Fatal(err)
 	}
 	for _, addr := range order {
-		in, err := e.runInputs(st, cfg.RunInstances[addr], sbDigest, nil)
+		in, err := e.runInputs(ctx, st, cfg.RunInstances[addr], sbDigest, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestWriteLargeFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &Engine{Config: cfg, State: sd, Registry: builtin.Registry()}
-	if err := sd.Write(completedState(context.Background(), t, e)); err != nil {
+	if err := sd.Write(context.Background(), completedState(context.Background(), t, e)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -353,7 +353,7 @@ func TestMemoryProviderPlanApply(t *testing.T) {
 	ctx := context.Background()
 	dir, mp := t.TempDir(), &memProvider{}
 	e := newMemEngine(t, dir, fmt.Sprintf(memConfig, "hi"), mp)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestMountApplyDestroy(t *testing.T) {
 	dir := t.TempDir()
 	e := mountEngine(t, dir, s)
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestMountLeftByKill(t *testing.T) {
 	s.Put(t, "room", "deals/in.txt", "from the bucket")
 	dir := t.TempDir()
 	e := mountEngine(t, dir, s)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestMountLeftByKill(t *testing.T) {
 // destroyAll destroys what a test applied: removing the test's directory
 // must not reach into a bucket through a mount left up.
 func destroyAll(t *testing.T, e *Engine) {
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Error(err)
 		return
@@ -352,7 +352,7 @@ func TestMountPlanWithoutRclone(t *testing.T) {
 	dir := t.TempDir()
 	e := mountEngine(t, dir, s)
 	e.Environ = append(e.Environ, "PATH="+t.TempDir())
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,9 +138,11 @@ func (b *backend) takeLock(ctx context.Context, sa arguments.State, operation st
 	return nil
 }
 
-func (b *backend) unlock() {
+// unlock releases the state lock, if held; an interrupt does not stop
+// it (ctx's cancellation is ignored).
+func (b *backend) unlock(ctx context.Context) {
 	if b.lock != nil {
-		if err := b.lock.Unlock(); err != nil {
+		if err := b.lock.Unlock(context.WithoutCancel(ctx)); err != nil {
 			b.m.view().Error(fmt.Errorf("releasing the state lock: %w", err))
 		}
 		b.lock = nil
@@ -230,9 +232,9 @@ func (m *meta) lockedState(ctx context.Context, args arguments.Backend, operatio
 	if err := b.takeLock(ctx, args.State, operation); err != nil {
 		return nil, nil, err
 	}
-	st, err := b.store.Read()
+	st, err := b.store.Read(ctx)
 	if err != nil {
-		b.unlock()
+		b.unlock(ctx)
 		return nil, nil, err
 	}
 	return b, st, nil
@@ -241,12 +243,12 @@ func (m *meta) lockedState(ctx context.Context, args arguments.Backend, operatio
 // readState opens the backend of an inspecting command with open
 // (openBackend, or openStateBackend for commands that need only the
 // state) and reads its state.
-func readState(open func(string, arguments.Vars, arguments.State) (*backend, error), args arguments.Backend) (*backend, *state.State, error) {
+func readState(ctx context.Context, open func(string, arguments.Vars, arguments.State) (*backend, error), args arguments.Backend) (*backend, *state.State, error) {
 	b, err := open(args.Config, args.Vars, args.State)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := b.store.Read()
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		if b.cfg == nil && errors.Is(err, seal.ErrNoKey) {
 			return nil, nil, fmt.Errorf("%w; the configuration, which holds the encryption block, has errors: fix them first (agentctl validate shows them)", err)

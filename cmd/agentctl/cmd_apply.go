@@ -107,11 +107,11 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	if err := b.takeLock(ctx, args.State, op); err != nil {
 		return err
 	}
-	defer b.unlock()
+	defer b.unlock(ctx)
 	if b.lock != nil {
 		m.removeSnapshotTemps(b.dir)
 	}
-	st, err := b.store.Read()
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		if !p.HasChanges() {
 			conv := pendingConversion(ctx, b.store)
 			if !destroy && (e.RefreshOutputs(st) || conv != "") {
-				if err := b.store.Write(st); err != nil {
+				if err := b.store.Write(ctx, st); err != nil {
 					return err
 				}
 			}

@@ -94,7 +94,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 		fmt.Fprintf(m.Stdout, "The backend's schema is up to date (version %d).\n", to)
 	}
 
-	local, err := dir.Read()
+	local, err := dir.Read(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the local state to migrate: %w", err)
 	}
@@ -125,25 +125,25 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *loca
 		if err != nil {
 			return err
 		}
-		defer ll.Unlock()
+		defer ll.Unlock(context.WithoutCancel(ctx))
 		rl, err := store.Lock(ctx, state.LockInfo{Operation: "init"}, args.State.LockTimeout)
 		if err != nil {
 			return err
 		}
-		defer rl.Unlock()
+		defer rl.Unlock(context.WithoutCancel(ctx))
 		// Read again under the lock: a command may have changed it.
-		if local, err = dir.Read(); err != nil {
+		if local, err = dir.Read(ctx); err != nil {
 			return err
 		}
 	}
 	if _, err := os.Stat(dir.LogFile()); err == nil {
 		// A command died with changes in the log: compact them first,
 		// so that nothing refers to the state file once it is set aside.
-		if err := dir.Write(local); err != nil {
+		if err := dir.Write(ctx, local); err != nil {
 			return err
 		}
 	}
-	remote, err := store.Read()
+	remote, err := store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *loca
 	}
 	for _, name := range names {
 		var recs [][]byte
-		if _, err := dir.ReadJournal(name, func(raw json.RawMessage) error {
+		if _, err := dir.ReadJournal(ctx, name, func(raw json.RawMessage) error {
 			recs = append(recs, []byte(raw))
 			return nil
 		}); err != nil {
@@ -189,7 +189,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *loca
 		}
 	}
 	serial := local.Serial
-	if err := store.Write(local); err != nil {
+	if err := store.Write(ctx, local); err != nil {
 		return err
 	}
 	// The local state is kept aside, not used again.
@@ -197,7 +197,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *loca
 		return fmt.Errorf("the state is in the backend, but the local state file could not be set aside (remove %s yourself): %w", dir.StateFile(), err)
 	}
 	for _, name := range names {
-		if err := dir.RemoveJournal(name); err != nil {
+		if err := dir.RemoveJournal(ctx, name); err != nil {
 			fmt.Fprintf(m.Stderr, "Warning: the journal is in the backend, but the local copy could not be removed: %v\n", err)
 		}
 	}

@@ -43,8 +43,8 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 	if err := b.takeLock(ctx, args.State, "plan"); err != nil {
 		return err
 	}
-	defer b.unlock()
-	st, err := b.store.Read()
+	defer b.unlock(ctx)
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -96,7 +97,7 @@ func (p *pipeline) state() stateFile {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	full, err := d.Read()
+	full, err := d.Read(context.Background())
 	if err != nil {
 		p.t.Fatalf("reading the state: %v", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -219,7 +220,7 @@ func TestStateBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev, err := bd.Read()
+	prev, err := bd.Read(context.Background())
 	if err != nil {
 		t.Fatalf("the backup does not read as a state: %v", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,7 +263,7 @@ func (h *harness) readState() *state.State {
 	if err != nil {
 		return nil
 	}
-	st, err := d.Read()
+	st, err := d.Read(context.Background())
 	if err != nil {
 		h.t.Fatalf("reading the state: %v", err)
 	}
@@ -339,7 +340,7 @@ func (h *harness) journal() []agentloop.Step {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	_, err = d.ReadJournal(st.Runs["run.job"].Journal, func(raw json.RawMessage) error {
+	_, err = d.ReadJournal(context.Background(), st.Runs["run.job"].Journal, func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err

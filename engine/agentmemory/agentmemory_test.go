@@ -26,7 +26,7 @@ type lockedState struct {
 	st *state.State
 }
 
-func (s *lockedState) Update(fn func(*state.State), _ ...state.Ref) error {
+func (s *lockedState) Update(_ context.Context, fn func(*state.State), _ ...state.Ref) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fn(s.st)

@@ -52,7 +52,7 @@ func newTestEngine(t *testing.T, src string) *engine.Engine {
 // new agentctl chat process does.
 func openChat(t *testing.T, e *engine.Engine, session, agent string) *Session {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 	if diff := cmp.Diff(want, reqs[1].InputLines()); diff != "" {
 		t.Errorf("the second session's request (-want +got):\n%s", diff)
 	}
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 	}
 	// Only the last turn's journal is kept: its transcript is the whole
 	// conversation.
-	items, err := History(e, c)
+	items, err := History(context.Background(), e, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +160,10 @@ func TestChatInterruptedTurnResumes(t *testing.T) {
 	if _, ok := s.Interrupted(); ok {
 		t.Error("the turn is still under way after Resume")
 	}
-	if err := s.Reset(); err != nil {
+	if err := s.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	items, err := s.History()
+	items, err := s.History(context.Background())
 	if err != nil || len(items) != 0 {
 		t.Errorf("history after reset: %v, %v", items, err)
 	}

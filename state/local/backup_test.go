@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"github.com/agentctl/agentctl/state/statefile"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ func readSerial(t *testing.T, path string) uint64 {
 func TestWriteKeepsPreviousStateAsBackup(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(d.BackupFile()); !os.IsNotExist(err) {
@@ -32,7 +33,7 @@ func TestWriteKeepsPreviousStateAsBackup(t *testing.T) {
 	}
 	first, _ := os.ReadFile(d.StateFile())
 	for want := uint64(1); want <= 3; want++ {
-		if err := d.Write(s); err != nil {
+		if err := d.Write(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 		if got := readSerial(t, d.BackupFile()); got != want {
@@ -68,18 +69,18 @@ func TestWriteKeepsPreviousStateAsBackup(t *testing.T) {
 
 func TestBackupOfAWorldReadableStateIsPrivate(t *testing.T) {
 	d := openTestDir(t)
-	if err := d.Write(sampleState()); err != nil {
+	if err := d.Write(context.Background(), sampleState()); err != nil {
 		t.Fatal(err)
 	}
 	// A state file copied into place by hand with a lax mode.
 	if err := os.Chmod(d.StateFile(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{d.StateFile(), d.BackupFile()} {
@@ -97,14 +98,14 @@ func TestDamagedStateNamesTheBackup(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
 	for range 2 {
-		if err := d.Write(s); err != nil {
+		if err := d.Write(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := os.WriteFile(d.StateFile(), []byte("{\n  \"format_version\": 1,\n  \"ser"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := d.Read()
+	_, err := d.Read(context.Background())
 	if err == nil {
 		t.Fatal("a damaged state read without error")
 	}
@@ -121,7 +122,7 @@ func TestDamagedStateNamesTheBackup(t *testing.T) {
 	if err := os.WriteFile(d.StateFile(), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	back, err := d.Read()
+	back, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatalf("the restored backup does not read: %v", err)
 	}
@@ -134,12 +135,12 @@ func TestDamagedStateWithoutBackup(t *testing.T) {
 	d := openTestDir(t)
 	os.MkdirAll(d.Path(), 0o755)
 	os.WriteFile(d.StateFile(), []byte(`{"format_version": 1}`), 0o600)
-	_, err := d.Read()
+	_, err := d.Read(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "no lineage") || !strings.Contains(err.Error(), "there is no backup ("+d.BackupFile()+" does not exist)") {
 		t.Fatalf("err = %v", err)
 	}
 	os.WriteFile(d.BackupFile(), []byte(`{`), 0o600)
-	_, err = d.Read()
+	_, err = d.Read(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "the backup "+d.BackupFile()+" is damaged too") {
 		t.Fatalf("err = %v", err)
 	}
@@ -154,7 +155,7 @@ func TestBackupBesideStateFileOverride(t *testing.T) {
 	}
 	s := sampleState()
 	for range 2 {
-		if err := d.Write(s); err != nil {
+		if err := d.Write(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -31,7 +32,7 @@ func BenchmarkStateWrite(b *testing.B) {
 			}
 			s := stateWithRuns(runs)
 			for b.Loop() {
-				if err := d.Write(s); err != nil {
+				if err := d.Write(context.Background(), s); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -49,12 +50,12 @@ func BenchmarkStateAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := stateWithRuns(runs)
-			if err := d.Write(s); err != nil {
+			if err := d.Write(context.Background(), s); err != nil {
 				b.Fatal(err)
 			}
 			for i := 0; b.Loop(); i++ {
 				s.Runs["run.r1"].Turns = i
-				if err := d.Append(s, state.RunRef("run.r1")); err != nil {
+				if err := d.Append(context.Background(), s, state.RunRef("run.r1")); err != nil {
 					b.Fatal(err)
 				}
 			}

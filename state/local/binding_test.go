@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,7 @@ import (
 // record read in the wrong place shows.
 func sealedRuns(t *testing.T, d *Dir, n int, addrs ...string) map[string]string {
 	t.Helper()
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func sealedRuns(t *testing.T, d *Dir, n int, addrs ...string) map[string]string 
 		names[addr] = state.ScopedJournalName(s.Lineage, addr)
 		s.Runs[addr] = &state.Run{Address: addr, Status: state.RunInterrupted, Journal: names[addr], Steps: n}
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	for _, addr := range addrs {
@@ -43,7 +44,7 @@ func sealedRuns(t *testing.T, d *Dir, n int, addrs ...string) map[string]string 
 // appendSteps appends n records to the journal name.
 func appendSteps(t *testing.T, d *Dir, name, addr string, n int) {
 	t.Helper()
-	j, err := d.OpenJournal(name)
+	j, err := d.OpenJournal(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func journalLines(t *testing.T, path string) []string {
 // records.
 func readRecords(d *Dir, name string) ([]string, error) {
 	var got []string
-	_, err := d.ReadJournal(name, func(raw json.RawMessage) error {
+	_, err := d.ReadJournal(context.Background(), name, func(raw json.RawMessage) error {
 		got = append(got, string(raw))
 		return nil
 	})
@@ -101,7 +102,7 @@ func TestSealedJournalRecordsSwapped(t *testing.T) {
 	got, err := readRecords(d, name)
 	wantMisplaced(t, err, got, path, 1)
 	// The journal is not appended to, or converted, either.
-	if _, err := d.OpenJournal(name); err == nil {
+	if _, err := d.OpenJournal(context.Background(), name); err == nil {
 		t.Error("OpenJournal accepted the swapped journal")
 	}
 }
@@ -145,9 +146,9 @@ func TestSealedJournalOfAnotherState(t *testing.T) {
 	var dirs [2]*Dir
 	for i := range dirs {
 		dirs[i], _ = OpenDir(t.TempDir(), WithEncryption(keys))
-		s, _ := dirs[i].Read()
+		s, _ := dirs[i].Read(context.Background())
 		s.Runs["run.a"] = &state.Run{Address: "run.a", Status: state.RunInterrupted, Journal: state.JournalName("run.a"), Steps: 2}
-		if err := dirs[i].Write(s); err != nil {
+		if err := dirs[i].Write(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 		appendSteps(t, dirs[i], state.JournalName("run.a"), fmt.Sprintf("run.a of state %d", i), 2)
@@ -163,10 +164,10 @@ func TestSealedJournalOfAnotherState(t *testing.T) {
 func TestSealedStateLogRecordsSwapped(t *testing.T) {
 	d, _ := OpenDir(t.TempDir(), WithEncryption(testKeys(t, false)))
 	sealedRuns(t, d, 1, "run.a")
-	s, _ := d.Read()
+	s, _ := d.Read(context.Background())
 	for _, status := range []string{state.RunRunning, state.RunCompleted} {
 		s.Runs["run.a"].Status = status
-		if err := d.Append(s, state.RunRef("run.a")); err != nil {
+		if err := d.Append(context.Background(), s, state.RunRef("run.a")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +176,7 @@ func TestSealedStateLogRecordsSwapped(t *testing.T) {
 	if err := os.WriteFile(d.LogFile(), []byte(lines[0]+lines[2]+lines[1]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Read(); err == nil || !strings.Contains(err.Error(), d.LogFile()) {
+	if _, err := d.Read(context.Background()); err == nil || !strings.Contains(err.Error(), d.LogFile()) {
 		t.Fatalf("Read of the swapped state log: %v", err)
 	}
 }
@@ -225,7 +226,7 @@ func legacyDir(t *testing.T) (*Dir, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatalf("the state encrypted before places were bound: %v", err)
 	}
@@ -249,8 +250,8 @@ func TestLegacyEncryptedStateLoads(t *testing.T) {
 	wantSteps(t, d, name, 3)
 	legacy := mustRead(t, d.Abs(name))
 	// The next whole write binds the state and its journals.
-	s, _ := d.Read()
-	if err := d.Write(s); err != nil {
+	s, _ := d.Read(context.Background())
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if head := journalLines(t, d.Abs(name))[0]; !strings.HasPrefix(head, "AGENTCTL-JOURNAL 3 ") {
@@ -281,7 +282,7 @@ func TestLegacyEncryptedStateLoads(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), d.Abs(name)) || !strings.Contains(err.Error(), "put back the journal") {
 					t.Fatalf("a %s journal under a bound state: %v, %v", what, got, err)
 				}
-				if _, err := dd.OpenJournal(name); err == nil {
+				if _, err := dd.OpenJournal(context.Background(), name); err == nil {
 					t.Fatalf("OpenJournal of a %s journal under a bound state", what)
 				}
 			}

@@ -173,7 +173,7 @@ func (d *Dir) Exists() bool {
 // lineage, nothing written). A file written by a newer agentctl is
 // refused with a *NewerFormatError; invalid content is reported with the
 // file name and position, and with how to recover from the backup.
-func (d *Dir) Read() (*state.State, error) {
+func (d *Dir) Read(ctx context.Context) (*state.State, error) {
 	for attempt := 1; ; attempt++ {
 		s, err := d.readOnce()
 		var gap *statefile.LogGapError
@@ -244,7 +244,7 @@ func (d *Dir) stateBinding() (statefile.StateBinding, error) {
 	if _, err := os.Stat(d.stateFile); errors.Is(err, fs.ErrNotExist) {
 		return statefile.StateBinding{}, nil
 	}
-	if _, err := d.Read(); err != nil {
+	if _, err := d.Read(context.Background()); err != nil {
 		return statefile.StateBinding{}, err
 	}
 	if sb := d.bound.Load(); sb != nil {
@@ -298,7 +298,7 @@ func shellQuote(s string) string {
 // s.Serial is left unchanged, except when only the log's removal failed
 // (the state file is written; the log's records are then skipped by
 // Read, as the state file has their serials).
-func (d *Dir) Write(s *state.State) error {
+func (d *Dir) Write(ctx context.Context, s *state.State) error {
 	if s == nil {
 		return errors.New("writing state: nil state")
 	}
@@ -308,7 +308,7 @@ func (d *Dir) Write(s *state.State) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.held != nil {
-		if err := d.held.Check(); err != nil {
+		if err := d.held.Check(ctx); err != nil {
 			return fmt.Errorf("writing state: %w", err)
 		}
 	}

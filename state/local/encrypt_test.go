@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"github.com/agentctl/agentctl/state"
@@ -64,15 +65,15 @@ func snapshotFiles(t *testing.T, dir string) map[string]string {
 // and appends a change holding it too.
 func fill(t *testing.T, d *Dir) {
 	t.Helper()
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Runs["run.a"] = &state.Run{Address: "run.a", Status: state.RunRunning, Journal: state.JournalName("run.a")}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	j, err := d.OpenJournal(state.JournalName("run.a"))
+	j, err := d.OpenJournal(context.Background(), state.JournalName("run.a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,21 +85,21 @@ func fill(t *testing.T, d *Dir) {
 	j.Close()
 	s.Runs["run.a"].Status = state.RunCompleted
 	s.Runs["run.a"].Output = json.RawMessage(`"` + canary + `"`)
-	if err := d.Append(s, state.RunRef("run.a")); err != nil {
+	if err := d.Append(context.Background(), s, state.RunRef("run.a")); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func checkFilled(t *testing.T, d *Dir) {
 	t.Helper()
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := s.Runs["run.a"]; r == nil || string(r.Output) != `"`+canary+`"` {
 		t.Fatalf("run.a read back as %+v", r)
 	}
-	n, err := d.ReadJournal(state.JournalName("run.a"), func(raw json.RawMessage) error {
+	n, err := d.ReadJournal(context.Background(), state.JournalName("run.a"), func(raw json.RawMessage) error {
 		if !strings.Contains(string(raw), canary) {
 			t.Errorf("journal record %s", raw)
 		}
@@ -124,8 +125,8 @@ func TestEncryptedDirHoldsNoPlaintext(t *testing.T) {
 	}
 	assertNoCanary(t, dir)
 	// Compacted: a second whole write (the backup is the first).
-	s, _ := d.Read()
-	if err := d.Write(s); err != nil {
+	s, _ := d.Read(context.Background())
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	checkFilled(t, d)
@@ -148,17 +149,17 @@ func TestEncryptedDirWithoutOrWrongKey(t *testing.T) {
 				want = seal.ErrWrongKey
 			}
 			other, _ := OpenDir(dir, WithEncryption(keys))
-			_, err := other.Read()
+			_, err := other.Read(context.Background())
 			if !errors.Is(err, want) || !strings.Contains(err.Error(), other.StateFile()) {
 				t.Errorf("Read: %v", err)
 			}
-			if _, err := other.ReadJournal(state.JournalName("run.a"), func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
+			if _, err := other.ReadJournal(context.Background(), state.JournalName("run.a"), func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
 				t.Errorf("ReadJournal: %v", err)
 			}
-			if _, err := other.OpenJournal(state.JournalName("run.a")); !errors.Is(err, want) {
+			if _, err := other.OpenJournal(context.Background(), state.JournalName("run.a")); !errors.Is(err, want) {
 				t.Errorf("OpenJournal: %v", err)
 			}
-			if err := other.Write(state.New()); !errors.Is(err, want) {
+			if err := other.Write(context.Background(), state.New()); !errors.Is(err, want) {
 				t.Errorf("Write over it: %v", err)
 			}
 		})
@@ -178,10 +179,10 @@ func TestEncryptedDirRefusalChangesNothing(t *testing.T) {
 	before := snapshotFiles(t, dir)
 	for _, keys := range []*seal.Keys{nil, testKeys(t, false)} {
 		other, _ := OpenDir(dir, WithEncryption(keys))
-		if _, err := other.Read(); err == nil {
+		if _, err := other.Read(context.Background()); err == nil {
 			t.Fatal("read")
 		}
-		if _, err := other.OpenJournal(state.JournalName("run.a")); err == nil {
+		if _, err := other.OpenJournal(context.Background(), state.JournalName("run.a")); err == nil {
 			t.Fatal("open journal")
 		}
 	}
@@ -202,27 +203,27 @@ func TestEncryptionMigration(t *testing.T) {
 	plain, _ := OpenDir(dir)
 	fill(t, plain)
 	// A snapshot written before the key was set.
-	s0, _ := plain.Read()
+	s0, _ := plain.Read(context.Background())
 	os.MkdirAll(filepath.Join(dir, "snapshots"), 0o700)
 	snap := "snapshots/sandbox.b@1.tar"
 	if err := os.WriteFile(plain.Abs(snap), []byte("tar bytes "+canary), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s0.Sandboxes["sandbox.b"] = &state.Sandbox{Address: "sandbox.b", Snapshot: snap}
-	if err := plain.Append(s0, state.SandboxRef("sandbox.b")); err != nil {
+	if err := plain.Append(context.Background(), s0, state.SandboxRef("sandbox.b")); err != nil {
 		t.Fatal(err)
 	}
 	keys := testKeys(t, false)
 	enc, _ := OpenDir(dir, WithEncryption(keys))
 	// Read as it is, with the key configured.
 	checkFilled(t, enc)
-	s, _ := enc.Read()
-	if err := enc.Write(s); err != nil {
+	s, _ := enc.Read(context.Background())
+	if err := enc.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	checkFilled(t, enc)
 	assertNoCanary(t, dir)
-	if _, err := plain.Read(); !errors.Is(err, seal.ErrNoKey) {
+	if _, err := plain.Read(context.Background()); !errors.Is(err, seal.ErrNoKey) {
 		t.Errorf("read without the key after migration: %v", err)
 	}
 	if _, err := os.Stat(plain.BackupFile()); err != nil {
@@ -235,8 +236,8 @@ func TestEncryptionMigration(t *testing.T) {
 	// Removing the key is refused until decrypt = true decrypts.
 	dec, _ := OpenDir(dir, WithEncryption(seal.NewKeys(keys.Key(), true)))
 	checkFilled(t, dec)
-	s, _ = dec.Read()
-	if err := dec.Write(s); err != nil {
+	s, _ = dec.Read(context.Background())
+	if err := dec.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	checkFilled(t, plain)

@@ -80,7 +80,7 @@ func (d *Dir) Lock(ctx context.Context, info state.LockInfo, timeout time.Durati
 		if setCreated {
 			info.Created = time.Now().UTC()
 		}
-		l, lerr := d.tryLock(info)
+		l, lerr := d.tryLock(ctx, info)
 		if l != nil {
 			return l, nil
 		}
@@ -109,7 +109,7 @@ func (d *Dir) Lock(ctx context.Context, info state.LockInfo, timeout time.Durati
 
 // tryLock makes one attempt. It returns a *LockedError when the lock is
 // held by someone else.
-func (d *Dir) tryLock(info state.LockInfo) (*Lock, error) {
+func (d *Dir) tryLock(ctx context.Context, info state.LockInfo) (*Lock, error) {
 	path := d.LockPath()
 	for range 3 {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
@@ -123,7 +123,7 @@ func (d *Dir) tryLock(info state.LockInfo) (*Lock, error) {
 		}
 		if !ok {
 			f.Close()
-			return nil, &state.LockedError{LockFile: path, Info: d.readLockInfoQuiet()}
+			return nil, &state.LockedError{LockFile: path, Info: d.readLockInfoQuiet(ctx)}
 		}
 		// The file we locked must still be the one at path; otherwise
 		// someone removed it between our open and lock: try again.
@@ -162,7 +162,7 @@ func sameFile(f *os.File, path string) bool {
 
 // Check verifies that the lock is still held as taken: the lock file at
 // its path is the one locked and the lock info still names this lock.
-func (l *Lock) Check() error {
+func (l *Lock) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -171,7 +171,7 @@ func (l *Lock) Check() error {
 	if !sameFile(l.f, l.dir.LockPath()) {
 		return fmt.Errorf("state lock lost: %s was removed or replaced while this command held it; refusing to write state (run the command again)", l.dir.LockPath())
 	}
-	cur, err := l.dir.ReadLockInfo()
+	cur, err := l.dir.ReadLockInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("state lock lost: %w; refusing to write state", err)
 	}
@@ -186,12 +186,12 @@ func (l *Lock) Check() error {
 // Unlocking twice is a no-op. When the compaction fails, the lock is
 // released all the same and the error says so: the log still holds
 // every change, and the next lock holder compacts it.
-func (l *Lock) Unlock() error {
+func (l *Lock) Unlock(ctx context.Context) error {
 	var cerr error
 	if l.held() {
-		cerr = l.dir.compactLog()
+		cerr = l.dir.compactLog(ctx)
 	}
-	err := errors.Join(cerr, l.release())
+	err := errors.Join(cerr, l.release(ctx))
 	// Lock order is Dir.mu before Lock.mu (Write checks the lock while
 	// holding Dir.mu), so forget the lock only after releasing l.mu.
 	l.dir.mu.Lock()
@@ -209,14 +209,14 @@ func (l *Lock) held() bool {
 	return l.f != nil
 }
 
-func (l *Lock) release() error {
+func (l *Lock) release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
 		return nil
 	}
 	var errs []error
-	if cur, err := l.dir.ReadLockInfo(); err == nil && cur != nil && cur.ID == l.info.ID {
+	if cur, err := l.dir.ReadLockInfo(ctx); err == nil && cur != nil && cur.ID == l.info.ID {
 		if err := os.Remove(l.dir.LockInfoPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -235,7 +235,7 @@ func (l *Lock) release() error {
 }
 
 // ReadLockInfo returns the recorded lock info, or nil when there is none.
-func (d *Dir) ReadLockInfo() (*state.LockInfo, error) {
+func (d *Dir) ReadLockInfo(ctx context.Context) (*state.LockInfo, error) {
 	data, err := os.ReadFile(d.LockInfoPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -250,11 +250,11 @@ func (d *Dir) ReadLockInfo() (*state.LockInfo, error) {
 	return &info, nil
 }
 
-func (d *Dir) readLockInfoQuiet() *state.LockInfo {
+func (d *Dir) readLockInfoQuiet(ctx context.Context) *state.LockInfo {
 	// The holder writes its info right after taking the lock; give it a
 	// moment if we caught it in between.
 	for range 5 {
-		info, err := d.ReadLockInfo()
+		info, err := d.ReadLockInfo(ctx)
 		if err == nil && info != nil {
 			return info
 		}
@@ -268,8 +268,8 @@ func (d *Dir) readLockInfoQuiet() *state.LockInfo {
 // still holds it (the kernel lock is the truth: a holder that died has
 // already lost it). What it removes is the lock info a dead holder left
 // behind.
-func (d *Dir) ForceUnlock(id string) error {
-	info, err := d.ReadLockInfo()
+func (d *Dir) ForceUnlock(ctx context.Context, id string) error {
+	info, err := d.ReadLockInfo(ctx)
 	if err != nil {
 		// Unreadable info: allow removing it only if nobody holds the lock.
 		info = nil

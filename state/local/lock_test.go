@@ -45,7 +45,7 @@ func lockHelper(mode, dir string) int {
 	if mode == "hold" {
 		io.Copy(io.Discard, os.Stdin)
 	}
-	if err := l.Unlock(); err != nil {
+	if err := l.Unlock(context.Background()); err != nil {
 		fmt.Println("ERROR", err)
 		return 3
 	}
@@ -110,7 +110,7 @@ func TestSecondLockerInAnotherProcessFailsNamingHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Unlock()
+	defer l.Unlock(context.Background())
 
 	h := startHelper(t, "try", d.Path(), "plan", 0)
 	got := h.line(t)
@@ -147,18 +147,18 @@ func TestLockedErrorInProcess(t *testing.T) {
 	if _, err := d2.Lock(ctx, state.LockInfo{Operation: "plan"}, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
-	if err := l.Unlock(); err != nil {
+	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := d.ReadLockInfo(); info != nil {
+	if info, _ := d.ReadLockInfo(context.Background()); info != nil {
 		t.Fatalf("lock info left after unlock: %+v", info)
 	}
 	l2, err := d2.Lock(context.Background(), state.LockInfo{Operation: "plan"}, 0)
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}
-	l2.Unlock()
-	if err := l2.Unlock(); err != nil {
+	l2.Unlock(context.Background())
+	if err := l2.Unlock(context.Background()); err != nil {
 		t.Fatalf("second unlock: %v", err)
 	}
 }
@@ -198,11 +198,11 @@ func TestLockTimeoutWaitsForRelease(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	defer r.l.Unlock()
+	defer r.l.Unlock(context.Background())
 	if r.l.Info().ID == holder {
 		t.Fatal("reused the holder's ID")
 	}
-	info, err := d.ReadLockInfo()
+	info, err := d.ReadLockInfo(context.Background())
 	if err != nil || info == nil || info.ID != r.l.Info().ID {
 		t.Fatalf("lock info = %+v, %v", info, err)
 	}
@@ -232,7 +232,7 @@ func TestLockReleasedWhenHolderIsKilled(t *testing.T) {
 	h.cmd.Wait()
 
 	// The dead holder's info is still there, but the lock is free.
-	info, err := d.ReadLockInfo()
+	info, err := d.ReadLockInfo(context.Background())
 	if err != nil || info == nil || info.ID != id {
 		t.Fatalf("stale info = %+v, %v", info, err)
 	}
@@ -240,25 +240,25 @@ func TestLockReleasedWhenHolderIsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lock after the holder was killed: %v", err)
 	}
-	if info, _ := d.ReadLockInfo(); info == nil || info.ID != l.Info().ID {
+	if info, _ := d.ReadLockInfo(context.Background()); info == nil || info.ID != l.Info().ID {
 		t.Fatalf("info not replaced: %+v", info)
 	}
-	l.Unlock()
+	l.Unlock(context.Background())
 }
 
 func TestForceUnlock(t *testing.T) {
 	d := openTestDir(t)
-	if err := d.ForceUnlock("nope"); !errors.Is(err, state.ErrNotLocked) {
+	if err := d.ForceUnlock(context.Background(), "nope"); !errors.Is(err, state.ErrNotLocked) {
 		t.Fatalf("force-unlock of an unlocked state: %v", err)
 	}
 
 	// A live holder keeps its lock.
 	h := startHelper(t, "hold", d.Path(), "apply", 0)
 	id := h.lockedID(t)
-	if err := d.ForceUnlock("wrong-id"); err == nil || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), id) {
+	if err := d.ForceUnlock(context.Background(), "wrong-id"); err == nil || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), id) {
 		t.Fatalf("wrong ID: %v", err)
 	}
-	err := d.ForceUnlock(id)
+	err := d.ForceUnlock(context.Background(), id)
 	if err == nil || !strings.Contains(err.Error(), "still holds the lock") || !strings.Contains(err.Error(), fmt.Sprintf("PID %d", h.cmd.Process.Pid)) {
 		t.Fatalf("force-unlock of a live holder: %v", err)
 	}
@@ -269,20 +269,20 @@ func TestForceUnlock(t *testing.T) {
 	// Once it dies, force-unlock removes what it left.
 	h.cmd.Process.Signal(syscall.SIGKILL)
 	h.cmd.Wait()
-	if err := d.ForceUnlock("wrong-id"); err == nil {
+	if err := d.ForceUnlock(context.Background(), "wrong-id"); err == nil {
 		t.Fatal("wrong ID accepted after holder died")
 	}
-	if err := d.ForceUnlock(id); err != nil {
+	if err := d.ForceUnlock(context.Background(), id); err != nil {
 		t.Fatalf("force-unlock: %v", err)
 	}
-	if info, err := d.ReadLockInfo(); info != nil || err != nil {
+	if info, err := d.ReadLockInfo(context.Background()); info != nil || err != nil {
 		t.Fatalf("info after force-unlock: %+v %v", info, err)
 	}
 	l, err := d.Lock(context.Background(), state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Unlock()
+	l.Unlock(context.Background())
 }
 
 func TestWriteRefusedWhenLockLost(t *testing.T) {
@@ -291,15 +291,15 @@ func TestWriteRefusedWhenLockLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Unlock()
+	defer l.Unlock(context.Background())
 	s := state.New()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	// Someone deletes the lock file by hand: a second writer could now
 	// lock a new file, so this one must stop writing.
 	os.Remove(d.LockPath())
-	if err := d.Write(s); err == nil || !strings.Contains(err.Error(), "state lock lost") {
+	if err := d.Write(context.Background(), s); err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("write after the lock file was removed: %v", err)
 	}
 	if s.Serial != 1 {

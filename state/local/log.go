@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,17 +39,17 @@ func (d *Dir) LogFile() string { return d.stateFile + LogSuffix }
 // names every object it changed; an object changed but not named is not
 // recorded until the next Write. A state never written is written whole.
 // On error s.Serial is left unchanged.
-func (d *Dir) Append(s *state.State, refs ...state.Ref) error {
+func (d *Dir) Append(ctx context.Context, s *state.State, refs ...state.Ref) error {
 	if s == nil {
 		return errors.New("writing state: nil state")
 	}
 	if s.Serial == 0 {
-		return d.Write(s)
+		return d.Write(ctx, s)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.held != nil {
-		if err := d.held.Check(); err != nil {
+		if err := d.held.Check(ctx); err != nil {
 			return fmt.Errorf("writing state: %w", err)
 		}
 	}
@@ -112,15 +113,15 @@ func (d *Dir) closeLog() error {
 
 // compactLog writes the state file whole from the state file and its log
 // when there is a log, and removes the log; the lock is held (Unlock).
-func (d *Dir) compactLog() error {
+func (d *Dir) compactLog(ctx context.Context) error {
 	if _, err := os.Stat(d.LogFile()); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	s, err := d.Read()
+	s, err := d.Read(ctx)
 	if err != nil {
 		return fmt.Errorf("compacting the state log: %w", err)
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(ctx, s); err != nil {
 		return fmt.Errorf("compacting the state log: %w", err)
 	}
 	return nil

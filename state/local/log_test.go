@@ -19,7 +19,7 @@ const pricing = `run.review["pricing"]`
 func setTurns(t *testing.T, d *Dir, s *state.State, turns int) {
 	t.Helper()
 	s.Runs[pricing].Turns = turns
-	if err := d.Append(s, state.RunRef(pricing)); err != nil {
+	if err := d.Append(context.Background(), s, state.RunRef(pricing)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -32,7 +32,7 @@ func reread(t *testing.T, d *Dir) *state.State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := d2.Read()
+	s, err := d2.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func reread(t *testing.T, d *Dir) *state.State {
 func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(d.StateFile())
@@ -52,18 +52,18 @@ func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 	// A run changes, a sandbox goes, a run is added, the outputs change.
 	s.Runs[pricing].Status = state.RunRunning
 	s.Runs[pricing].Output = json.RawMessage("{ \"verdict\" :\n \"maybe\" }")
-	if err := d.Append(s, state.RunRef(pricing)); err != nil {
+	if err := d.Append(context.Background(), s, state.RunRef(pricing)); err != nil {
 		t.Fatal(err)
 	}
 	delete(s.Sandboxes, "sandbox.dev")
 	s.Runs["run.new"] = &state.Run{Address: "run.new", Agent: "agent.x", Status: state.RunPending}
 	s.Outputs = map[string]*state.Output{"n": {Value: json.RawMessage(`1`)}}
-	if err := d.Append(s, state.SandboxRef("sandbox.dev"), state.RunRef("run.new"), state.OutputsRef()); err != nil {
+	if err := d.Append(context.Background(), s, state.SandboxRef("sandbox.dev"), state.RunRef("run.new"), state.OutputsRef()); err != nil {
 		t.Fatal(err)
 	}
 	s.Memories = map[string]*state.Memory{"m@s": {Capability: "m", Sandbox: "s", Calls: 2}}
 	s.Chats = map[string]*state.Chat{"chat.a": {Address: "chat.a", Agent: "agent.x", Status: state.ChatIdle}}
-	if err := d.Append(s, state.MemoryRef("m@s"), state.ChatRef("chat.a")); err != nil {
+	if err := d.Append(context.Background(), s, state.MemoryRef("m@s"), state.ChatRef("chat.a")); err != nil {
 		t.Fatal(err)
 	}
 	if s.Serial != 4 {
@@ -88,14 +88,14 @@ func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 func TestWriteCompactsTheLog(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	setTurns(t, d, s, 9)
 	if _, err := os.Stat(d.LogFile()); err != nil {
 		t.Fatalf("no log after an append: %v", err)
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(d.LogFile()); !os.IsNotExist(err) {
@@ -118,11 +118,11 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	setTurns(t, d, s, 5)
-	if err := l.Unlock(); err != nil {
+	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(d.LogFile()); !os.IsNotExist(err) {
@@ -147,7 +147,7 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 func TestReadAfterCrash(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	setTurns(t, d, s, 5)
@@ -174,7 +174,7 @@ func TestReadAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d2.Write(s2); err != nil {
+	if err := d2.Write(context.Background(), s2); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(d.LogFile(), logData, 0o600); err != nil {
@@ -190,10 +190,10 @@ func TestReadAfterCrash(t *testing.T) {
 func TestReadLogOfAnotherStateFile(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	setTurns(t, d, s, 5)
@@ -205,7 +205,7 @@ func TestReadLogOfAnotherStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	d2, _ := OpenDir(d.Path())
-	_, err = d2.Read()
+	_, err = d2.Read(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "does not continue the state file: the state file has serial 1, the log's next record serial 3") ||
 		!strings.Contains(err.Error(), "remove the log") {
 		t.Fatalf("reading a log that skips serial 2: %v", err)
@@ -220,14 +220,14 @@ func TestReadLogOfAnotherStateFile(t *testing.T) {
 	if err := os.WriteFile(d.StateFile(), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err = d2.Read(); err == nil || !strings.Contains(err.Error(), "belongs to the state of lineage "+s.Lineage) {
+	if _, err = d2.Read(context.Background()); err == nil || !strings.Contains(err.Error(), "belongs to the state of lineage "+s.Lineage) {
 		t.Fatalf("reading the log of another lineage: %v", err)
 	}
 
 	if err := os.Remove(d.StateFile()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err = d2.Read(); err == nil || !strings.Contains(err.Error(), "the state file "+d.StateFile()+" is missing but its log") {
+	if _, err = d2.Read(context.Background()); err == nil || !strings.Contains(err.Error(), "the state file "+d.StateFile()+" is missing but its log") {
 		t.Fatalf("reading a log without its state file: %v", err)
 	}
 }
@@ -237,16 +237,16 @@ func TestVerifyCatchesAnUnnamedChange(t *testing.T) {
 	t.Setenv("AGENTCTL_STATE_VERIFY", "1")
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	s.Runs[pricing].Turns = 5
 	s.Sandboxes["sandbox.dev"].Status = state.SandboxStopped
-	err := d.Append(s, state.RunRef(pricing))
+	err := d.Append(context.Background(), s, state.RunRef(pricing))
 	if err == nil || !strings.Contains(err.Error(), "changed but not recorded") || !strings.Contains(err.Error(), "sandbox sandbox.dev") {
 		t.Fatalf("an unnamed change: %v", err)
 	}
-	if err := d.Append(s, state.SandboxRef("sandbox.dev")); err != nil {
+	if err := d.Append(context.Background(), s, state.SandboxRef("sandbox.dev")); err != nil {
 		t.Fatalf("once named: %v", err)
 	}
 }

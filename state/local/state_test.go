@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"github.com/agentctl/agentctl/state"
@@ -53,7 +54,7 @@ func sampleState() *state.State {
 
 func TestReadMissingIsNewEmptyState(t *testing.T) {
 	d := openTestDir(t)
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestReadMissingIsNewEmptyState(t *testing.T) {
 	if _, err := os.Stat(d.Path()); !os.IsNotExist(err) {
 		t.Fatalf("Read created the state directory: %v", err)
 	}
-	s2, _ := d.Read()
+	s2, _ := d.Read(context.Background())
 	if s2.Lineage == s.Lineage {
 		t.Fatal("two fresh states share a lineage")
 	}
@@ -75,16 +76,16 @@ func TestReadMissingIsNewEmptyState(t *testing.T) {
 func TestWriteReadRoundTrip(t *testing.T) {
 	d := openTestDir(t, WithAgentctlVersion("1.2.3"))
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Serial != 1 {
 		t.Fatalf("serial after first write = %d, want 1", s.Serial)
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.Read()
+	got, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +120,12 @@ func TestWriteReadRoundTrip(t *testing.T) {
 func TestWriteFailureKeepsSerialAndFile(t *testing.T) {
 	d := openTestDir(t)
 	s := sampleState()
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(d.StateFile())
 	s.Runs[`run.review["pricing"]`].Output = json.RawMessage(`{not json`)
-	if err := d.Write(s); err == nil {
+	if err := d.Write(context.Background(), s); err == nil {
 		t.Fatal("Write of an invalid output succeeded")
 	}
 	if s.Serial != 1 {
@@ -143,7 +144,7 @@ func TestStateFileOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Write(sampleState()); err != nil {
+	if err := d.Write(context.Background(), sampleState()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(sf); err != nil {
@@ -155,7 +156,7 @@ func TestStateFileOverride(t *testing.T) {
 	if got := d.JournalPath("run.a"); !strings.HasPrefix(got, filepath.Join(tmp, ".agentctl", "journals")+string(filepath.Separator)) {
 		t.Fatalf("journal path %s is not in the state directory", got)
 	}
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil || s.Serial != 1 {
 		t.Fatalf("read back: %v serial %d", err, s.Serial)
 	}
@@ -165,7 +166,7 @@ func TestReadNewerFormatRefused(t *testing.T) {
 	d := openTestDir(t)
 	os.MkdirAll(d.Path(), 0o755)
 	os.WriteFile(d.StateFile(), []byte(`{"format_version": 7, "serial": 3, "lineage": "x", "runs": []}`), 0o600)
-	_, err := d.Read()
+	_, err := d.Read(context.Background())
 	var nf *state.NewerFormatError
 	if !errors.As(err, &nf) || nf.Format != 7 {
 		t.Fatalf("err = %v, want NewerFormatError", err)
@@ -187,14 +188,14 @@ func TestDigestAlgorithmFormats(t *testing.T) {
 	d := openTestDir(t)
 	os.MkdirAll(d.Path(), 0o755)
 	os.WriteFile(d.StateFile(), []byte(`{"format_version": 1, "serial": 3, "lineage": "x"}`), 0o600)
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Digests() != digest.SHA256 {
 		t.Fatalf("a format 1 state's digests are %q, want sha256", s.Digests())
 	}
-	if err := d.Write(s); err != nil {
+	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(d.StateFile())
@@ -206,7 +207,7 @@ func TestDigestAlgorithmFormats(t *testing.T) {
 		{`{"format_version": 1, "serial": 3, "lineage": "x", "digest_algorithm": "blake3"}`, `digest_algorithm "blake3" needs format_version 2, the file has 1`},
 	} {
 		os.WriteFile(d.StateFile(), []byte(c.content), 0o600)
-		if _, err := d.Read(); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := d.Read(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.content, err, c.want)
 		}
 	}
@@ -233,7 +234,7 @@ func TestReadDamagedStateErrors(t *testing.T) {
 			d := openTestDir(t)
 			os.MkdirAll(d.Path(), 0o755)
 			os.WriteFile(d.StateFile(), []byte(c.content), 0o600)
-			_, err := d.Read()
+			_, err := d.Read(context.Background())
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -254,7 +255,7 @@ func TestReadFillsAddressesAndMaps(t *testing.T) {
 	d := openTestDir(t)
 	os.MkdirAll(d.Path(), 0o755)
 	os.WriteFile(d.StateFile(), []byte(`{"format_version":1,"lineage":"l","serial":4,"runs":{"run.a":{"status":"completed"}}}`), 0o600)
-	s, err := d.Read()
+	s, err := d.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ var (
 
 // OpenJournal opens (creating it and its directory if needed) the
 // journal at name, relative to the state directory, for appending.
-func (d *Dir) OpenJournal(name string) (state.JournalWriter, error) {
+func (d *Dir) OpenJournal(ctx context.Context, name string) (state.JournalWriter, error) {
 	path := d.Abs(name)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
@@ -39,7 +39,7 @@ func (d *Dir) OpenJournal(name string) (state.JournalWriter, error) {
 
 // ReadJournal is ReadJournal for the journal at name, relative to the
 // state directory.
-func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
+func (d *Dir) ReadJournal(ctx context.Context, name string, fn func(raw json.RawMessage) error) (int, error) {
 	return statefile.ReadSealedJournal(d.Abs(name), d.keys, statefile.KindJournal, d.journalBinding(name), fn)
 }
 
@@ -82,7 +82,7 @@ func (d *Dir) RemoveSnapshots(ctx context.Context, base, keep, name string) erro
 
 // RemoveJournal removes the journal at name, relative to the state
 // directory; a missing journal is not an error.
-func (d *Dir) RemoveJournal(name string) error {
+func (d *Dir) RemoveJournal(ctx context.Context, name string) error {
 	return statefile.RemoveJournal(d.Abs(name))
 }
 

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	for _, name := range []string{"local", "pg"} {
 		b.Run("journal/"+name, func(b *testing.B) {
 			s := stores[name](b)
-			j, err := s.OpenJournal("journals/bench.jsonl")
+			j, err := s.OpenJournal(context.Background(), "journals/bench.jsonl")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -45,18 +46,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 		})
 		b.Run("state/"+name, func(b *testing.B) {
 			s := stores[name](b)
-			st, err := s.Read()
+			st, err := s.Read(context.Background())
 			if err != nil {
 				b.Fatal(err)
 			}
 			st.Runs["run.a"] = &state.Run{Agent: "agent.x", Status: "running"}
-			if err := s.Write(st); err != nil {
+			if err := s.Write(context.Background(), st); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				st.Runs["run.a"].Turns = i
-				if err := s.Append(st, state.RunRef("run.a")); err != nil {
+				if err := s.Append(context.Background(), st, state.RunRef("run.a")); err != nil {
 					b.Fatal(err)
 				}
 			}

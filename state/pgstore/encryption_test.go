@@ -51,19 +51,19 @@ func rowsWith(t *testing.T, s *Store) map[string]int {
 // fillStore writes a state, a change and a journal holding canary.
 func fillStore(t *testing.T, s *Store) {
 	t.Helper()
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Runs["run.a"] = &state.Run{Agent: "agent.x", Status: "running", Output: json.RawMessage(`"` + canary + `"`)}
-	if err := s.Write(st); err != nil {
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	st.Runs["run.a"].Error = canary
-	if err := s.Append(st, state.RunRef("run.a")); err != nil {
+	if err := s.Append(context.Background(), st, state.RunRef("run.a")); err != nil {
 		t.Fatal(err)
 	}
-	j, err := s.OpenJournal("journals/run.a.jsonl")
+	j, err := s.OpenJournal(context.Background(), "journals/run.a.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +77,14 @@ func fillStore(t *testing.T, s *Store) {
 
 func checkStore(t *testing.T, s *Store) {
 	t.Helper()
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := st.Runs["run.a"]; r == nil || r.Error != canary {
 		t.Fatalf("run.a read back as %+v", r)
 	}
-	n, err := s.ReadJournal("journals/run.a.jsonl", func(raw json.RawMessage) error {
+	n, err := s.ReadJournal(context.Background(), "journals/run.a.jsonl", func(raw json.RawMessage) error {
 		if !strings.Contains(string(raw), canary) {
 			t.Errorf("record %s", raw)
 		}
@@ -112,13 +112,13 @@ func TestEncryptedRows(t *testing.T) {
 		c := cfg
 		c.Encryption = keys
 		o := another(t, c)
-		if _, err := o.Read(); !errors.Is(err, want) {
+		if _, err := o.Read(context.Background()); !errors.Is(err, want) {
 			t.Errorf("%s: Read: %v", name, err)
 		}
-		if _, err := o.ReadJournal("journals/run.a.jsonl", func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
+		if _, err := o.ReadJournal(context.Background(), "journals/run.a.jsonl", func(json.RawMessage) error { return nil }); !errors.Is(err, want) {
 			t.Errorf("%s: ReadJournal: %v", name, err)
 		}
-		if err := o.Write(state.New()); !errors.Is(err, want) {
+		if err := o.Write(context.Background(), state.New()); !errors.Is(err, want) {
 			t.Errorf("%s: Write over it: %v", name, err)
 		}
 	}
@@ -135,22 +135,22 @@ func TestEncryptionMigrationRows(t *testing.T) {
 	cfg.Encryption = keys
 	enc := another(t, cfg)
 	checkStore(t, enc) // read as written
-	st, _ := enc.Read()
-	if err := enc.Write(st); err != nil {
+	st, _ := enc.Read(context.Background())
+	if err := enc.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	checkStore(t, enc)
 	if f := rowsWith(t, enc); len(f) > 0 {
 		t.Errorf("after the encrypted write, plaintext canary in %v", f)
 	}
-	if _, err := plain.Read(); !errors.Is(err, seal.ErrNoKey) {
+	if _, err := plain.Read(context.Background()); !errors.Is(err, seal.ErrNoKey) {
 		t.Errorf("read without the key: %v", err)
 	}
 	// decrypt = true: the way back.
 	cfg.Encryption = seal.NewKeys(keys.Key(), true)
 	dec := another(t, cfg)
-	st, _ = dec.Read()
-	if err := dec.Write(st); err != nil {
+	st, _ = dec.Read(context.Background())
+	if err := dec.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	checkStore(t, plain)

@@ -161,13 +161,13 @@ func (s *Store) tryLock(ctx context.Context, conn *pgx.Conn, info state.LockInfo
 
 // Check verifies that the lock is still held: its connection answers
 // and the lock info names it.
-func (l *lease) Check() error {
+func (l *lease) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn == nil {
 		return fmt.Errorf("state lock %s was already released", l.info.ID)
 	}
-	ctx, cancel := opCtx(context.Background())
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	var cur string
 	err := l.conn.QueryRow(ctx, `SELECT lock_id FROM `+l.s.t.lockInfo+` WHERE id = 1`).Scan(&cur)
@@ -183,10 +183,10 @@ func (l *lease) Check() error {
 // Unlock compacts the changes appended into a whole state version,
 // removes the lock info and releases the lock (closing its connection,
 // which releases it even when the statements fail).
-func (l *lease) Unlock() error {
+func (l *lease) Unlock(ctx context.Context) error {
 	var cerr error
 	if l.held() {
-		if err := l.s.compact(context.Background()); err != nil {
+		if err := l.s.compact(ctx); err != nil {
 			cerr = fmt.Errorf("compacting the state changes (they are kept; the next command compacts them): %w", err)
 		}
 	}
@@ -232,8 +232,8 @@ func (l *lease) release() error {
 }
 
 // ReadLockInfo returns the lock info, or nil when there is none.
-func (s *Store) ReadLockInfo() (*state.LockInfo, error) {
-	return s.readLockInfo(context.Background())
+func (s *Store) ReadLockInfo(ctx context.Context) (*state.LockInfo, error) {
+	return s.readLockInfo(ctx)
 }
 
 func (s *Store) readLockInfo(ctx context.Context) (info *state.LockInfo, err error) {
@@ -296,8 +296,7 @@ func (s *Store) lockHolder(ctx context.Context) (int, error) {
 // ForceUnlock removes the lock info of lock id left by a holder that is
 // gone. It refuses an ID that is not the current lock's, and refuses
 // while a session still holds the lock (its holder is alive).
-func (s *Store) ForceUnlock(id string) error {
-	ctx := context.Background()
+func (s *Store) ForceUnlock(ctx context.Context, id string) error {
 	info, err := s.readLockInfo(ctx)
 	if err != nil {
 		return err

@@ -109,12 +109,12 @@ func TestConnStringNeverInErrors(t *testing.T) {
 
 func TestStateWriteAppendRead(t *testing.T) {
 	s, cfg := newStore(t)
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil || st.Serial != 0 {
 		t.Fatalf("empty backend: %+v, %v", st, err)
 	}
 	st.Runs["run.a"] = &state.Run{Agent: "agent.x", Status: "running"}
-	if err := s.Write(st); err != nil {
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Serial != 1 {
@@ -122,15 +122,15 @@ func TestStateWriteAppendRead(t *testing.T) {
 	}
 	st.Runs["run.a"].Status = "completed"
 	st.Sandboxes["sandbox.b"] = &state.Sandbox{Provider: "provider.local"}
-	if err := s.Append(st, state.RunRef("run.a"), state.SandboxRef("sandbox.b")); err != nil {
+	if err := s.Append(context.Background(), st, state.RunRef("run.a"), state.SandboxRef("sandbox.b")); err != nil {
 		t.Fatal(err)
 	}
 	delete(st.Sandboxes, "sandbox.b")
-	if err := s.Append(st, state.SandboxRef("sandbox.b")); err != nil {
+	if err := s.Append(context.Background(), st, state.SandboxRef("sandbox.b")); err != nil {
 		t.Fatal(err)
 	}
 	other := another(t, cfg)
-	back, err := other.Read()
+	back, err := other.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +139,13 @@ func TestStateWriteAppendRead(t *testing.T) {
 	}
 	// A stale writer is refused, whole or change.
 	stale := back.Clone()
-	if err := s.Append(st, state.RunRef("run.a")); err != nil {
+	if err := s.Append(context.Background(), st, state.RunRef("run.a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Append(stale, state.RunRef("run.a")); err == nil || !strings.Contains(err.Error(), "another agentctl wrote it") {
+	if err := other.Append(context.Background(), stale, state.RunRef("run.a")); err == nil || !strings.Contains(err.Error(), "another agentctl wrote it") {
 		t.Fatalf("append on a stale state: %v", err)
 	}
-	if err := other.Write(stale); err == nil || !strings.Contains(err.Error(), "another agentctl wrote it") {
+	if err := other.Write(context.Background(), stale); err == nil || !strings.Contains(err.Error(), "another agentctl wrote it") {
 		t.Fatalf("write of a stale state: %v", err)
 	}
 	if stale.Serial != 3 {
@@ -158,7 +158,7 @@ func TestStateWriteAppendRead(t *testing.T) {
 	if pending, err := s.pendingChanges(context.Background()); err != nil || pending {
 		t.Fatalf("changes left after the compaction: %v %v", pending, err)
 	}
-	back, err = other.Read()
+	back, err = other.Read(context.Background())
 	if err != nil || back.Serial != 5 || back.Runs["run.a"].Status != "completed" {
 		t.Fatalf("after compaction: %+v %v", back, err)
 	}
@@ -171,7 +171,7 @@ func TestNewerFormatRefused(t *testing.T) {
 		[]byte(`{"format_version": 99, "lineage": "l", "serial": 1}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Read()
+	_, err := s.Read(context.Background())
 	var nf *state.NewerFormatError
 	if !errors.As(err, &nf) || nf.Format != 99 {
 		t.Fatalf("reading a newer format: %v", err)
@@ -195,27 +195,27 @@ func TestLock(t *testing.T) {
 	if time.Since(start) < 200*time.Millisecond {
 		t.Errorf("lock timeout not waited")
 	}
-	if err := other.ForceUnlock("wrong"); err == nil || !strings.Contains(err.Error(), "does not match") {
+	if err := other.ForceUnlock(context.Background(), "wrong"); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("force-unlock of a wrong ID: %v", err)
 	}
-	if err := other.ForceUnlock(l.Info().ID); err == nil || !strings.Contains(err.Error(), "still holds") {
+	if err := other.ForceUnlock(context.Background(), l.Info().ID); err == nil || !strings.Contains(err.Error(), "still holds") {
 		t.Fatalf("force-unlock of a live lock: %v", err)
 	}
-	if err := l.Check(); err != nil {
+	if err := l.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Unlock(); err != nil {
+	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := other.ReadLockInfo(); err != nil || info != nil {
+	if info, err := other.ReadLockInfo(context.Background()); err != nil || info != nil {
 		t.Fatalf("lock info after unlock: %v %v", info, err)
 	}
 	l2, err := other.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Unlock()
-	if err := other.ForceUnlock("x"); err == nil {
+	defer l2.Unlock(context.Background())
+	if err := other.ForceUnlock(context.Background(), "x"); err == nil {
 		t.Fatal("force-unlock with a wrong ID succeeded")
 	}
 }
@@ -227,8 +227,8 @@ func TestLockDeadHolder(t *testing.T) {
 	s, cfg := newStore(t)
 	other := another(t, cfg)
 	ctx := context.Background()
-	st, _ := s.Read()
-	if err := s.Write(st); err != nil {
+	st, _ := s.Read(context.Background())
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	l, err := s.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
@@ -252,62 +252,62 @@ func TestLockDeadHolder(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := l.Check(); err == nil || !strings.Contains(err.Error(), "state lock lost") {
+	if err := l.Check(context.Background()); err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("Check after the session ended: %v", err)
 	}
 	st.Runs["run.x"] = &state.Run{Status: "running"}
-	if err := s.Append(st, state.RunRef("run.x")); err == nil || !strings.Contains(err.Error(), "state lock lost") {
+	if err := s.Append(context.Background(), st, state.RunRef("run.x")); err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("Append after the lock was lost: %v", err)
 	}
-	if err := other.ForceUnlock(l.Info().ID); err != nil {
+	if err := other.ForceUnlock(context.Background(), l.Info().ID); err != nil {
 		t.Fatalf("force-unlock of a dead holder's info: %v", err)
 	}
-	if err := other.ForceUnlock(l.Info().ID); !errors.Is(err, state.ErrNotLocked) {
+	if err := other.ForceUnlock(context.Background(), l.Info().ID); !errors.Is(err, state.ErrNotLocked) {
 		t.Fatalf("second force-unlock: %v", err)
 	}
 	l2, err := other.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l2.Unlock()
-	l.Unlock()
+	l2.Unlock(context.Background())
+	l.Unlock(context.Background())
 }
 
 // TestLockedWrites: a write under the lock checks the lock info.
 func TestLockedWritesCheckInfo(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	st, _ := s.Read()
+	st, _ := s.Read(context.Background())
 	l, err := s.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Unlock()
-	if err := s.Write(st); err != nil {
+	defer l.Unlock(context.Background())
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.t.lockInfo); err != nil {
 		t.Fatal(err)
 	}
 	st.Runs["run.x"] = &state.Run{Status: "running"}
-	if err := s.Append(st, state.RunRef("run.x")); err == nil || !strings.Contains(err.Error(), "state lock lost") {
+	if err := s.Append(context.Background(), st, state.RunRef("run.x")); err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("Append without the lock info: %v", err)
 	}
-	if err := s.Write(st); err == nil || !strings.Contains(err.Error(), "state lock lost") {
+	if err := s.Write(context.Background(), st); err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("Write without the lock info: %v", err)
 	}
 }
 
 func TestJournal(t *testing.T) {
 	s, cfg := newStore(t)
-	if _, err := s.ReadJournal("journals/none.jsonl", nil); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.ReadJournal(context.Background(), "journals/none.jsonl", nil); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("reading a missing journal: %v", err)
 	}
-	j, err := s.OpenJournal("journals/a.jsonl")
+	j, err := s.OpenJournal(context.Background(), "journals/a.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.ReadJournal("journals/a.jsonl", nil); n != 0 || err != nil {
+	if n, err := s.ReadJournal(context.Background(), "journals/a.jsonl", nil); n != 0 || err != nil {
 		t.Fatalf("empty journal: %d %v", n, err)
 	}
 	for i := range 5 {
@@ -317,7 +317,7 @@ func TestJournal(t *testing.T) {
 	}
 	j.Close()
 	other := another(t, cfg)
-	j2, err := other.OpenJournal("journals/a.jsonl")
+	j2, err := other.OpenJournal(context.Background(), "journals/a.jsonl")
 	if err != nil || j2.Len() != 5 {
 		t.Fatalf("reopened journal: len %d, %v", j2.Len(), err)
 	}
@@ -325,7 +325,7 @@ func TestJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	var steps []int
-	n, err := s.ReadJournal("journals/a.jsonl", func(raw json.RawMessage) error {
+	n, err := s.ReadJournal(context.Background(), "journals/a.jsonl", func(raw json.RawMessage) error {
 		var r struct{ Step int }
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return err
@@ -343,21 +343,21 @@ func TestJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	j3, _ := s.OpenJournal("journals/a.jsonl")
-	j4, _ := other.OpenJournal("journals/a.jsonl")
+	j3, _ := s.OpenJournal(context.Background(), "journals/a.jsonl")
+	j4, _ := other.OpenJournal(context.Background(), "journals/a.jsonl")
 	if err := j3.Append(map[string]int{"step": 7}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j4.Append(map[string]int{"step": 70}); err == nil || !strings.Contains(err.Error(), "another agentctl") {
 		t.Fatalf("a second writer's append: %v", err)
 	}
-	if err := s.RemoveJournal("journals/a.jsonl"); err != nil {
+	if err := s.RemoveJournal(context.Background(), "journals/a.jsonl"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadJournal("journals/a.jsonl", nil); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.ReadJournal(context.Background(), "journals/a.jsonl", nil); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("reading a removed journal: %v", err)
 	}
-	if err := s.RemoveJournal("journals/a.jsonl"); err != nil {
+	if err := s.RemoveJournal(context.Background(), "journals/a.jsonl"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -438,16 +438,16 @@ func TestDatabaseRestart(t *testing.T) {
 	s, cfg := newStore(t)
 	ls := another(t, cfg) // holds the lock; s writes the journal
 	ctx := context.Background()
-	st, _ := s.Read()
-	if err := s.Write(st); err != nil {
+	st, _ := s.Read(context.Background())
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	l, err := ls.Lock(ctx, state.LockInfo{Operation: "apply"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Unlock()
-	j, err := s.OpenJournal("journals/r.jsonl")
+	defer l.Unlock(context.Background())
+	j, err := s.OpenJournal(context.Background(), "journals/r.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,14 +461,14 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Fatalf("append after a restart: %v", err)
 	}
 	st.Runs["run.r"] = &state.Run{Status: "running"}
-	err = ls.Append(st, state.RunRef("run.r"))
+	err = ls.Append(context.Background(), st, state.RunRef("run.r"))
 	if err == nil || !strings.Contains(err.Error(), "state lock lost") {
 		t.Fatalf("state append on the lock's lost connection: %v", err)
 	}
-	if n, err := s.ReadJournal("journals/r.jsonl", nil); n != 2 || err != nil {
+	if n, err := s.ReadJournal(context.Background(), "journals/r.jsonl", nil); n != 2 || err != nil {
 		t.Fatalf("journal after the restart: %d records, %v", n, err)
 	}
-	if info, err := s.ReadLockInfo(); err != nil || info == nil {
+	if info, err := s.ReadLockInfo(context.Background()); err != nil || info == nil {
 		t.Fatalf("lock info after the restart: %v %v", info, err)
 	}
 	if pid, err := s.lockHolder(ctx); pid != 0 || err != nil {
@@ -476,7 +476,7 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 	// The watchdog finds the lost lock; the holder's journal appends
 	// then stop.
-	jl, err := ls.OpenJournal("journals/r.jsonl")
+	jl, err := ls.OpenJournal(context.Background(), "journals/r.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func (c *CLI) State() *state.State {
 	if err != nil || !d.Exists() {
 		return nil
 	}
-	st, err := d.Read()
+	st, err := d.Read(context.Background())
 	if err != nil {
 		return nil
 	}

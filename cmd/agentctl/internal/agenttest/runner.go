@@ -205,7 +205,7 @@ func teardown(ctx context.Context, e *engine.Engine, dir *local.Dir) error {
 	if e == nil {
 		return nil
 	}
-	st, err := dir.Read()
+	st, err := dir.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *local.Dir
 		Parallelism: opts.Parallelism, Registry: cfg.Registry(), TracerProvider: opts.TracerProvider,
 		Replay: opts.Replay,
 	}
-	st, err := dir.Read()
+	st, err := dir.Read(ctx)
 	if err != nil {
 		return e, StatusError, errDiags(err)
 	}
@@ -269,7 +269,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *local.Dir
 		if p.HasChanges() {
 			applyErr = e.Apply(ctx, st, p)
 		} else if e.RefreshOutputs(st) {
-			if err := dir.Write(st); err != nil {
+			if err := dir.Write(context.WithoutCancel(ctx), st); err != nil {
 				return e, StatusError, errDiags(err)
 			}
 		}
@@ -277,7 +277,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *local.Dir
 			return e, StatusError, asDiags(fmt.Errorf("run %q: apply failed: %w", r.Name, applyErr))
 		}
 		if len(r.ExpectFailures) > 0 {
-			if st, err = dir.Read(); err != nil {
+			if st, err = dir.Read(ctx); err != nil {
 				return e, StatusError, errDiags(err)
 			}
 			unexpected, missed := checkFailures(r, st)
