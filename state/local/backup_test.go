@@ -2,11 +2,12 @@ package local
 
 import (
 	"context"
-	"github.com/agentctl/agentctl/state/statefile"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 func readSerial(t *testing.T, path string) uint64 {

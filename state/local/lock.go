@@ -67,44 +67,18 @@ func (d *Dir) LockInfoPath() string { return filepath.Join(d.path, LockInfoFileN
 // what the caller is doing; ID, Who, PID and Created are filled in when
 // empty. If another process holds the lock, Lock retries with backoff
 // until timeout has passed (0: fail at once) and then returns a
-// *LockedError naming the holder. ctx cancels the wait.
+// *LockedError naming the holder (state.WaitLock). ctx cancels the wait.
 func (d *Dir) Lock(ctx context.Context, info state.LockInfo, timeout time.Duration) (state.Lease, error) {
 	if err := d.Ensure(); err != nil {
 		return nil, fmt.Errorf("locking state: %w", err)
 	}
-	info = state.NewLockInfo(info, d.version)
-	start := time.Now()
-	backoff := 25 * time.Millisecond
-	setCreated := info.Created.IsZero()
-	for {
-		if setCreated {
-			info.Created = time.Now().UTC()
+	return state.WaitLock(ctx, state.NewLockInfo(info, d.version), timeout, func(info state.LockInfo) (state.Lease, error) {
+		l, err := d.tryLock(ctx, info)
+		if err != nil {
+			return nil, err
 		}
-		l, lerr := d.tryLock(ctx, info)
-		if l != nil {
-			return l, nil
-		}
-		var le *state.LockedError
-		if !errors.As(lerr, &le) {
-			return nil, lerr
-		}
-		remaining := timeout - time.Since(start)
-		if remaining <= 0 {
-			if timeout > 0 {
-				le.Waited = timeout
-			}
-			return nil, le
-		}
-		wait := min(backoff, remaining)
-		backoff = min(backoff*2, time.Second)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("waiting for the state lock: %w (%v)", ctx.Err(), le)
-		case <-t.C:
-		}
-	}
+		return l, nil
+	})
 }
 
 // tryLock makes one attempt. It returns a *LockedError when the lock is
@@ -123,7 +97,7 @@ func (d *Dir) tryLock(ctx context.Context, info state.LockInfo) (*Lock, error) {
 		}
 		if !ok {
 			f.Close()
-			return nil, &state.LockedError{LockFile: path, Info: d.readLockInfoQuiet(ctx)}
+			return nil, &state.LockedError{LockFile: path, Info: state.HolderInfo(ctx, d.ReadLockInfo)}
 		}
 		// The file we locked must still be the one at path; otherwise
 		// someone removed it between our open and lock: try again.
@@ -245,71 +219,41 @@ func (d *Dir) ReadLockInfo(ctx context.Context) (*state.LockInfo, error) {
 	}
 	var info state.LockInfo
 	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, statefile.JSONError(d.LockInfoPath(), "lock info", data, err)
+		return nil, fmt.Errorf("%w: %w", state.ErrDamagedLockInfo, statefile.JSONError(d.LockInfoPath(), "lock info", data, err))
 	}
 	return &info, nil
 }
 
-func (d *Dir) readLockInfoQuiet(ctx context.Context) *state.LockInfo {
-	// The holder writes its info right after taking the lock; give it a
-	// moment if we caught it in between.
-	for range 5 {
-		info, err := d.ReadLockInfo(ctx)
-		if err == nil && info != nil {
-			return info
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
+// ForceUnlock removes the lock info a dead holder of the lock id left
+// behind (state.ForceUnlock). The kernel lock is the truth: a holder
+// that died has already lost it, and one that still holds it is alive,
+// so the info is removed only while this process holds the kernel lock
+// itself.
+func (d *Dir) ForceUnlock(ctx context.Context, id string) error {
+	return state.ForceUnlock(ctx, id, d.ReadLockInfo, d.clearLockInfo)
 }
 
-// ForceUnlock removes the lock with the given ID. It refuses an ID that is
-// not the current lock's, and refuses to take the lock from a process that
-// still holds it (the kernel lock is the truth: a holder that died has
-// already lost it). What it removes is the lock info a dead holder left
-// behind.
-func (d *Dir) ForceUnlock(ctx context.Context, id string) error {
-	info, err := d.ReadLockInfo(ctx)
-	if err != nil {
-		// Unreadable info: allow removing it only if nobody holds the lock.
-		info = nil
-	}
-	if info == nil && err == nil {
-		return state.ErrNotLocked
-	}
-	if info != nil && info.ID != id {
-		return fmt.Errorf("force-unlock: lock ID %q does not match the current lock (ID %s, held by %s for %q); copy the ID from the lock error message",
-			id, info.ID, orUnknown(info.Who), info.Operation)
-	}
+// clearLockInfo removes the lock info when the kernel lock is free, and
+// otherwise returns a *state.LockHeldError.
+func (d *Dir) clearLockInfo(_ context.Context, info *state.LockInfo) error {
 	if err := d.Ensure(); err != nil {
 		return err
 	}
-	f, ferr := os.OpenFile(d.LockPath(), os.O_RDWR|os.O_CREATE, 0o644)
-	if ferr != nil {
-		return fmt.Errorf("force-unlock: %w", ferr)
+	f, err := os.OpenFile(d.LockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("force-unlock: %w", err)
 	}
 	defer f.Close()
-	ok, lerr := lockFile(f)
-	if lerr != nil {
-		return fmt.Errorf("force-unlock: %w", lerr)
+	ok, err := lockFile(f)
+	if err != nil {
+		return fmt.Errorf("force-unlock: %w", err)
 	}
 	if !ok {
-		who := "the holder"
-		if info != nil {
-			who = fmt.Sprintf("%s (PID %d, running %q)", orUnknown(info.Who), info.PID, info.Operation)
-		}
-		return fmt.Errorf("force-unlock: %s still holds the lock on %s, so it is still running; refusing to let a second writer in. Stop that process (the lock is released as soon as it exits, even if killed) and the state is unlocked", who, d.LockPath())
+		return &state.LockHeldError{Info: info, Lock: "the lock on " + d.LockPath()}
 	}
 	defer unlockFile(f)
 	if err := statefile.RemoveDurable(d.LockInfoPath()); err != nil {
 		return fmt.Errorf("force-unlock: %w", err)
 	}
 	return nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "(unknown)"
-	}
-	return s
 }

@@ -3,13 +3,14 @@ package local
 import (
 	"context"
 	"encoding/json"
-	"github.com/agentctl/agentctl/state"
-	"github.com/agentctl/agentctl/state/statefile"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // pricing is the run of sampleState.

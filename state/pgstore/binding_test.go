@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -250,4 +251,10 @@ func TestLegacyEncryptedRowsLoad(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "record 1 is not encrypted with its place") {
 		t.Fatalf("a legacy row under a bound state: %v", err)
 	}
+}
+
+func testKeys(t testing.TB, decrypt bool) *seal.Keys {
+	t.Helper()
+	k, _ := sealtest.NewKey(t)
+	return seal.NewKeys(k, decrypt)
 }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentctl/agentctl/state"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentctl/agentctl/state"
 )
 
 type step struct {

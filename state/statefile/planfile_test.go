@@ -3,7 +3,6 @@ package statefile
 import (
 	"encoding/json"
 	"errors"
-	"github.com/agentctl/agentctl/state"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/state"
 )
 
 func TestPlanFileRoundTripAndStaleness(t *testing.T) {
