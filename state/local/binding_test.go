@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentctl/agentctl/state"
-	"github.com/agentctl/agentctl/state/statefile"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // sealedRuns writes, in an encrypted directory, a state with a run per
@@ -206,16 +206,17 @@ func TestSealedJournalRecordRecomputedCRC(t *testing.T) {
 	}
 }
 
-// legacyKey is the key of testdata/legacy-encrypted: a state directory
+// legacyKey is the key of the encrypted directories of statefile's
+// testdata/formats; format2-encrypted-unbound is a state directory
 // written encrypted by agentctl before records were bound to their
 // places (version 1 envelopes, version 2 journals).
 const legacyKey = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA="
 
-// legacyDir copies testdata/legacy-encrypted into a directory of its own.
+// legacyDir copies that directory into one of its own.
 func legacyDir(t *testing.T) (*Dir, string) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/legacy-encrypted")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS("../statefile/testdata/formats/format2-encrypted-unbound")); err != nil {
 		t.Fatal(err)
 	}
 	k, err := seal.ParseKey(legacyKey)
@@ -298,4 +299,53 @@ func TestLegacyEncryptedJournalResumed(t *testing.T) {
 		t.Fatalf("the journal was not converted: header %q", head)
 	}
 	wantSteps(t, d, name, 4)
+}
+
+// TestOldFormatDirectoriesLoad: a state directory of every format an
+// agentctl has written (statefile's testdata/formats) is read, its
+// run's journal too, and the next whole write brings it to this
+// version's format, which reads back.
+func TestOldFormatDirectoriesLoad(t *testing.T) {
+	k, err := seal.ParseKey(legacyKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "../statefile/testdata/formats"
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		t.Run(e.Name(), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(filepath.Join(src, e.Name()))); err != nil {
+				t.Fatal(err)
+			}
+			var keys *seal.Keys
+			if strings.Contains(e.Name(), "encrypted") {
+				keys = seal.NewKeys(k, false)
+			}
+			d, err := OpenDir(dir, WithEncryption(keys))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := d.Read(context.Background())
+			if err != nil || s.Runs["run.a"] == nil || s.Serial != 2 {
+				t.Fatalf("Read: %v, %v", s, err)
+			}
+			wantSteps(t, d, s.Runs["run.a"].JournalFile(), 3)
+			if err := d.Write(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			again, _ := OpenDir(dir, WithEncryption(keys))
+			back, err := again.Read(context.Background())
+			if err != nil || back.Serial != 3 {
+				t.Fatalf("read after the write: %v, %v", back, err)
+			}
+			wantSteps(t, again, back.Runs["run.a"].JournalFile(), 3)
+		})
+	}
 }
