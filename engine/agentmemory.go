@@ -37,8 +37,8 @@ func (a *applier) memory() *agentmemory.Writer {
 // (agentmemory.State).
 type memoryState struct{ a *applier }
 
-func (s memoryState) Update(fn func(st *state.State), refs ...state.Ref) error {
-	return s.a.update(fn, refs...)
+func (s memoryState) Update(ctx context.Context, fn func(st *state.State), refs ...state.Ref) error {
+	return s.a.update(ctx, fn, refs...)
 }
 
 func (s memoryState) View(fn func(st *state.State)) {

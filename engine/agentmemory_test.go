@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -178,7 +179,7 @@ func TestMemoryFailureIsCarriedOn(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(memoryConfig(srv.URL, 1)), 0o644)
 	e := reloadDir(t, dir)
-	st, _ := e.State.Read()
+	st, _ := e.State.Read(context.Background())
 	p, err := e.Plan(t.Context(), st, PlanOptions{Refresh: true})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func TestMemoryFailureIsCarriedOn(t *testing.T) {
 		t.Fatalf("run.first is %s", st.Runs["run.first"].Status)
 	}
 	e = reloadDir(t, dir)
-	st, _ = e.State.Read()
+	st, _ = e.State.Read(context.Background())
 	p, err = e.Plan(t.Context(), st, PlanOptions{Refresh: true})
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 		return fmt.Errorf("saved plan is stale: the state changed since the plan was made (lineage %s serial %d, now lineage %s serial %d); run agentctl plan again", p.Lineage, p.Serial, st.Lineage, st.Serial)
 	}
 	if p.RefreshOnly {
-		return e.applyRefreshOnly(st, p)
+		return e.applyRefreshOnly(ctx, st, p)
 	}
 	a := &applier{e: e, p: p, st: st, sbs: map[string]sandbox.Sandbox{}, used: map[string]bool{}, snapshotted: map[string]bool{}, snapMu: map[string]*sync.Mutex{}}
 	if p.HasChanges() {
@@ -107,7 +107,7 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 		// before the first create, so a sandbox whose creation a crash
 		// interrupts carries a lineage the next apply knows and can clean
 		// up, rather than one that was never written.
-		if err := a.update(func(*state.State) {}); err != nil {
+		if err := a.update(ctx, func(*state.State) {}); err != nil {
 			return err
 		}
 	}
@@ -131,7 +131,7 @@ func (e *Engine) apply(ctx context.Context, st *state.State, p *Plan) error {
 		all = append(all, err)
 	}
 	if p.Destroy && len(all) == 0 {
-		if err := a.adoptBLAKE3(); err != nil {
+		if err := a.adoptBLAKE3(ctx); err != nil {
 			all = append(all, err)
 		}
 	}
@@ -157,7 +157,7 @@ func (a *applier) node(ctx context.Context, addr string) error {
 	case KindSandbox:
 		err = a.sandboxNode(ctx, c)
 	case KindChat:
-		err = a.forgetChat(addr)
+		err = a.forgetChat(ctx, addr)
 	default:
 		err = a.tracedRunNode(ctx, c)
 	}
@@ -212,14 +212,14 @@ func walkErrors(p *Plan, errs map[string]error) []error {
 // created before BLAKE3) to BLAKE3 once a destroy has emptied it: with no
 // sandbox and no run left, no recorded digest can seem changed. The state
 // is written whole (its format becomes 2, as a new state's).
-func (a *applier) adoptBLAKE3() error {
+func (a *applier) adoptBLAKE3(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.st.Digests() != digest.SHA256 || len(a.st.Sandboxes) > 0 || len(a.st.Runs) > 0 {
 		return nil
 	}
 	a.st.DigestAlgorithm = digest.BLAKE3
-	if err := a.e.State.Write(a.st); err != nil {
+	if err := a.e.State.Write(context.WithoutCancel(ctx), a.st); err != nil {
 		a.st.DigestAlgorithm = ""
 		return fmt.Errorf("writing the emptied state with BLAKE3 digests: %w", err)
 	}
@@ -228,12 +228,14 @@ func (a *applier) adoptBLAKE3() error {
 
 // update changes the state with fn and records the change durably: fn
 // changes the objects refs name and no other (the state log records just
-// those; AGENTCTL_STATE_VERIFY=1, set by the tests, checks it).
-func (a *applier) update(fn func(st *state.State), refs ...state.Ref) error {
+// those; AGENTCTL_STATE_VERIFY=1, set by the tests, checks it). The
+// record is made even when ctx is cancelled: an interrupted apply
+// records where it stopped.
+func (a *applier) update(ctx context.Context, fn func(st *state.State), refs ...state.Ref) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	fn(a.st)
-	return a.e.State.Append(a.st, refs...)
+	return a.e.State.Append(context.WithoutCancel(ctx), a.st, refs...)
 }
 
 // progress reports "Still ..." every interval until stop is called.
@@ -403,7 +405,7 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		// Provider errors say what failed without naming the provider.
 		return fmt.Errorf("%s: %s: %w", addr, sbc.Provider, err)
 	}
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		ns := &state.Sandbox{
 			Address:      addr,
 			Provider:     sbc.Provider,
@@ -430,15 +432,15 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	}
 	if pending != nil {
 		if err := a.e.State.FetchSnapshot(ctx, prev.Snapshot); err != nil {
-			return a.restoreFailed(addr, fmt.Errorf("%s: fetching snapshot %s: %w", addr, prev.Snapshot, err))
+			return a.restoreFailed(ctx, addr, fmt.Errorf("%s: fetching snapshot %s: %w", addr, prev.Snapshot, err))
 		}
 		if err := archive.RestoreSnapshotWith(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest, state.EncryptionOf(a.e.State).Key()); err != nil {
-			return a.restoreFailed(addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
+			return a.restoreFailed(ctx, addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
 		}
 	}
 	if err := a.materialize(ctx, addr, sb); err != nil {
 		if pending != nil {
-			return a.restoreFailed(addr, err)
+			return a.restoreFailed(ctx, addr, err)
 		}
 		return err
 	}
@@ -453,8 +455,8 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 
 // restoreFailed records why a restore did not finish in the state (the
 // sandbox stays marked as needing one) and returns err with what to do.
-func (a *applier) restoreFailed(addr string, err error) error {
-	if uerr := a.update(func(st *state.State) {
+func (a *applier) restoreFailed(ctx context.Context, addr string, err error) error {
+	if uerr := a.update(ctx, func(st *state.State) {
 		if ss := st.Sandboxes[addr]; ss != nil && ss.RestorePending != nil {
 			ss.RestorePending.Error = err.Error()
 		}
@@ -507,7 +509,7 @@ func (a *applier) materialize(ctx context.Context, addr string, sb sandbox.Sandb
 	if err != nil {
 		return fmt.Errorf("%s: materializing the manifest: %w", addr, err)
 	}
-	return a.update(func(st *state.State) {
+	return a.update(ctx, func(st *state.State) {
 		ss := st.Sandboxes[addr]
 		ss.EntryDigests = res.Digests
 		ss.ManifestDigest = manifest.Digest(m, res.Digests)
@@ -531,7 +533,7 @@ func (a *applier) recordURLs(ctx context.Context, addr string, sb sandbox.Sandbo
 		}
 		urls[fmt.Sprint(port)] = u
 	}
-	return a.update(func(st *state.State) { st.Sandboxes[addr].URLs = urls }, state.SandboxRef(addr))
+	return a.update(ctx, func(st *state.State) { st.Sandboxes[addr].URLs = urls }, state.SandboxRef(addr))
 }
 
 func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
@@ -562,7 +564,7 @@ func (a *applier) deleteSandbox(ctx context.Context, addr string) (err error) {
 	if err := a.removeSnapshotImage(ctx, addr, ss.Provider, ss.SnapshotImage); err != nil {
 		return err
 	}
-	return a.update(func(st *state.State) {
+	return a.update(ctx, func(st *state.State) {
 		delete(st.Sandboxes, addr)
 		delete(a.sbs, addr)
 		delete(a.used, addr)
@@ -643,7 +645,7 @@ func (a *applier) startSandbox(ctx context.Context, addr string) (sandbox.Sandbo
 	if err := a.recordURLs(ctx, addr, sb); err != nil {
 		return nil, err
 	}
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		st.Sandboxes[addr].Session = sb.Session()
 		st.Sandboxes[addr].Status = statusRunning
 		a.used[addr] = true
@@ -731,7 +733,7 @@ func (a *applier) snapshot(ctx context.Context, addr string, sb sandbox.Sandbox)
 	if err := a.e.State.PutSnapshot(ctx, rel); err != nil {
 		return fmt.Errorf("%s: storing the snapshot: %w", addr, err)
 	}
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		st.Sandboxes[addr].Snapshot = rel
 		st.Sandboxes[addr].SnapshotDigest = info.Digest
 		a.snapshotted[addr] = true
@@ -787,7 +789,7 @@ func (a *applier) commitImage(ctx context.Context, addr string, sb sandbox.Sandb
 		return fmt.Errorf("%s: whole-sandbox snapshot: %w", addr, err)
 	}
 	var old, prov string
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		ss := st.Sandboxes[addr]
 		old, prov = ss.SnapshotImage, ss.Provider
 		ss.SnapshotImage = ref
@@ -862,7 +864,7 @@ func (a *applier) finish(ctx context.Context) error {
 		a.onExit(cctx, addr, sbc, sb, &errs)
 		cancel()
 	}
-	if err := a.update(func(st *state.State) { a.e.recordOutputs(st) }, state.OutputsRef()); err != nil {
+	if err := a.update(ctx, func(st *state.State) { a.e.recordOutputs(st) }, state.OutputsRef()); err != nil {
 		errs = append(errs, err)
 	}
 	if err := a.reportRecording(); err != nil {
@@ -878,7 +880,7 @@ func (a *applier) finish(ctx context.Context) error {
 // on_exit says, and records the result in the state.
 func (a *applier) onExit(ctx context.Context, addr string, sbc *config.SandboxInstance, sb sandbox.Sandbox, errs *[]error) {
 	record := func(status string) {
-		if err := a.update(func(st *state.State) { st.Sandboxes[addr].Status = status }, state.SandboxRef(addr)); err != nil {
+		if err := a.update(ctx, func(st *state.State) { st.Sandboxes[addr].Status = status }, state.SandboxRef(addr)); err != nil {
 			*errs = append(*errs, fmt.Errorf("%s: recording on_exit: %w", addr, err))
 		}
 	}

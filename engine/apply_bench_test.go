@@ -36,7 +36,7 @@ func BenchmarkApplyRuns(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				e := engineIn(b, b.TempDir(), src)
-				st, err := e.State.Read()
+				st, err := e.State.Read(context.Background())
 				if err != nil {
 					b.Fatal(err)
 				}

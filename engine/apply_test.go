@@ -13,6 +13,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // newTestEngine loads src as dir/main.hcl with a state directory beside it.
@@ -33,7 +34,7 @@ func engineIn(tb testing.TB, dir, src string) *Engine {
 	if diags.HasErrors() {
 		tb.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func engineIn(tb testing.TB, dir, src string) *Engine {
 func planApply(t testing.TB, e *Engine, opts PlanOptions) *state.State {
 	t.Helper()
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func (a *applier) asker(addr string, scrub *sandbox.Scrubber) func(context.Conte
 		}
 		now := time.Now().UTC()
 		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, now, ans.Reason
-		if err := a.update(func(st *state.State) {
+		if err := a.update(ctx, func(st *state.State) {
 			if r := st.Runs[addr]; r != nil {
 				r.Approvals = recordDecision(r.Approvals, c, &call)
 				if ans.Always && !standing {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -121,12 +122,12 @@ func TestHostileReusedCallIDIsNotApproved(t *testing.T) {
 	if _, err := r.Decide([]string{"r1"}, false, state.ApprovalApproved, "alice", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.State.Write(st); err != nil {
+	if err := e.State.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	// The next turn reuses r1 for another command.
 	srv.Enqueue(fakeopenai.Calls(fakeopenai.FunctionCall("r1", "exec_command", `{"cmd":"touch PWNED"}`)))
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestDecisionBindsToTheCallsContent(t *testing.T) {
 	for _, ap := range r.Approvals {
 		ap.Decision, ap.Digest, ap.DecidedBy = state.ApprovalApproved, d.Digest, "mallory"
 	}
-	if err := e.State.Write(st); err != nil {
+	if err := e.State.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	if got := decisions(r, true)[key]; got.Digest != approved {

@@ -92,7 +92,7 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 					return
 				}
 				// The state records the pending call before it is reported.
-				st, err := e.State.Read()
+				st, err := e.State.Read(context.Background())
 				if err != nil || st.Runs[ev.Address] == nil || st.Runs[ev.Address].Status != RunAwaiting || len(st.Runs[ev.Address].Pending()) != 1 {
 					t.Errorf("reported before the state recorded it: %v", err)
 				}
@@ -125,7 +125,7 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 				t.Errorf("waiting events = %q", waiting)
 			}
 			// The journal records the deferral too.
-			js, err := e.readJournal(r)
+			js, err := e.readJournal(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 			if _, err := st.Runs["run.guarded"].Decide([]string{pending[0].CallID}, false, decision, "alice", reason, time.Now()); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.State.Write(st); err != nil {
+			if err := e.State.Write(context.Background(), st); err != nil {
 				t.Fatal(err)
 			}
 			p, err := e.Plan(context.Background(), st, PlanOptions{})
@@ -179,7 +179,7 @@ func TestApprovalDeferDecideResume(t *testing.T) {
 			if len(r.Approvals) != 1 || r.Approvals[0].Decision != decision || r.Approvals[0].DecidedBy != "alice" || r.Approvals[0].Reason != reason {
 				t.Errorf("approvals = %+v", r.Approvals[0])
 			}
-			steps, err := e.readJournal(r)
+			steps, err := e.readJournal(context.Background(), r)
 			if err != nil {
 				t.Fatal(err)
 			}

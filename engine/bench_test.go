@@ -15,6 +15,7 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/manifest"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // LargeConfig writes a configuration of nRuns runs over nSandboxes local
@@ -80,7 +81,7 @@ func completedState(ctx context.Context, tb testing.TB, e *Engine) *state.State 
 		tb.Fatal(err)
 	}
 	for _, addr := range order {
-		in, err := e.runInputs(st, cfg.RunInstances[addr], sbDigest, nil)
+		in, err := e.runInputs(ctx, st, cfg.RunInstances[addr], sbDigest, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func loadLarge(tb testing.TB, nRuns, nSandboxes int) (*Engine, *state.State) {
 	if diags.HasErrors() {
 		tb.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -188,12 +189,12 @@ func TestWriteLargeFixture(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &Engine{Config: cfg, State: sd, Registry: builtin.Registry()}
-	if err := sd.Write(completedState(context.Background(), t, e)); err != nil {
+	if err := sd.Write(context.Background(), completedState(context.Background(), t, e)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -124,7 +125,7 @@ func TestResumeJournalNamedBeforeLineage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Journal = old
-	if err := e.State.Write(st); err != nil {
+	if err := e.State.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 

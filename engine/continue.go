@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/agentctl/agentctl/config"
@@ -19,7 +20,7 @@ import (
 // continuedTranscript returns the transcript of the run ri continues, as
 // recorded in st, and adds its digest to inputs; nil when ri continues
 // no run.
-func (e *Engine) continuedTranscript(st *state.State, ri *config.RunInstance, inputs map[string]string) ([]model.Item, error) {
+func (e *Engine) continuedTranscript(ctx context.Context, st *state.State, ri *config.RunInstance, inputs map[string]string) ([]model.Item, error) {
 	if ri.Continue == "" {
 		return nil, nil
 	}
@@ -27,7 +28,7 @@ func (e *Engine) continuedTranscript(st *state.State, ri *config.RunInstance, in
 	if up == nil || up.Status != RunCompleted {
 		return nil, fmt.Errorf("%s: %s, whose conversation it continues, has not completed", ri.Addr, ri.Continue)
 	}
-	steps, err := e.readJournal(up)
+	steps, err := e.readJournal(ctx, up)
 	if err != nil {
 		return nil, fmt.Errorf("%s continues %s: %w", ri.Addr, ri.Continue, err)
 	}

@@ -52,7 +52,7 @@ run "followup" {
 // journalSteps reads a run's journal from the state.
 func journalSteps(t *testing.T, e *Engine, st *state.State, addr string) []agentloop.Step {
 	t.Helper()
-	steps, err := e.readJournal(st.Runs[addr])
+	steps, err := e.readJournal(context.Background(), st.Runs[addr])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func journalSteps(t *testing.T, e *Engine, st *state.State, addr string) []agent
 
 func planActions(t *testing.T, e *Engine) map[string]Action {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestContinueWaitsForFailedRun(t *testing.T) {
 `, "", 1)
 	e, _ := newTestEngine(t, src)
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +187,8 @@ func TestContinueWaitsForFailedRun(t *testing.T) {
 		t.Fatalf("followup ran: %+v", r)
 	}
 	// Planned alone, the followup says why it can't start.
-	st, _ = e.State.Read()
-	_, err = e.continuedTranscript(st, e.Config.RunInstances["run.followup"], map[string]string{})
+	st, _ = e.State.Read(context.Background())
+	_, err = e.continuedTranscript(ctx, st, e.Config.RunInstances["run.followup"], map[string]string{})
 	if err == nil || !strings.Contains(err.Error(), "run.first, whose conversation it continues, has not completed") {
 		t.Fatalf("err = %v", err)
 	}

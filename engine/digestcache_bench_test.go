@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,7 +60,7 @@ sandbox "s" {
 					os.Remove(filepath.Join(dir, ".agentctl", digestCacheFile))
 				}
 				e := reloadDir(b, dir)
-				st, err := e.State.Read()
+				st, err := e.State.Read(context.Background())
 				if err != nil {
 					b.Fatal(err)
 				}

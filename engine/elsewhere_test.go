@@ -91,7 +91,7 @@ func TestSandboxOfAnotherDirectory(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	st, err := b.State.Read()
+	st, err := b.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ func TestHooksBlockScrubAndTimeOut(t *testing.T) {
 	if r.Status != RunCompleted {
 		t.Fatalf("run.r = %+v", r)
 	}
-	steps, err := e.readJournal(r)
+	steps, err := e.readJournal(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func (a *applier) importSandbox(ctx context.Context, c *Change) (err error) {
 	}
 	cfg := a.e.Config
 	sbc := cfg.SandboxInstances[addr]
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		now := time.Now().UTC()
 		st.Sandboxes[addr] = &state.Sandbox{
 			Address: addr, Provider: sbc.Provider, Kind: prov.Kind(), Session: sb.Session(), Status: statusRunning,

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,13 +89,15 @@ func (e *JournalLostError) Problem() string {
 // status), as its journal holds them: checked against what the state
 // recorded (a missing, unreadable or short journal is a
 // *JournalLostError), not scrubbed again (Transcript is).
-func (e *Engine) Steps(r *state.Run) ([]agentloop.Step, error) { return e.readJournal(r) }
+func (e *Engine) Steps(ctx context.Context, r *state.Run) ([]agentloop.Step, error) {
+	return e.readJournal(ctx, r)
+}
 
 // readJournal reads the checkpointed steps of a run: its journal, checked
 // against what the state recorded. A journal written by a newer agentctl
 // is refused as such; a missing, unreadable or short one is a
 // *JournalLostError.
-func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
+func (e *Engine) readJournal(ctx context.Context, r *state.Run) ([]agentloop.Step, error) {
 	if r == nil || (r.Journal == "" && r.Steps == 0) {
 		return nil, nil
 	}
@@ -102,7 +105,7 @@ func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
 	path := e.State.Locate(rel)
 	lost := &JournalLostError{Run: r.Address, Status: r.Status, Path: path, Steps: r.Steps, Turns: r.Turns}
 	var steps []agentloop.Step
-	_, err := e.State.ReadJournal(rel, func(raw json.RawMessage) error {
+	_, err := e.State.ReadJournal(ctx, rel, func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("not a step: %w", err)
@@ -130,8 +133,8 @@ func (e *Engine) readJournal(r *state.Run) ([]agentloop.Step, error) {
 // The steps are scrubbed again with the configuration's sensitive values
 // (journals are written scrubbed; this also covers journals written by
 // an earlier agentctl or before a value was marked sensitive).
-func (e *Engine) Transcript(r *state.Run) ([]agentloop.Step, error) {
-	steps, err := e.readJournal(r)
+func (e *Engine) Transcript(ctx context.Context, r *state.Run) ([]agentloop.Step, error) {
+	steps, err := e.readJournal(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +149,14 @@ func (e *Engine) Transcript(r *state.Run) ([]agentloop.Step, error) {
 // gives each its reason ("interrupted at turn 7"). A run whose
 // checkpointed progress is lost stops the plan: resuming it would start
 // it over silently. The errors name every such run.
-func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
+func (e *Engine) resumeReasons(ctx context.Context, st *state.State, p *Plan) error {
 	var errs []error
 	for _, c := range p.Changes {
 		if c.Kind != KindRun || c.Action != ActionResume {
 			continue
 		}
 		prev := st.Runs[c.Address]
-		steps, err := e.readJournal(prev)
+		steps, err := e.readJournal(ctx, prev)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -181,9 +184,9 @@ func (e *Engine) resumeReasons(st *state.State, p *Plan) error {
 // (its transcript), so that no journal outlives its record; a crash in
 // between leaves only an unreferenced journal, which the run's next
 // execution replaces.
-func (a *applier) forgetRun(addr string) error {
+func (a *applier) forgetRun(ctx context.Context, addr string) error {
 	journal := state.JournalName(addr)
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		if r := st.Runs[addr]; r != nil {
 			journal = r.JournalFile()
 		}
@@ -191,7 +194,7 @@ func (a *applier) forgetRun(addr string) error {
 	}, state.RunRef(addr)); err != nil {
 		return err
 	}
-	if err := a.e.State.RemoveJournal(journal); err != nil {
+	if err := a.e.State.RemoveJournal(context.WithoutCancel(ctx), journal); err != nil {
 		return fmt.Errorf("%s: removed from the state, but its journal was not: %w", addr, err)
 	}
 	return nil

@@ -46,7 +46,7 @@ run "use" {
 // fails the plan, at the condition, with its message.
 func TestPreconditionFailsAtPlan(t *testing.T) {
 	e, _ := newTestEngine(t, strings.Replace(conditionsConfig, `default = ["ACME"]`, `default = []`, 1))
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ run "r" {
 }
 `, url)
 	e, dir := newTestEngine(t, src)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ run "r" {
 	e.Environ = []string{"OPENAI_API_KEY=sk-test-not-a-real-key"}
 	var events []string
 	e.Events = func(ev Event) { events = append(events, ev.Message) }
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ run "r" {
   input = "x"
 }
 `, url))
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

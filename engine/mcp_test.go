@@ -97,7 +97,7 @@ func TestMCPServerToolsInARun(t *testing.T) {
 	// Another allowed tool changes what the run may do: it runs again,
 	// and plan says why.
 	e = reload(t, e, dir, mcpConfig(bin, kb, `allowed_tools = ["create_entities", "read_graph", "search_nodes"]`))
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ run "other" {
 }
 `, bin)
 	e, _ := newTestEngine(t, src)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestMCPToolNeedsApproval(t *testing.T) {
 
 func TestMCPServerThatCannotStartFailsPlan(t *testing.T) {
 	e, _ := newTestEngine(t, mcpConfig("/nonexistent/kb-server", "kb.json", ""))
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestMCPServerChangeReRunsFromASavedPlan(t *testing.T) {
 	planApply(t, e, PlanOptions{})
 	link(everything)
 	e = reload(t, e, cdir, src)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestUnreachableMCPServer(t *testing.T) {
 	plan := func(src string) (*Plan, error) {
 		t.Helper()
 		e = reload(t, e, dir, src)
-		st, err := e.State.Read()
+		st, err := e.State.Read(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ import (
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/providers/scripted"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // The "memory" provider type keeps its sandboxes' workspaces in memory:
@@ -306,7 +306,7 @@ func newMemEngine(t *testing.T, dir, src string, mp *memProvider) *Engine {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestMemoryProviderPlanApply(t *testing.T) {
 	ctx := context.Background()
 	dir, mp := t.TempDir(), &memProvider{}
 	e := newMemEngine(t, dir, fmt.Sprintf(memConfig, "hi"), mp)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/agentctl/agentctl/internal/objtest"
 	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/sandbox/mount"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 const mountConfig = `
@@ -83,7 +83,7 @@ func mountEngine(t *testing.T, dir string, s *objtest.S3) *Engine {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestMountApplyDestroy(t *testing.T) {
 	dir := t.TempDir()
 	e := mountEngine(t, dir, s)
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestMountLeftByKill(t *testing.T) {
 	s.Put(t, "room", "deals/in.txt", "from the bucket")
 	dir := t.TempDir()
 	e := mountEngine(t, dir, s)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestMountLeftByKill(t *testing.T) {
 // destroyAll destroys what a test applied: removing the test's directory
 // must not reach into a bucket through a mount left up.
 func destroyAll(t *testing.T, e *Engine) {
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Error(err)
 		return
@@ -317,7 +317,7 @@ func TestMountsExample(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestMountPlanWithoutRclone(t *testing.T) {
 	dir := t.TempDir()
 	e := mountEngine(t, dir, s)
 	e.Environ = append(e.Environ, "PATH="+t.TempDir())
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 	}
 	eval := newPlanEvaluators(cfg, st)
 	for _, addr := range order {
-		c, err := e.planRun(st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
+		c, err := e.planRun(ctx, st, p, sbDigest, eval, addr, slices.Contains(opts.Replace, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func (e *Engine) plan(ctx context.Context, st *state.State, opts PlanOptions) (*
 		p.Memory = agentmemory.Pending(st)
 	}
 	e.placeElsewhere(ctx, st, p, live)
-	if err := e.resumeReasons(st, p); err != nil {
+	if err := e.resumeReasons(ctx, st, p); err != nil {
 		return nil, err
 	}
 	if err := e.unreachableMCP(st, p, unreachable); err != nil {
@@ -350,8 +350,8 @@ func restorePendingReason(p *state.RestorePending) string {
 // inputs are computed with the upstream outputs the state has now, so
 // every difference found is the run's own. None when they cannot be
 // computed yet.
-func (e *Engine) ownReasons(st *state.State, prev *state.Run, ri *config.RunInstance, sbDigest map[string]string, eval *planEvaluators) []string {
-	in, err := e.runInputs(st, ri, sbDigest, eval.standIns)
+func (e *Engine) ownReasons(ctx context.Context, st *state.State, prev *state.Run, ri *config.RunInstance, sbDigest map[string]string, eval *planEvaluators) []string {
+	in, err := e.runInputs(ctx, st, ri, sbDigest, eval.standIns)
 	if err != nil || runDigest(in.digests) == prev.Digest {
 		return nil
 	}
@@ -360,7 +360,7 @@ func (e *Engine) ownReasons(st *state.State, prev *state.Run, ri *config.RunInst
 
 // planRun decides one run's action, in dependency order so upstream
 // actions are known.
-func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, eval *planEvaluators, addr string, replace bool) (*Change, error) {
+func (e *Engine) planRun(ctx context.Context, st *state.State, p *Plan, sbDigest map[string]string, eval *planEvaluators, addr string, replace bool) (*Change, error) {
 	cfg := e.Config
 	ri := cfg.RunInstances[addr]
 	c := &Change{Address: addr, Kind: KindRun, Attributes: map[string]string{"agent": agentAddr(ri.Agent)}}
@@ -382,7 +382,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		}
 	}
 	if len(pending) == 0 {
-		in, err := e.runInputs(st, ri, sbDigest, eval.standIns)
+		in, err := e.runInputs(ctx, st, ri, sbDigest, eval.standIns)
 		if err != nil {
 			return nil, err
 		}
@@ -405,7 +405,7 @@ func (e *Engine) planRun(st *state.State, p *Plan, sbDigest map[string]string, e
 		c.Reasons = []string{"forced by -replace"}
 	case len(pending) > 0:
 		c.Action = ActionRerun
-		c.Reasons = e.ownReasons(st, prev, ri, sbDigest, eval)
+		c.Reasons = e.ownReasons(ctx, st, prev, ri, sbDigest, eval)
 		upstream := "upstream " + strings.Join(pending, ", ") + " executes first"
 		if len(c.Reasons) == 0 {
 			upstream += "; this run is skipped during apply if its inputs turn out unchanged"
@@ -518,7 +518,7 @@ type runInputs struct {
 // preview URL is signed anew). eval, when not nil, evaluates the input
 // against values already built from st with URLStandIns (plan evaluates
 // every run against the same state).
-func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (*runInputs, error) {
+func (e *Engine) runInputs(ctx context.Context, st *state.State, ri *config.RunInstance, sbDigest map[string]string, eval inputEvaluator) (*runInputs, error) {
 	cfg := e.Config
 	rv := config.RuntimeValues{RunOutputs: map[string]cty.Value{}, URLStandIns: true}
 	inputs := map[string]string{}
@@ -548,7 +548,7 @@ func (e *Engine) runInputs(st *state.State, ri *config.RunInstance, sbDigest map
 	}
 	inputs["input"] = digestString(input)
 	attrs.set("input", input)
-	prior, err := e.continuedTranscript(st, ri, inputs)
+	prior, err := e.continuedTranscript(ctx, st, ri, inputs)
 	if err != nil {
 		return nil, err
 	}

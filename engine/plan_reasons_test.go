@@ -80,7 +80,7 @@ func planAfter(t *testing.T, addr string, replace ...string) *Change {
 		src = strings.Replace(src, replace[i], replace[i+1], 1)
 	}
 	e = reloaded(t, e, dir, src)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestPlanReasonSensitive(t *testing.T) {
 			t.Fatalf("%s holds the sensitive value:\n%s", name, data)
 		}
 	}
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ run "rr" {
   input = "other"
 }
 `)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ run "down" {
 	src := strings.Replace(withDown, `input = "old question"`, `input = "new question"`, 1)
 	src = strings.Replace(src, `instructions = "Summarize."`, `instructions = "Summarize in one line."`, 1)
 	e = reloaded(t, e, dir, src)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

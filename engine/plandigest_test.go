@@ -58,7 +58,7 @@ run "r" {
 	e := engineIn(t, dir, src)
 	cache := filepath.Join(dir, ".agentctl", digestCacheFile)
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

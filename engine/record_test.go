@@ -160,7 +160,7 @@ func TestRecordThenReplayOffline(t *testing.T) {
 // one.
 func TestReplayWithoutCassetteFailsAtPlan(t *testing.T) {
 	e := engineAt(t, t.TempDir(), recordConfig("http://127.0.0.1:1/v1", "nothing-here", "How are sales?"))
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestRecordWhileReplayingRefused(t *testing.T) {
 				e.Replay = filepath.Join(dir, "cassettes")
 			}
 			e.Record = filepath.Join(dir, "recorded")
-			st, err := e.State.Read()
+			st, err := e.State.Read(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

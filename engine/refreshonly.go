@@ -76,7 +76,7 @@ func selected(addr string, targets []string) bool {
 // applyRefreshOnly records a refresh-only plan's drift in st: a missing
 // sandbox is forgotten, or recorded as deleted when it has a snapshot to
 // restore; a stopped one is recorded as stopped.
-func (e *Engine) applyRefreshOnly(st *state.State, p *Plan) error {
+func (e *Engine) applyRefreshOnly(ctx context.Context, st *state.State, p *Plan) error {
 	for _, d := range p.Drift {
 		ss := st.Sandboxes[d.Address]
 		if ss == nil {
@@ -99,5 +99,5 @@ func (e *Engine) applyRefreshOnly(st *state.State, p *Plan) error {
 	if len(p.Drift) == 0 {
 		return nil
 	}
-	return e.State.Write(st)
+	return e.State.Write(ctx, st)
 }

@@ -57,7 +57,7 @@ run "r" {
 // plan plans against the state on disk, refreshing the sandboxes.
 func plan(t *testing.T, e *Engine, opts PlanOptions) (*state.State, *Plan) {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func applyErr(t *testing.T, e *Engine, opts PlanOptions) error {
 
 func readState(t *testing.T, e *Engine) *state.State {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestSnapshotNamesScopedToLineage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss.Snapshot = old
-	if err := e.State.Write(st); err != nil {
+	if err := e.State.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	others := []string{

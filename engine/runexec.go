@@ -49,7 +49,7 @@ func (a *applier) tracedRunNode(ctx context.Context, c *Change) (err error) {
 func (a *applier) runNode(ctx context.Context, c *Change) error {
 	switch c.Action {
 	case ActionForget:
-		return a.forgetRun(c.Address)
+		return a.forgetRun(ctx, c.Address)
 	case ActionNoop:
 		return nil
 	}
@@ -75,7 +75,7 @@ func (a *applier) runNode(ctx context.Context, c *Change) error {
 	x.runEndHooks(ctx, x.hooks())
 	x.finishMemory(ctx)
 	x.finishSnapshots(ctx)
-	return x.finishRecord()
+	return x.finishRecord(ctx)
 }
 
 // runExec is one run node being carried out. Its phases, each a method
@@ -182,7 +182,7 @@ func (x *runExec) prepare(ctx context.Context) error {
 			sbDigest[sbAddr] = digestJSON([]string{ss.ConfigDigest, ss.ManifestDigest})
 		}
 	}
-	in, err := e.runInputs(a.st, x.ri, sbDigest, nil)
+	in, err := e.runInputs(ctx, a.st, x.ri, sbDigest, nil)
 	x.prev = a.st.Runs[x.addr]
 	a.mu.Unlock()
 	if err != nil {
@@ -208,7 +208,7 @@ func (x *runExec) prepare(ctx context.Context) error {
 	// one is the journal its record names.
 	x.journalRel = state.ScopedJournalName(a.lineage(), x.addr)
 	if x.resume {
-		if x.history, err = e.readJournal(x.prev); err != nil {
+		if x.history, err = e.readJournal(ctx, x.prev); err != nil {
 			return err
 		}
 		x.journalRel = x.prev.JournalFile()
@@ -300,18 +300,18 @@ func (x *runExec) recordStart(ctx context.Context) error {
 			stale = append(stale, x.prev.Journal)
 		}
 		for _, j := range stale {
-			if err := e.State.RemoveJournal(j); err != nil {
+			if err := e.State.RemoveJournal(context.WithoutCancel(ctx), j); err != nil {
 				return fmt.Errorf("%s: clearing old journal: %w", x.addr, err)
 			}
 		}
 	}
-	journal, err := e.State.OpenJournal(x.journalRel)
+	journal, err := e.State.OpenJournal(ctx, x.journalRel)
 	if err != nil {
 		return fmt.Errorf("%s: opening journal: %w", x.addr, err)
 	}
 	x.journal = journal
 	r := x.runningRecord(ctx)
-	return a.update(func(st *state.State) { st.Runs[x.addr] = r }, state.RunRef(x.addr))
+	return a.update(ctx, func(st *state.State) { st.Runs[x.addr] = r }, state.RunRef(x.addr))
 }
 
 // noteAnswered notes the fallback model that answered step s, if any.
@@ -445,7 +445,7 @@ func (x *runExec) finishMemory(ctx context.Context) {
 	}
 	var steps []agentloop.Step
 	if err == nil {
-		steps, err = x.e.readJournal(&state.Run{Address: x.addr, Journal: x.journalRel, Steps: x.journal.Len(), Status: RunRunning})
+		steps, err = x.e.readJournal(ctx, &state.Run{Address: x.addr, Journal: x.journalRel, Steps: x.journal.Len(), Status: RunRunning})
 	}
 	if err == nil {
 		r := agentmemory.Rollout{Run: x.run, Agent: x.ri.Agent, Digest: x.digest, Steps: steps, Output: x.res.Output}
@@ -477,9 +477,9 @@ func (x *runExec) finishSnapshots(ctx context.Context) {
 // finishRecord records the run's result in the state and returns the
 // run's error: an awaiting run's errRunAwaiting, an interrupted run's
 // errRunInterrupted (with the turn it stopped at), a failed run's cause.
-func (x *runExec) finishRecord() error {
+func (x *runExec) finishRecord(ctx context.Context) error {
 	res := x.res
-	if err := x.a.update(func(st *state.State) {
+	if err := x.a.update(ctx, func(st *state.State) {
 		r := st.Runs[x.addr]
 		r.Status = x.status
 		r.Error = x.scrub.String(x.errText)

@@ -63,7 +63,7 @@ func (s *Session) open(ctx context.Context, st *state.State) error {
 	if st.Serial == 0 {
 		// As apply: the lineage providers label sandboxes with is written
 		// before the first create.
-		if err := a.update(func(*state.State) {}); err != nil {
+		if err := a.update(ctx, func(*state.State) {}); err != nil {
 			return err
 		}
 	}
@@ -125,8 +125,8 @@ func (s *Session) View(fn func(st *state.State)) {
 
 // Update changes the session's state with fn and records the change of
 // the objects refs name durably.
-func (s *Session) Update(fn func(st *state.State), refs ...state.Ref) error {
-	return s.a.update(fn, refs...)
+func (s *Session) Update(ctx context.Context, fn func(st *state.State), refs ...state.Ref) error {
+	return s.a.update(ctx, fn, refs...)
 }
 
 // Refresh makes st, the state just read under the lock, the session's
@@ -281,7 +281,7 @@ func (s *Session) asker(ask func(context.Context, string, state.Approval) Answer
 		call.Decision, call.DecidedBy, call.DecidedAt, call.Reason = ans.Decision, ans.By, time.Now().UTC(), ans.Reason
 		// Recorded so that a resumed turn does not ask again; the decision
 		// stands for this turn even if the state cannot be written.
-		_ = s.Update(func(st *state.State) {
+		_ = s.Update(ctx, func(st *state.State) {
 			if r := st.Chats[s.key]; r != nil {
 				r.Approvals = recordDecision(r.Approvals, pc, &call)
 			}
@@ -327,9 +327,9 @@ func (ps *providerSet) chatModel(e *Engine, a *config.Agent, addr addrs.Chat) (m
 
 // forgetChat removes a chat session's record from the state, then its
 // journals (destroy).
-func (a *applier) forgetChat(addr string) error {
+func (a *applier) forgetChat(ctx context.Context, addr string) error {
 	var c *state.Chat
-	if err := a.update(func(st *state.State) {
+	if err := a.update(ctx, func(st *state.State) {
 		c = st.Chats[addr]
 		delete(st.Chats, addr)
 	}, state.ChatRef(addr)); err != nil {
@@ -338,18 +338,18 @@ func (a *applier) forgetChat(addr string) error {
 	if c == nil {
 		return nil
 	}
-	return removeChatJournals(a.e.State, c)
+	return removeChatJournals(ctx, a.e.State, c)
 }
 
 // removeChatJournals removes the journals a chat session's record refers
 // to (its last completed turn's and the one under way).
-func removeChatJournals(store state.Store, c *state.Chat) error {
+func removeChatJournals(ctx context.Context, store state.Journals, c *state.Chat) error {
 	var errs []error
 	for _, rel := range []string{c.Journal, c.Current} {
 		if rel == "" {
 			continue
 		}
-		if err := store.RemoveJournal(rel); err != nil {
+		if err := store.RemoveJournal(context.WithoutCancel(ctx), rel); err != nil {
 			errs = append(errs, fmt.Errorf("%s: removing its journal: %w", c.Address, err))
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/internal/testenv"
 	"github.com/agentctl/agentctl/providers/builtin"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // writeSkills writes two skills into dir.
@@ -193,7 +193,7 @@ func reloadDir(t testing.TB, dir string) *Engine {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestOnExitStopDiscardsNeedsSnapshot(t *testing.T) {
 	dir, mp := t.TempDir(), &memProvider{stopDiscards: true}
 	full := fmt.Sprintf(memConfig, "hi")
 	e := newMemEngine(t, dir, full[:strings.Index(full, "run \"r\" {")], mp)
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ run "r" {
 func TestRunInputSandboxURL(t *testing.T) {
 	e, _ := newTestEngine(t, urlsConfig)
 	ctx := context.Background()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

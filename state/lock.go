@@ -2,49 +2,31 @@ package state
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 )
 
-// Lock file names inside the state directory.
-const (
-	LockFileName     = "state.lock"
-	LockInfoFileName = "state.lock.info"
-)
-
-// How the lock is built (see docs/state.md):
+// The lock of every store is built on the same rules; what differs is
+// the primitive (a kernel lock on a file, an advisory lock of a
+// database session) and where the holder's info is kept. WaitLock,
+// HolderInfo and ForceUnlock are the part they share:
 //
-// The lock is a kernel lock on DIR/state.lock: an open file description
-// (OFD) lock taken with fcntl(F_OFD_SETLK) on Linux, flock(2) elsewhere.
-// Both belong to the open file, not to a path, and the kernel drops them
-// when the last descriptor of that open file is closed, which includes
-// the process exiting for any reason (kill -9 too). The files are opened
-// close-on-exec, so commands started in sandboxes never inherit them.
-//
-// state.lock itself is never removed or replaced: removing it while it is
-// locked would let a second process create a new file and lock that one,
-// giving two writers. Who holds the lock is recorded in
-// DIR/state.lock.info, written after the kernel lock is taken and removed
-// before it is released. Info left behind by a holder that died is
-// harmless: the next Lock succeeds and overwrites it.
-//
-// ForceUnlock therefore never takes a lock away from a live process: it
-// checks that the kernel lock is free (the holder is gone) before removing
-// the leftover info, and otherwise fails naming the process to stop.
-// As a further guard, a Dir that holds a lock checks before every Write
-// that state.lock is still the file it locked and that the lock info
-// still carries its ID; if someone removed either by hand, Write fails
-// instead of writing alongside another process.
+//   - the lock is released when its holder dies (its file closed, its
+//     session ended), never by a timeout, so a lock is never taken from
+//     a live holder;
+//   - the holder records itself (LockInfo) right after taking the lock
+//     and removes the record before releasing it; a record left by a
+//     holder that died is harmless: the next holder replaces it;
+//   - a command that finds the lock held waits for it, with backoff, up
+//     to its timeout, and then fails naming the holder (*LockedError);
+//   - force-unlock removes a dead holder's record, and refuses while the
+//     holder is alive (*LockHeldError).
 
 // LockInfo describes the holder of the state lock. It is stored as JSON in
 // DIR/state.lock.info.
@@ -104,272 +86,10 @@ func orUnknown(s string) string {
 	return s
 }
 
-// Lock is a held state lock.
-type Lock struct {
-	dir  *Dir
-	info LockInfo
-
-	mu sync.Mutex
-	f  *os.File // nil once unlocked
-}
-
-// Info returns the lock's info as recorded in state.lock.info.
-func (l *Lock) Info() LockInfo { return l.info }
-
-// LockPath returns the path of the lock file.
-func (d *Dir) LockPath() string { return filepath.Join(d.path, LockFileName) }
-
-// LockInfoPath returns the path of the lock info file.
-func (d *Dir) LockInfoPath() string { return filepath.Join(d.path, LockInfoFileName) }
-
-// Lock takes the state lock for one writer. info.Operation should say
-// what the caller is doing; ID, Who, PID and Created are filled in when
-// empty. If another process holds the lock, Lock retries with backoff
-// until timeout has passed (0: fail at once) and then returns a
-// *LockedError naming the holder. ctx cancels the wait.
-func (d *Dir) Lock(ctx context.Context, info LockInfo, timeout time.Duration) (Lease, error) {
-	if err := d.Ensure(); err != nil {
-		return nil, fmt.Errorf("locking state: %w", err)
-	}
-	info = fillLockInfo(info, d.version)
-	start := time.Now()
-	backoff := 25 * time.Millisecond
-	setCreated := info.Created.IsZero()
-	for {
-		if setCreated {
-			info.Created = time.Now().UTC()
-		}
-		l, lerr := d.tryLock(info)
-		if l != nil {
-			return l, nil
-		}
-		var le *LockedError
-		if !errors.As(lerr, &le) {
-			return nil, lerr
-		}
-		remaining := timeout - time.Since(start)
-		if remaining <= 0 {
-			if timeout > 0 {
-				le.Waited = timeout
-			}
-			return nil, le
-		}
-		wait := min(backoff, remaining)
-		backoff = min(backoff*2, time.Second)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("waiting for the state lock: %w (%v)", ctx.Err(), le)
-		case <-t.C:
-		}
-	}
-}
-
-// tryLock makes one attempt. It returns a *LockedError when the lock is
-// held by someone else.
-func (d *Dir) tryLock(info LockInfo) (*Lock, error) {
-	path := d.LockPath()
-	for range 3 {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("locking state: %w", err)
-		}
-		ok, err := lockFile(f)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("locking state: %w; the file system holding %s may not support locks (use a local directory for -state)", err, d.path)
-		}
-		if !ok {
-			f.Close()
-			return nil, &LockedError{LockFile: path, Info: d.readLockInfoQuiet()}
-		}
-		// The file we locked must still be the one at path; otherwise
-		// someone removed it between our open and lock: try again.
-		if !sameFile(f, path) {
-			f.Close()
-			continue
-		}
-		data, err := json.MarshalIndent(info, "", "  ")
-		if err == nil {
-			err = writeFileVisible(d.LockInfoPath(), append(data, '\n'), 0o644)
-		}
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("locking state: recording lock info: %w", err)
-		}
-		l := &Lock{dir: d, info: info, f: f}
-		d.mu.Lock()
-		d.held = l
-		d.mu.Unlock()
-		return l, nil
-	}
-	return nil, fmt.Errorf("locking state: %s keeps being replaced; is something removing it?", path)
-}
-
-func sameFile(f *os.File, path string) bool {
-	a, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	b, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	return os.SameFile(a, b)
-}
-
-// Check verifies that the lock is still held as taken: the lock file at
-// its path is the one locked and the lock info still names this lock.
-func (l *Lock) Check() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return fmt.Errorf("state lock %s was already released", l.info.ID)
-	}
-	if !sameFile(l.f, l.dir.LockPath()) {
-		return fmt.Errorf("state lock lost: %s was removed or replaced while this command held it; refusing to write state (run the command again)", l.dir.LockPath())
-	}
-	cur, err := l.dir.ReadLockInfo()
-	if err != nil {
-		return fmt.Errorf("state lock lost: %w; refusing to write state", err)
-	}
-	if cur == nil || cur.ID != l.info.ID {
-		return fmt.Errorf("state lock lost: %s no longer names this command's lock %s; refusing to write state (run the command again)", l.dir.LockInfoPath(), l.info.ID)
-	}
-	return nil
-}
-
-// Unlock releases the lock: it compacts the state log into the state
-// file (Dir.Write), removes the lock info, then drops the kernel lock.
-// Unlocking twice is a no-op. When the compaction fails, the lock is
-// released all the same and the error says so: the log still holds
-// every change, and the next lock holder compacts it.
-func (l *Lock) Unlock() error {
-	var cerr error
-	if l.held() {
-		cerr = l.dir.compactLog()
-	}
-	err := errors.Join(cerr, l.release())
-	// Lock order is Dir.mu before Lock.mu (Write checks the lock while
-	// holding Dir.mu), so forget the lock only after releasing l.mu.
-	l.dir.mu.Lock()
-	if l.dir.held == l {
-		l.dir.held = nil
-	}
-	l.dir.mu.Unlock()
-	return err
-}
-
-// held reports whether the lock has not been released.
-func (l *Lock) held() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f != nil
-}
-
-func (l *Lock) release() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return nil
-	}
-	var errs []error
-	if cur, err := l.dir.ReadLockInfo(); err == nil && cur != nil && cur.ID == l.info.ID {
-		if err := os.Remove(l.dir.LockInfoPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := unlockFile(l.f); err != nil {
-		errs = append(errs, err)
-	}
-	if err := l.f.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	l.f = nil
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("releasing the state lock: %w", err)
-	}
-	return nil
-}
-
-// ReadLockInfo returns the recorded lock info, or nil when there is none.
-func (d *Dir) ReadLockInfo() (*LockInfo, error) {
-	data, err := os.ReadFile(d.LockInfoPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading lock info: %w", err)
-	}
-	var info LockInfo
-	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, jsonError(d.LockInfoPath(), "lock info", data, err)
-	}
-	return &info, nil
-}
-
-func (d *Dir) readLockInfoQuiet() *LockInfo {
-	// The holder writes its info right after taking the lock; give it a
-	// moment if we caught it in between.
-	for range 5 {
-		info, err := d.ReadLockInfo()
-		if err == nil && info != nil {
-			return info
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
-}
-
 // ErrNotLocked is ForceUnlock's answer when the state holds no lock info:
 // the lock was released (its holder exited, and a later command may
 // already have taken and released the lock, clearing what was left).
 var ErrNotLocked = errors.New("the state is not locked")
-
-// ForceUnlock removes the lock with the given ID. It refuses an ID that is
-// not the current lock's, and refuses to take the lock from a process that
-// still holds it (the kernel lock is the truth: a holder that died has
-// already lost it). What it removes is the lock info a dead holder left
-// behind.
-func (d *Dir) ForceUnlock(id string) error {
-	info, err := d.ReadLockInfo()
-	if err != nil {
-		// Unreadable info: allow removing it only if nobody holds the lock.
-		info = nil
-	}
-	if info == nil && err == nil {
-		return ErrNotLocked
-	}
-	if info != nil && info.ID != id {
-		return fmt.Errorf("force-unlock: lock ID %q does not match the current lock (ID %s, held by %s for %q); copy the ID from the lock error message",
-			id, info.ID, orUnknown(info.Who), info.Operation)
-	}
-	if err := d.Ensure(); err != nil {
-		return err
-	}
-	f, ferr := os.OpenFile(d.LockPath(), os.O_RDWR|os.O_CREATE, 0o644)
-	if ferr != nil {
-		return fmt.Errorf("force-unlock: %w", ferr)
-	}
-	defer f.Close()
-	ok, lerr := lockFile(f)
-	if lerr != nil {
-		return fmt.Errorf("force-unlock: %w", lerr)
-	}
-	if !ok {
-		who := "the holder"
-		if info != nil {
-			who = fmt.Sprintf("%s (PID %d, running %q)", orUnknown(info.Who), info.PID, info.Operation)
-		}
-		return fmt.Errorf("force-unlock: %s still holds the lock on %s, so it is still running; refusing to let a second writer in. Stop that process (the lock is released as soon as it exits, even if killed) and the state is unlocked", who, d.LockPath())
-	}
-	defer unlockFile(f)
-	if err := removeDurable(d.LockInfoPath()); err != nil {
-		return fmt.Errorf("force-unlock: %w", err)
-	}
-	return nil
-}
 
 // fillLockInfo fills in the ID, who, the PID and the version of info
 // when they are empty.
@@ -405,4 +125,111 @@ func whoAmI() string {
 		host = "localhost"
 	}
 	return name + "@" + host
+}
+
+// WaitLock takes a store's lock the way every store does: try makes one
+// attempt, returning the lease, or a *LockedError naming the holder when
+// another has the lock (any other error ends the wait at once). While
+// the lock is held elsewhere WaitLock tries again with backoff until
+// timeout has passed (0: a single attempt), then returns the
+// *LockedError with Waited set; ctx's cancellation ends the wait.
+// info.Created is set at each attempt when the caller left it zero.
+func WaitLock(ctx context.Context, info LockInfo, timeout time.Duration, try func(LockInfo) (Lease, error)) (Lease, error) {
+	start := time.Now()
+	backoff := 25 * time.Millisecond
+	setCreated := info.Created.IsZero()
+	for {
+		if setCreated {
+			info.Created = time.Now().UTC()
+		}
+		l, err := try(info)
+		if err == nil {
+			return l, nil
+		}
+		var le *LockedError
+		if !errors.As(err, &le) {
+			return nil, err
+		}
+		remaining := timeout - time.Since(start)
+		if remaining <= 0 {
+			if timeout > 0 {
+				le.Waited = timeout
+			}
+			return nil, le
+		}
+		wait := min(backoff, remaining)
+		backoff = min(backoff*2, time.Second)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for the state lock: %w (%v)", ctx.Err(), le)
+		case <-t.C:
+		}
+	}
+}
+
+// HolderInfo reads the holder's info for a *LockedError with read. The
+// holder records itself right after taking the lock: a read that finds
+// no info (or fails) is tried again a few times, 10 ms apart, before
+// giving up with nil.
+func HolderInfo(ctx context.Context, read func(context.Context) (*LockInfo, error)) *LockInfo {
+	for range 5 {
+		info, err := read(ctx)
+		if err == nil && info != nil {
+			return info
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// ErrDamagedLockInfo is wrapped by a store's ReadLockInfo when the
+// holder's record is there but cannot be decoded.
+var ErrDamagedLockInfo = errors.New("the lock info is damaged")
+
+// LockHeldError is ForceUnlock's refusal while the holder of the lock
+// is alive.
+type LockHeldError struct {
+	// Info describes the holder; nil when its record is damaged.
+	Info *LockInfo
+	// Lock says what is held: "the lock on PATH", "the advisory lock of
+	// ... (database session N)".
+	Lock string
+}
+
+func (e *LockHeldError) Error() string {
+	who := "the holder"
+	if i := e.Info; i != nil {
+		who = fmt.Sprintf("%s (PID %d, running %q)", orUnknown(i.Who), i.PID, i.Operation)
+	}
+	return fmt.Sprintf("force-unlock: %s still holds %s, so it is still running; refusing to let a second writer in. Stop that process (the lock is released as soon as it exits, even if killed) and the state is unlocked", who, e.Lock)
+}
+
+// ForceUnlock removes the record a dead holder of the lock id left, the
+// way every store does it: read reads the record; an ID that is not
+// the recorded one is refused, naming the holder; no record at all is
+// ErrNotLocked. clear removes the record when no live holder has the
+// lock, and otherwise returns a *LockHeldError. A damaged record
+// (ErrDamagedLockInfo) is removed too, once clear finds the lock free.
+func ForceUnlock(ctx context.Context, id string, read func(context.Context) (*LockInfo, error), clear func(context.Context, *LockInfo) error) error {
+	info, err := read(ctx)
+	switch {
+	case errors.Is(err, ErrDamagedLockInfo):
+		info = nil
+	case err != nil:
+		return fmt.Errorf("force-unlock: %w", err)
+	case info == nil:
+		return ErrNotLocked
+	case info.ID != id:
+		return fmt.Errorf("force-unlock: lock ID %q does not match the current lock (ID %s, held by %s for %q); copy the ID from the lock error message",
+			id, info.ID, orUnknown(info.Who), info.Operation)
+	}
+	return clear(ctx, info)
+}
+
+// NewLockInfo fills in what Lock fills in when info leaves it empty:
+// the ID, who, the PID and the version (Created is the caller's).
+func NewLockInfo(info LockInfo, version string) LockInfo {
+	return fillLockInfo(info, version)
 }

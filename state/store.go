@@ -3,24 +3,17 @@ package state
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/agentctl/agentctl/internal/seal"
-	"github.com/agentctl/agentctl/sandbox/archive"
 )
-
-// snapshotsDir holds the local store's snapshots.
-const snapshotsDir = "snapshots"
 
 // Store is where a configuration's state lives: the state and its
 // changes, the lock that keeps one writer at a time, the runs' journals
-// and the sandboxes' snapshots. Dir, the .agentctl directory, is the local Store; a remote
-// backend implements the same methods with the same promises:
+// and the sandboxes' snapshots. It is the small interfaces below
+// together; local.Dir (package state/local), the .agentctl directory,
+// is the local Store, and pgstore.Store the PostgreSQL one. Both keep
+// the same promises, which statetest.TestStore checks:
 //
 //   - Read returns the latest acknowledged state, whole, or a clear error
 //     (a newer format refused with a *NewerFormatError);
@@ -34,38 +27,24 @@ const snapshotsDir = "snapshots"
 //   - a journal's Append returns once its record is durable, and a crash
 //     tears at most the last record, which readers ignore.
 //
+// Every method that reaches the storage takes a context: it carries the
+// command's values, and its cancellation stops what waits (for the lock,
+// for a database). A record that must be kept whatever happens (the
+// state an interrupted apply leaves, the lock's release) is written
+// with a context that an interrupt does not cancel
+// (context.WithoutCancel).
+//
 // Journals are named by their paths relative to the state directory, as
 // the state records them (Run.Journal). Files that stay on this machine
 // (the local provider's directories, logs, caches, and snapshots while
 // they are written or restored) are under Abs, the local state
 // directory, whatever the store.
 type Store interface {
-	Read() (*State, error)
-	Write(s *State) error
-	Append(s *State, refs ...Ref) error
-
-	Lock(ctx context.Context, info LockInfo, timeout time.Duration) (Lease, error)
-	ReadLockInfo() (*LockInfo, error)
-	ForceUnlock(id string) error
-
-	OpenJournal(name string) (JournalWriter, error)
-	ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error)
-	RemoveJournal(name string) error
-
-	// Snapshots are named by their paths relative to the state
-	// directory, as the state records them (Sandbox.Snapshot). A
-	// snapshot is written on this machine at Abs(name), then stored with
-	// PutSnapshot before the state refers to it; FetchSnapshot makes it
-	// available at Abs(name) again before a restore (a remote store
-	// downloads it there; the local store has it already); CheckSnapshot
-	// says, without reading it, whether it can be restored from.
-	PutSnapshot(ctx context.Context, name string) error
-	FetchSnapshot(ctx context.Context, name string) error
-	CheckSnapshot(ctx context.Context, name string) error
-	// RemoveSnapshots removes the snapshots of the sandbox whose
-	// file-safe address is base (SafeName), but keep ("" for none), and
-	// name when it is not "" (a snapshot recorded under another name).
-	RemoveSnapshots(ctx context.Context, base, keep, name string) error
+	Reader
+	Writer
+	Locker
+	Journals
+	Snapshots
 
 	// Abs resolves a path relative to the local state directory.
 	Abs(rel string) string
@@ -74,16 +53,82 @@ type Store interface {
 	Locate(name string) string
 }
 
+// Reader reads the state.
+type Reader interface {
+	// Read returns the latest state: an empty store gives New() (serial
+	// 0, a fresh lineage, nothing written).
+	Read(ctx context.Context) (*State, error)
+}
+
+// Writer records the state.
+type Writer interface {
+	// Write replaces the state whole and increments s.Serial; on error
+	// s.Serial is unchanged.
+	Write(ctx context.Context, s *State) error
+	// Append records the change of the objects refs of s and increments
+	// s.Serial; on error s.Serial is unchanged. A state never written is
+	// written whole.
+	Append(ctx context.Context, s *State, refs ...Ref) error
+}
+
+// Locker is the lock that keeps one writer at a time.
+type Locker interface {
+	// Lock takes the lock for info.Operation, waiting up to timeout (0:
+	// not at all) while another holder has it, then failing with a
+	// *LockedError naming the holder.
+	Lock(ctx context.Context, info LockInfo, timeout time.Duration) (Lease, error)
+	// ReadLockInfo returns the holder's info, or nil when there is none.
+	ReadLockInfo(ctx context.Context) (*LockInfo, error)
+	// ForceUnlock removes the info of the lock id that its holder left
+	// when it died. It refuses another lock's ID, and refuses while a
+	// live holder has the lock; with no lock info it is ErrNotLocked.
+	ForceUnlock(ctx context.Context, id string) error
+}
+
+// Journals are the runs' append-only journals, by name.
+type Journals interface {
+	// OpenJournal opens the journal name for appending, creating it if
+	// needed.
+	OpenJournal(ctx context.Context, name string) (JournalWriter, error)
+	// ReadJournal calls fn with each record of the journal name, in
+	// order, and returns how many there are. A journal that does not
+	// exist is an error wrapping fs.ErrNotExist; an error from fn stops
+	// the read and is returned wrapped.
+	ReadJournal(ctx context.Context, name string, fn func(raw json.RawMessage) error) (int, error)
+	// RemoveJournal removes the journal name; a missing one is not an
+	// error.
+	RemoveJournal(ctx context.Context, name string) error
+}
+
+// Snapshots are the sandboxes' snapshots, named by their paths relative
+// to the state directory, as the state records them (Sandbox.Snapshot).
+// A snapshot is written on this machine at Abs(name), then stored with
+// PutSnapshot before the state refers to it; FetchSnapshot makes it
+// available at Abs(name) again before a restore (a remote store
+// downloads it there; the local store has it already); CheckSnapshot
+// says, without reading it, whether it can be restored from.
+type Snapshots interface {
+	PutSnapshot(ctx context.Context, name string) error
+	FetchSnapshot(ctx context.Context, name string) error
+	CheckSnapshot(ctx context.Context, name string) error
+	// RemoveSnapshots removes the snapshots of the sandbox whose
+	// file-safe address is base (SafeName), but keep ("" for none), and
+	// name when it is not "" (a snapshot recorded under another name).
+	RemoveSnapshots(ctx context.Context, base, keep, name string) error
+}
+
 // Lease is a held state lock.
 type Lease interface {
 	Info() LockInfo
 	// Check verifies that the lock is still held.
-	Check() error
+	Check(ctx context.Context) error
 	// Unlock compacts what the holder appended and releases the lock.
-	Unlock() error
+	Unlock(ctx context.Context) error
 }
 
-// JournalWriter appends to one journal.
+// JournalWriter appends to one open journal. Like a file's Write, its
+// Append is not interrupted: it returns once the record is durable, or
+// failed.
 type JournalWriter interface {
 	// Append records rec, returning once it is durable.
 	Append(rec any) error
@@ -92,76 +137,7 @@ type JournalWriter interface {
 	Close() error
 }
 
-var (
-	_ Store         = (*Dir)(nil)
-	_ Lease         = (*Lock)(nil)
-	_ JournalWriter = (*Journal)(nil)
-)
-
-// OpenJournal opens (creating it and its directory if needed) the
-// journal at name, relative to the state directory, for appending.
-func (d *Dir) OpenJournal(name string) (JournalWriter, error) {
-	path := d.Abs(name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("opening journal: %w", err)
-	}
-	j, err := openJournal(path, d.keys, kindJournal, d.journalBinding(name))
-	if err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
-// ReadJournal is ReadJournal for the journal at name, relative to the
-// state directory.
-func (d *Dir) ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
-	return readJournal(d.Abs(name), d.keys, kindJournal, d.journalBinding(name), fn)
-}
-
-// Locate is the absolute path of name: the local store keeps journals
-// and snapshots in its directory.
-func (d *Dir) Locate(name string) string { return d.Abs(name) }
-
-// PutSnapshot stores the snapshot written at Abs(name): in the local
-// store it is already where it belongs, made durable when written.
-func (d *Dir) PutSnapshot(ctx context.Context, name string) error {
-	return archive.CheckSnapshotFile(d.Abs(name))
-}
-
-// FetchSnapshot makes the snapshot name available at Abs(name): in the
-// local store it is there, or it is lost (ErrSnapshotMissing).
-func (d *Dir) FetchSnapshot(ctx context.Context, name string) error {
-	return archive.CheckSnapshotFile(d.Abs(name))
-}
-
-// CheckSnapshot reports whether the snapshot name can be restored from:
-// its file exists and is a regular file.
-func (d *Dir) CheckSnapshot(ctx context.Context, name string) error {
-	return archive.CheckSnapshotFile(d.Abs(name))
-}
-
-// RemoveSnapshots removes the snapshot files of base in the snapshots
-// directory but keep, and the file name when it is not "".
-func (d *Dir) RemoveSnapshots(ctx context.Context, base, keep, name string) error {
-	var errs []error
-	if name != "" && name != filepath.Join(snapshotsDir, keep) {
-		if err := os.Remove(d.Abs(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing snapshot: %w", err))
-		}
-	}
-	if err := archive.RemoveOldSnapshots(d.Abs(snapshotsDir), base, keep); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// RemoveJournal removes the journal at name, relative to the state
-// directory; a missing journal is not an error.
-func (d *Dir) RemoveJournal(name string) error {
-	return RemoveJournal(d.Abs(name))
-}
-
-// Encrypted is implemented by the stores that can encrypt at rest (Dir
+// Encrypted is implemented by the stores that can encrypt at rest (local.Dir
 // and the PostgreSQL backend): Encryption is their setting, nil for
 // none. The store encrypts the state and the journals itself; the
 // engine writes and reads snapshots on this machine with its keys
@@ -191,17 +167,4 @@ type EncodingReporter interface {
 	// state ("encrypts", "decrypts", "binds each record to its place"),
 	// or "" when it is stored as configured.
 	PendingConversion(ctx context.Context) (string, error)
-}
-
-// conversion names the change from the stored form to the wanted one.
-func conversion(stored, want stateForm) string {
-	switch {
-	case stored == want:
-		return ""
-	case want == formPlain:
-		return "decrypts"
-	case stored == formPlain:
-		return "encrypts"
-	}
-	return "binds each record to its place"
 }

@@ -89,9 +89,9 @@ func (d ToolDecision) CallReason() string {
 	return s
 }
 
-// checkToolDecisions checks what decoding cannot: each standing decision
+// CheckToolDecisions checks what decoding cannot: each standing decision
 // approves or rejects.
-func checkToolDecisions(r *Run) error {
+func CheckToolDecisions(r *Run) error {
 	for tool, d := range r.ToolDecisions {
 		if d.Decision != ApprovalApproved && d.Decision != ApprovalRejected {
 			return fmt.Errorf("tool_decisions[%q] has decision %q, which is neither %q nor %q; the file is damaged or was edited by hand (remove the entry to be asked again)", tool, d.Decision, ApprovalApproved, ApprovalRejected)

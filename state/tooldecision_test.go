@@ -50,34 +50,3 @@ func TestRevokeTool(t *testing.T) {
 		t.Errorf("revoke: %+v, %v, left %v", d, err, r.ToolDecisions)
 	}
 }
-
-// TestToolDecisionsInTheStateFile: standing decisions are written and
-// read back; a state written before them reads without any; a damaged
-// decision is an error naming the run and the tool.
-func TestToolDecisionsInTheStateFile(t *testing.T) {
-	d := openTestDir(t)
-	s := New()
-	r := &Run{Address: "run.a", Status: RunAwaitingApproval}
-	r.SetToolDecision("exec_command", ToolDecision{Decision: ApprovalApproved, DecidedBy: "alice", DecidedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
-	s.Runs["run.a"] = r
-	if err := d.Write(s); err != nil {
-		t.Fatal(err)
-	}
-	got, err := d.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := got.Runs["run.a"].ToolDecisions["exec_command"]; g != r.ToolDecisions["exec_command"] {
-		t.Errorf("read back %+v", g)
-	}
-
-	old, err := decodeState("state.json", []byte(`{"format_version":1,"lineage":"l","runs":{"run.a":{"status":"awaiting_approval","approvals":[{"call_id":"c","tool":"exec_command"}]}}}`))
-	if err != nil || old.Runs["run.a"].ToolDecisions != nil {
-		t.Errorf("a state without tool_decisions: %v, %v", err, old)
-	}
-
-	_, err = decodeState("state.json", []byte(`{"format_version":1,"lineage":"l","runs":{"run.a":{"tool_decisions":{"exec_command":{"decision":"maybe"}}}}}`))
-	if err == nil || !strings.Contains(err.Error(), `state.json: runs["run.a"]: tool_decisions["exec_command"] has decision "maybe"`) {
-		t.Errorf("a damaged decision: %v", err)
-	}
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // backend is what the state-using commands share: the loaded
@@ -26,7 +27,7 @@ type backend struct {
 	cfg *config.Config
 	// dir is the local state directory: the store itself, or what a
 	// remote backend keeps on this machine (logs, caches, sandboxes).
-	dir *state.Dir
+	dir *local.Dir
 	// store is where the state lives: dir, or the configured backend.
 	store state.Store
 	lock  state.Lease
@@ -99,19 +100,19 @@ func (m *meta) backendFor(path string, cfg *config.Config, sa arguments.State) (
 	if err != nil {
 		return nil, err
 	}
-	var opts []state.Option
-	opts = append(opts, state.WithAgentctlVersion(config.Version))
+	var opts []local.Option
+	opts = append(opts, local.WithAgentctlVersion(config.Version))
 	if cfg != nil {
-		opts = append(opts, state.WithEncryption(cfg.Settings.Encryption.Keys()))
+		opts = append(opts, local.WithEncryption(cfg.Settings.Encryption.Keys()))
 	}
 	if sa.StatePath != "" {
 		p, err := filepath.Abs(sa.StatePath)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, state.WithStateFile(p))
+		opts = append(opts, local.WithStateFile(p))
 	}
-	dir, err := state.OpenDir(sdir, opts...)
+	dir, err := local.OpenDir(sdir, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,9 +138,11 @@ func (b *backend) takeLock(ctx context.Context, sa arguments.State, operation st
 	return nil
 }
 
-func (b *backend) unlock() {
+// unlock releases the state lock, if held; an interrupt does not stop
+// it (ctx's cancellation is ignored).
+func (b *backend) unlock(ctx context.Context) {
 	if b.lock != nil {
-		if err := b.lock.Unlock(); err != nil {
+		if err := b.lock.Unlock(context.WithoutCancel(ctx)); err != nil {
 			b.m.view().Error(fmt.Errorf("releasing the state lock: %w", err))
 		}
 		b.lock = nil
@@ -229,9 +232,9 @@ func (m *meta) lockedState(ctx context.Context, args arguments.Backend, operatio
 	if err := b.takeLock(ctx, args.State, operation); err != nil {
 		return nil, nil, err
 	}
-	st, err := b.store.Read()
+	st, err := b.store.Read(ctx)
 	if err != nil {
-		b.unlock()
+		b.unlock(ctx)
 		return nil, nil, err
 	}
 	return b, st, nil
@@ -240,12 +243,12 @@ func (m *meta) lockedState(ctx context.Context, args arguments.Backend, operatio
 // readState opens the backend of an inspecting command with open
 // (openBackend, or openStateBackend for commands that need only the
 // state) and reads its state.
-func readState(open func(string, arguments.Vars, arguments.State) (*backend, error), args arguments.Backend) (*backend, *state.State, error) {
+func readState(ctx context.Context, open func(string, arguments.Vars, arguments.State) (*backend, error), args arguments.Backend) (*backend, *state.State, error) {
 	b, err := open(args.Config, args.Vars, args.State)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := b.store.Read()
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		if b.cfg == nil && errors.Is(err, seal.ErrNoKey) {
 			return nil, nil, fmt.Errorf("%w; the configuration, which holds the encryption block, has errors: fix them first (agentctl validate shows them)", err)

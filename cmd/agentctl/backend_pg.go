@@ -12,7 +12,9 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 	"github.com/agentctl/agentctl/state/pgstore"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // backendRecordFile, in the local state directory, records the backend
@@ -36,7 +38,7 @@ func backendSchema(be *config.Backend) string {
 	return pgstore.DefaultSchema
 }
 
-func readBackendRecord(dir *state.Dir) (*backendRecord, error) {
+func readBackendRecord(dir *local.Dir) (*backendRecord, error) {
 	data, err := os.ReadFile(dir.Abs(backendRecordFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -51,7 +53,7 @@ func readBackendRecord(dir *state.Dir) (*backendRecord, error) {
 	return &r, nil
 }
 
-func writeBackendRecord(dir *state.Dir, r *backendRecord) error {
+func writeBackendRecord(dir *local.Dir, r *backendRecord) error {
 	if err := dir.Ensure(); err != nil {
 		return err
 	}
@@ -59,12 +61,12 @@ func writeBackendRecord(dir *state.Dir, r *backendRecord) error {
 	if err != nil {
 		return err
 	}
-	return state.WriteFileAtomic(dir.Abs(backendRecordFile), append(data, '\n'), 0o600)
+	return statefile.WriteFileAtomic(dir.Abs(backendRecordFile), append(data, '\n'), 0o600)
 }
 
 // openStore returns the store of a command: the configured backend once
 // agentctl init set it up, or the local state directory.
-func (m *meta) openStore(cfg *config.Config, dir *state.Dir, sa arguments.State) (state.Store, error) {
+func (m *meta) openStore(cfg *config.Config, dir *local.Dir, sa arguments.State) (state.Store, error) {
 	rec, err := readBackendRecord(dir)
 	if err != nil {
 		return nil, err
@@ -108,6 +110,6 @@ func (m *meta) openStore(cfg *config.Config, dir *state.Dir, sa arguments.State)
 	return s, nil
 }
 
-func pgConfig(be *config.Backend, dir *state.Dir) pgstore.Config {
+func pgConfig(be *config.Backend, dir *local.Dir) pgstore.Config {
 	return pgstore.Config{ConnString: be.ConnString, Schema: backendSchema(be), Version: config.Version, Local: dir, Encryption: dir.Encryption()}
 }

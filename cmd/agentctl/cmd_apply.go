@@ -23,6 +23,8 @@ import (
 	"github.com/agentctl/agentctl/sandbox/archive"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 func applyCommand() *command {
@@ -51,12 +53,12 @@ func destroyCommand() *command {
 // encryption setting of the configuration it was made from (an
 // encrypted plan needs its key; an unencrypted one is refused when the
 // configuration encrypts).
-func (m *meta) readSavedPlan(path string, vars arguments.Vars) (*state.PlanFile, error) {
+func (m *meta) readSavedPlan(path string, vars arguments.Vars) (*statefile.PlanFile, error) {
 	fi, err := os.Stat(path)
 	if err != nil || fi.IsDir() || strings.HasSuffix(path, ".hcl") {
 		return nil, nil
 	}
-	head, ok := state.ReadPlanHead(path)
+	head, ok := statefile.ReadPlanHead(path)
 	if !ok {
 		return nil, nil
 	}
@@ -66,7 +68,7 @@ func (m *meta) readSavedPlan(path string, vars arguments.Vars) (*state.PlanFile,
 	if cfg, _ := m.loadConfig(head.ConfigDir, vars); cfg != nil {
 		keys = cfg.Settings.Encryption.Keys()
 	}
-	return state.ReadPlanFile(path, keys)
+	return statefile.ReadPlanFile(path, keys)
 }
 
 // apply runs agentctl apply, or agentctl destroy when args.Destroy.
@@ -74,7 +76,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	m.noColor = args.NoColor
 	destroy := args.Destroy
 	path, vars, autoApprove := args.Path, args.Vars, args.AutoApprove
-	var saved *state.PlanFile
+	var saved *statefile.PlanFile
 	if !destroy {
 		pf, err := m.readSavedPlan(path, vars)
 		if err != nil {
@@ -105,11 +107,11 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 	if err := b.takeLock(ctx, args.State, op); err != nil {
 		return err
 	}
-	defer b.unlock()
+	defer b.unlock(ctx)
 	if b.lock != nil {
 		m.removeSnapshotTemps(b.dir)
 	}
-	st, err := b.store.Read()
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,7 +159,7 @@ func (m *meta) apply(ctx context.Context, args *arguments.Apply) error {
 		if !p.HasChanges() {
 			conv := pendingConversion(ctx, b.store)
 			if !destroy && (e.RefreshOutputs(st) || conv != "") {
-				if err := b.store.Write(st); err != nil {
+				if err := b.store.Write(ctx, st); err != nil {
 					return err
 				}
 			}
@@ -261,7 +263,7 @@ func (m *meta) confirm(destroy, refreshOnly bool) bool {
 // removeSnapshotTemps removes the temporary files of snapshots that a
 // crash interrupted. The caller holds the state lock, so no snapshot is
 // being written.
-func (m *meta) removeSnapshotTemps(dir *state.Dir) {
+func (m *meta) removeSnapshotTemps(dir *local.Dir) {
 	removed, err := archive.RemoveSnapshotTemps(dir.Abs("snapshots"))
 	if len(removed) > 0 {
 		m.log.Debug("removed the temporary files of interrupted snapshots", "files", removed)
@@ -278,7 +280,7 @@ func (m *meta) removeSnapshotTemps(dir *state.Dir) {
 // else is in them. Other state files given with -state share the
 // directory: their files, their sandboxes' directories, and files named
 // before names carried the lineage, stay.
-func cleanStateDir(dir *state.Dir, lineage string) error {
+func cleanStateDir(dir *local.Dir, lineage string) error {
 	var errs []error
 	for _, sub := range []string{"journals", "snapshots"} {
 		ents, err := os.ReadDir(dir.Abs(sub))

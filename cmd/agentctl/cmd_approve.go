@@ -55,8 +55,8 @@ func (m *meta) decide(ctx context.Context, args *arguments.Approve) error {
 	if err := b.takeLock(ctx, args.State, op); err != nil {
 		return err
 	}
-	defer b.unlock()
-	st, err := b.store.Read()
+	defer b.unlock(ctx)
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (m *meta) decide(ctx context.Context, args *arguments.Approve) error {
 		return fmt.Errorf("%s is not in the state; agentctl state list shows the runs it holds", args.Run)
 	}
 	if args.Revoke {
-		return m.revokeTools(b, st, r, args, decision, view)
+		return m.revokeTools(ctx, b, st, r, args, decision, view)
 	}
 	var decided []*state.Approval
 	if len(args.CallIDs) > 0 || args.All {
@@ -82,7 +82,7 @@ func (m *meta) decide(ctx context.Context, args *arguments.Approve) error {
 		}
 		decided = append(decided, calls...)
 	}
-	if err := b.store.Write(st); err != nil {
+	if err := b.store.Write(ctx, st); err != nil {
 		return err
 	}
 	for _, tool := range args.Tools {
@@ -95,7 +95,7 @@ func (m *meta) decide(ctx context.Context, args *arguments.Approve) error {
 }
 
 // revokeTools withdraws the standing decisions on args.Tools.
-func (m *meta) revokeTools(b *backend, st *state.State, r *state.Run, args *arguments.Approve, decision string, view views.Approve) error {
+func (m *meta) revokeTools(ctx context.Context, b *backend, st *state.State, r *state.Run, args *arguments.Approve, decision string, view views.Approve) error {
 	revoked := make([]state.ToolDecision, len(args.Tools))
 	for i, tool := range args.Tools {
 		d, err := r.RevokeTool(tool, decision)
@@ -104,7 +104,7 @@ func (m *meta) revokeTools(b *backend, st *state.State, r *state.Run, args *argu
 		}
 		revoked[i] = d
 	}
-	if err := b.store.Write(st); err != nil {
+	if err := b.store.Write(ctx, st); err != nil {
 		return err
 	}
 	for i, tool := range args.Tools {

@@ -137,7 +137,7 @@ func (c *chatCmd) do(ctx context.Context, line string) (stop bool, err error) {
 			return true, chatExit(c.failed)
 		case "/history":
 			return c.outcome(c.inTurn(ctx, "/history", func() error {
-				items, err := c.s.History()
+				items, err := c.s.History(ctx)
 				if err == nil {
 					c.view.History(items)
 				}
@@ -145,7 +145,7 @@ func (c *chatCmd) do(ctx context.Context, line string) (stop bool, err error) {
 			}))
 		case "/reset":
 			return c.outcome(c.inTurn(ctx, "/reset", func() error {
-				err := c.s.Reset()
+				err := c.s.Reset(ctx)
 				if err == nil {
 					c.view.Reset(c.s.Address())
 				}
@@ -233,8 +233,8 @@ func (c *chatCmd) locked(ctx context.Context, what string, fn func(*state.State)
 	if err := c.lock(ctx, what); err != nil {
 		return err
 	}
-	defer c.b.unlock()
-	st, err := c.b.store.Read()
+	defer c.b.unlock(ctx)
+	st, err := c.b.store.Read(ctx)
 	if err != nil {
 		return err
 	}

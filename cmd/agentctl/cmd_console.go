@@ -38,9 +38,9 @@ func consoleCommand() *command {
 // consoleFile is the file name diagnostics give the console's input.
 const consoleFile = "<stdin>"
 
-func (m *meta) console(_ context.Context, args *arguments.Console) error {
+func (m *meta) console(ctx context.Context, args *arguments.Console) error {
 	m.noColor = args.NoColor
-	b, st, err := readState(m.openBackend, args.Backend)
+	b, st, err := readState(ctx, m.openBackend, args.Backend)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func (m *meta) exec(ctx context.Context, args *arguments.Exec) error {
 	if err != nil {
 		return err
 	}
-	defer b.unlock()
+	defer b.unlock(ctx)
 	e := b.engine(0, nil, nil)
 	ws, restore, err := e.OpenWorkspace(ctx, st, args.Address)
 	if err != nil {
@@ -162,7 +162,7 @@ func (m *meta) toolCall(ctx context.Context, args *arguments.ToolCall) error {
 		if err != nil {
 			return err
 		}
-		defer b.unlock()
+		defer b.unlock(ctx)
 		e := b.engine(0, nil, nil)
 		w, restore, err := e.OpenWorkspace(ctx, st, args.Sandbox)
 		if err != nil {

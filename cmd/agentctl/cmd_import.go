@@ -32,8 +32,8 @@ func (m *meta) importSandbox(ctx context.Context, args *arguments.Import) error 
 	if err := b.takeLock(ctx, args.State, "import"); err != nil {
 		return err
 	}
-	defer b.unlock()
-	st, err := b.store.Read()
+	defer b.unlock(ctx)
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}

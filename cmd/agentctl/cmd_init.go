@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/cmd/agentctl/internal/arguments"
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 	"github.com/agentctl/agentctl/state/pgstore"
 )
 
@@ -47,7 +48,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 	if err != nil {
 		return err
 	}
-	dir, err := state.OpenDir(sdir, state.WithAgentctlVersion(config.Version), state.WithEncryption(cfg.Settings.Encryption.Keys()))
+	dir, err := local.OpenDir(sdir, local.WithAgentctlVersion(config.Version), local.WithEncryption(cfg.Settings.Encryption.Keys()))
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 		fmt.Fprintf(m.Stdout, "The backend's schema is up to date (version %d).\n", to)
 	}
 
-	local, err := dir.Read()
+	local, err := dir.Read(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the local state to migrate: %w", err)
 	}
@@ -118,31 +119,31 @@ func (m *meta) init(ctx context.Context, args *arguments.Init) error {
 // into the backend, holding both locks: snapshots and journals first,
 // the state last, so that the state the backend holds never refers to
 // what it does not hold yet.
-func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *state.Dir, store *pgstore.Store, local *state.State) error {
+func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *local.Dir, store *pgstore.Store, local *state.State) error {
 	if args.State.Lock {
 		ll, err := dir.Lock(ctx, state.LockInfo{Operation: "init"}, args.State.LockTimeout)
 		if err != nil {
 			return err
 		}
-		defer ll.Unlock()
+		defer ll.Unlock(context.WithoutCancel(ctx))
 		rl, err := store.Lock(ctx, state.LockInfo{Operation: "init"}, args.State.LockTimeout)
 		if err != nil {
 			return err
 		}
-		defer rl.Unlock()
+		defer rl.Unlock(context.WithoutCancel(ctx))
 		// Read again under the lock: a command may have changed it.
-		if local, err = dir.Read(); err != nil {
+		if local, err = dir.Read(ctx); err != nil {
 			return err
 		}
 	}
 	if _, err := os.Stat(dir.LogFile()); err == nil {
 		// A command died with changes in the log: compact them first,
 		// so that nothing refers to the state file once it is set aside.
-		if err := dir.Write(local); err != nil {
+		if err := dir.Write(ctx, local); err != nil {
 			return err
 		}
 	}
-	remote, err := store.Read()
+	remote, err := store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *stat
 	}
 	for _, name := range names {
 		var recs [][]byte
-		if _, err := dir.ReadJournal(name, func(raw json.RawMessage) error {
+		if _, err := dir.ReadJournal(ctx, name, func(raw json.RawMessage) error {
 			recs = append(recs, []byte(raw))
 			return nil
 		}); err != nil {
@@ -188,7 +189,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *stat
 		}
 	}
 	serial := local.Serial
-	if err := store.Write(local); err != nil {
+	if err := store.Write(ctx, local); err != nil {
 		return err
 	}
 	// The local state is kept aside, not used again.
@@ -196,7 +197,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *stat
 		return fmt.Errorf("the state is in the backend, but the local state file could not be set aside (remove %s yourself): %w", dir.StateFile(), err)
 	}
 	for _, name := range names {
-		if err := dir.RemoveJournal(name); err != nil {
+		if err := dir.RemoveJournal(ctx, name); err != nil {
 			fmt.Fprintf(m.Stderr, "Warning: the journal is in the backend, but the local copy could not be removed: %v\n", err)
 		}
 	}
@@ -206,7 +207,7 @@ func (m *meta) migrateState(ctx context.Context, args *arguments.Init, dir *stat
 }
 
 // localJournals returns the names of the journal files of dir.
-func localJournals(dir *state.Dir) ([]string, error) {
+func localJournals(dir *local.Dir) ([]string, error) {
 	var names []string
 	root := dir.Abs("journals")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

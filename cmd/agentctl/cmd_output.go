@@ -25,10 +25,10 @@ func outputCommand() *command {
 	}
 }
 
-func (m *meta) output(_ context.Context, args *arguments.Output) error {
+func (m *meta) output(ctx context.Context, args *arguments.Output) error {
 	m.noColor = args.NoColor
 	view := views.NewOutput(args.ViewType, m.view())
-	b, st, err := readState(m.openStateBackend, args.Backend)
+	b, st, err := readState(ctx, m.openStateBackend, args.Backend)
 	if err != nil {
 		return err
 	}

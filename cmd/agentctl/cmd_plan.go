@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/engine"
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // exitChanges is -detailed-exitcode's "there are changes".
@@ -42,8 +43,8 @@ func (m *meta) plan(ctx context.Context, args *arguments.Plan) error {
 	if err := b.takeLock(ctx, args.State, "plan"); err != nil {
 		return err
 	}
-	defer b.unlock()
-	st, err := b.store.Read()
+	defer b.unlock(ctx)
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,7 @@ func writePlanFile(out, cfgPath string, cfg *config.Config, e *engine.Engine, p 
 		}
 		vars[name] = b
 	}
-	return state.WritePlanFile(out, state.PlanFile{
+	return statefile.WritePlanFile(out, statefile.PlanFile{
 		AgentctlVersion: config.Version,
 		Lineage:         p.Lineage,
 		Serial:          p.Serial,
@@ -108,7 +109,7 @@ func writePlanFile(out, cfgPath string, cfg *config.Config, e *engine.Engine, p 
 }
 
 // planVars turns a saved plan's variables back into -var arguments.
-func planVars(pf *state.PlanFile) []string {
+func planVars(pf *statefile.PlanFile) []string {
 	names := make([]string, 0, len(pf.Vars))
 	for n := range pf.Vars {
 		names = append(names, n)

@@ -48,8 +48,8 @@ func (m *meta) query(ctx context.Context, args *arguments.Query) error {
 	if err := b.takeLock(ctx, args.State, "query"); err != nil {
 		return err
 	}
-	defer b.unlock()
-	st, err := b.store.Read()
+	defer b.unlock(ctx)
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func showCommand() *command {
 	}
 }
 
-func (m *meta) show(_ context.Context, args *arguments.Show) error {
+func (m *meta) show(ctx context.Context, args *arguments.Show) error {
 	m.noColor = args.NoColor
 	view := views.NewShow(args.ViewType, m.view())
 	if args.Target != "" {
@@ -32,7 +32,7 @@ func (m *meta) show(_ context.Context, args *arguments.Show) error {
 			return view.SavedPlan(pf)
 		}
 	}
-	b, st, err := readState(m.openStateBackend, args.Backend)
+	b, st, err := readState(ctx, m.openStateBackend, args.Backend)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (m *meta) show(_ context.Context, args *arguments.Show) error {
 	switch {
 	case st.Runs[addr] != nil:
 		e := b.engine(0, nil, nil)
-		steps, err := e.Transcript(st.Runs[addr])
+		steps, err := e.Transcript(ctx, st.Runs[addr])
 		var lost *engine.JournalLostError
 		if errors.As(err, &lost) {
 			return err // it names the run and what was lost
@@ -54,7 +54,7 @@ func (m *meta) show(_ context.Context, args *arguments.Show) error {
 		return view.Run(st.Runs[addr], steps)
 	case st.Chats[addr] != nil:
 		e := b.engine(0, nil, nil)
-		history, err := chat.History(e, st.Chats[addr])
+		history, err := chat.History(ctx, e, st.Chats[addr])
 		if err != nil {
 			return err
 		}

@@ -31,10 +31,10 @@ func stateListCommand() *command {
 	}
 }
 
-func (m *meta) stateList(_ context.Context, args *arguments.StateList) error {
+func (m *meta) stateList(ctx context.Context, args *arguments.StateList) error {
 	m.noColor = args.NoColor
 	view := views.NewStateList(args.ViewType, m.view())
-	_, st, err := readState(m.openStateBackend, args.Backend)
+	_, st, err := readState(ctx, m.openStateBackend, args.Backend)
 	if err != nil {
 		return err
 	}
@@ -50,10 +50,10 @@ func stateShowCommand() *command {
 	}
 }
 
-func (m *meta) stateShow(_ context.Context, args *arguments.StateShow) error {
+func (m *meta) stateShow(ctx context.Context, args *arguments.StateShow) error {
 	m.noColor = args.NoColor
 	view := views.NewStateShow(m.view())
-	_, st, err := readState(m.openStateBackend, args.Backend)
+	_, st, err := readState(ctx, m.openStateBackend, args.Backend)
 	if err != nil {
 		return err
 	}
@@ -93,8 +93,8 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 	if err := b.takeLock(ctx, args.State, "state rm"); err != nil {
 		return err
 	}
-	defer b.unlock()
-	st, err := b.store.Read()
+	defer b.unlock(ctx)
+	st, err := b.store.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -119,13 +119,13 @@ func (m *meta) stateRm(ctx context.Context, args *arguments.StateRm) error {
 		delete(st.Runs, addr)
 		delete(st.Chats, addr)
 	}
-	if err := b.store.Write(st); err != nil {
+	if err := b.store.Write(ctx, st); err != nil {
 		return err
 	}
 	// A forgotten run's journal (its checkpoints or transcript) goes with
 	// its record, once the state no longer points to it.
 	for _, j := range journals {
-		if err := b.store.RemoveJournal(j); err != nil {
+		if err := b.store.RemoveJournal(ctx, j); err != nil {
 			return fmt.Errorf("the state was updated, but a journal was not removed: %w", err)
 		}
 	}
@@ -142,14 +142,14 @@ func forceUnlockCommand() *command {
 	}
 }
 
-func (m *meta) forceUnlock(_ context.Context, args *arguments.ForceUnlock) error {
+func (m *meta) forceUnlock(ctx context.Context, args *arguments.ForceUnlock) error {
 	m.noColor = args.NoColor
 	view := views.NewForceUnlock(m.view())
 	b, err := m.openStateBackend(args.Config, args.Vars, args.State)
 	if err != nil {
 		return err
 	}
-	err = b.store.ForceUnlock(args.LockID)
+	err = b.store.ForceUnlock(ctx, args.LockID)
 	if errors.Is(err, state.ErrNotLocked) {
 		view.NotLocked(args.LockID)
 		return nil

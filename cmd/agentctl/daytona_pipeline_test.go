@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/internal/fakedaytona"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // The Daytona pipeline tests run the real agentctl binary, built here,
@@ -92,11 +93,11 @@ func (p *pipeline) run(args ...string) string {
 func (p *pipeline) state() stateFile {
 	p.t.Helper()
 	var st stateFile
-	d, err := state.OpenDir(filepath.Join(p.dir, ".agentctl"))
+	d, err := local.OpenDir(filepath.Join(p.dir, ".agentctl"))
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	full, err := d.Read()
+	full, err := d.Read(context.Background())
 	if err != nil {
 		p.t.Fatalf("reading the state: %v", err)
 	}

@@ -51,7 +51,7 @@ func TestScript(t *testing.T) {
 			}
 			env.Setenv("EXAMPLES", copied)
 			// Every state change the commands append is read back and
-			// compared (state/log.go).
+			// compared (state/local/log.go).
 			env.Setenv("AGENTCTL_STATE_VERIFY", "1")
 			if memoryServer != "" {
 				env.Setenv("MCP_MEMORY_SERVER", memoryServer)

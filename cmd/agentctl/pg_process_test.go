@@ -14,7 +14,7 @@ import (
 	"github.com/agentctl/agentctl/config"
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/pgtest"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 	"github.com/agentctl/agentctl/state/pgstore"
 )
 
@@ -43,15 +43,15 @@ var pgSchemaSeq atomic.Int64
 // schema of the test cluster, the conn string coming from the
 // environment (AGENTCTL_TEST_PG, set here) as users are told to, and a
 // store the test reads the backend through.
-func pgBackend(t *testing.T) (block string, store func(local string) *pgstore.Store) {
+func pgBackend(t *testing.T) (block string, store func(dir string) *pgstore.Store) {
 	t.Helper()
 	srv := pg.Server(t)
 	t.Setenv("AGENTCTL_TEST_PG", srv.ConnString)
 	schema := fmt.Sprintf("p%d_%d", os.Getpid(), pgSchemaSeq.Add(1))
 	block = fmt.Sprintf("agentctl {\n  backend \"pg\" {\n    conn_str    = env(\"AGENTCTL_TEST_PG\")\n    schema_name = %q\n  }\n}\n", schema)
-	return block, func(local string) *pgstore.Store {
+	return block, func(dir string) *pgstore.Store {
 		t.Helper()
-		d, err := state.OpenDir(local)
+		d, err := local.OpenDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func lastLoggedStep(ws string) int {
 // journalOf returns the checkpointed steps of run.job in the backend.
 func journalOf(t *testing.T, s *pgstore.Store) []agentloop.Step {
 	t.Helper()
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func journalOf(t *testing.T, s *pgstore.Store) []agentloop.Step {
 		return nil
 	}
 	var steps []agentloop.Step
-	if _, err := s.ReadJournal(r.Journal, func(raw json.RawMessage) error {
+	if _, err := s.ReadJournal(context.Background(), r.Journal, func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err
@@ -301,7 +301,7 @@ func TestPGSandboxOwner(t *testing.T) {
 	if log, _ := os.ReadFile(filepath.Join(ws, "log.txt")); strings.Count(string(log), "step ") != 2*pipelineSteps {
 		t.Errorf("log.txt in b has %d steps, want a's %d from the snapshot and the re-run's %d:\n%s", strings.Count(string(log), "step "), pipelineSteps, pipelineSteps, log)
 	}
-	st, err := open(b.stateDir()).Read()
+	st, err := open(b.stateDir()).Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestPGMigrateState(t *testing.T) {
 		t.Errorf("plan after the migration:\n%s", out)
 	}
 	s := open(h.stateDir())
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil || st.Lineage != local.Lineage || len(st.Runs) != 1 {
 		t.Fatalf("backend state: %+v %v", st, err)
 	}
@@ -377,7 +377,7 @@ func TestPGMigrateState(t *testing.T) {
 		t.Errorf("apply of a plan the backend's state moved past: exit %d\n%s", code, errOut)
 	}
 	// A journal lost from the backend is named where it was kept.
-	if err := s.RemoveJournal(st.Runs["run.job"].Journal); err != nil {
+	if err := s.RemoveJournal(context.Background(), st.Runs["run.job"].Journal); err != nil {
 		t.Fatal(err)
 	}
 	_, errOut, code = h.run("show", "-no-color", "run.job")

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -64,7 +65,7 @@ func TestPGChatLockPerTurn(t *testing.T) {
 	}
 	h.mustRun("init", "-no-color")
 	chatBetweenApplies(t, h, false, func() *state.State {
-		st, err := open(h.stateDir()).Read()
+		st, err := open(h.stateDir()).Read(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

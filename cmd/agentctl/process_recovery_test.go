@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/internal/fakeopenai"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // Recovery tests on a real agentctl child process (the harness of
@@ -215,11 +216,11 @@ func TestStateBackup(t *testing.T) {
 	stateFile := filepath.Join(h.stateDir(), "state.json")
 	backupFile := stateFile + ".backup"
 	cur := h.readState()
-	bd, err := state.OpenDir(h.stateDir(), state.WithStateFile(backupFile))
+	bd, err := local.OpenDir(h.stateDir(), local.WithStateFile(backupFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev, err := bd.Read()
+	prev, err := bd.Read(context.Background())
 	if err != nil {
 		t.Fatalf("the backup does not read as a state: %v", err)
 	}

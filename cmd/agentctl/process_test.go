@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/internal/testfiles"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // Process-level tests: agentctl runs as a real child process (this test
@@ -257,11 +259,11 @@ func (h *harness) stateDir() string { return filepath.Join(h.dir, ".agentctl") }
 // readState reads state.json without agentctl (nil when there is none).
 func (h *harness) readState() *state.State {
 	h.t.Helper()
-	d, err := state.OpenDir(h.stateDir(), state.WithEncryption(h.keys))
+	d, err := local.OpenDir(h.stateDir(), local.WithEncryption(h.keys))
 	if err != nil {
 		return nil
 	}
-	st, err := d.Read()
+	st, err := d.Read(context.Background())
 	if err != nil {
 		h.t.Fatalf("reading the state: %v", err)
 	}
@@ -334,11 +336,11 @@ func (h *harness) journal() []agentloop.Step {
 		return nil
 	}
 	var steps []agentloop.Step
-	d, err := state.OpenDir(h.stateDir(), state.WithEncryption(h.keys))
+	d, err := local.OpenDir(h.stateDir(), local.WithEncryption(h.keys))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	_, err = d.ReadJournal(st.Runs["run.job"].Journal, func(raw json.RawMessage) error {
+	_, err = d.ReadJournal(context.Background(), st.Runs["run.job"].Journal, func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err
@@ -597,7 +599,7 @@ func TestLock(t *testing.T) {
 	p = h.start("apply", "-auto-approve", "-no-color", "-replace=run.job")
 	h.waitUntil("step 12 to start again", func() bool { return h.lastStep() == holdStep })
 	p.kill(t)
-	infoPath := filepath.Join(h.stateDir(), state.LockInfoFileName)
+	infoPath := filepath.Join(h.stateDir(), local.LockInfoFileName)
 	b, err := os.ReadFile(infoPath)
 	if err != nil {
 		t.Fatalf("lock info after kill -9: %v", err)

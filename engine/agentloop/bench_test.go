@@ -16,7 +16,7 @@ import (
 	"github.com/agentctl/agentctl/providers/scripted"
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // timedTool wraps a tool and adds up the time spent inside it, so the
@@ -53,7 +53,7 @@ func turnRun(tb testing.TB, turns int, journalDir string) (perTurn []time.Durati
 	}
 	ws := &sandbox.Workspace{Sandbox: hd}
 	exec := &timedTool{Tool: tools.NewExecCommand(ws, tools.ExecOptions{Root: hd.Path()}, nil)}
-	j, err := state.OpenJournal(filepath.Join(journalDir, fmt.Sprintf("bench-%d.jsonl", turns)))
+	j, err := statefile.OpenJournal(filepath.Join(journalDir, fmt.Sprintf("bench-%d.jsonl", turns)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTurnOverheadIsFlat(t *testing.T) {
 	}
 	dir := t.TempDir()
 	turnRun(t, 200, dir)
-	n, err := state.ReadJournal(filepath.Join(dir, "bench-200.jsonl"), func(json.RawMessage) error { return nil })
+	n, err := statefile.ReadJournal(filepath.Join(dir, "bench-200.jsonl"), func(json.RawMessage) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // lockedState is the state behind a lock, as an apply holds it.
@@ -25,7 +26,7 @@ type lockedState struct {
 	st *state.State
 }
 
-func (s *lockedState) Update(fn func(*state.State), _ ...state.Ref) error {
+func (s *lockedState) Update(_ context.Context, fn func(*state.State), _ ...state.Ref) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fn(s.st)
@@ -98,7 +99,7 @@ func newFixture(t *testing.T, batch int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close() })
-	sd, err := state.OpenDir(t.TempDir())
+	sd, err := local.OpenDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestProcessResumesFromTheJournal(t *testing.T) {
 	if got := strings.Join(f.model.calls, ","); got != "phase2" {
 		t.Errorf("memory calls on resume %q, want only the consolidation", got)
 	}
-	journal, err := os.ReadFile(f.w.Journals.(*state.Dir).Abs(m.Journal))
+	journal, err := os.ReadFile(f.w.Journals.(*local.Dir).Abs(m.Journal))
 	if err != nil {
 		t.Fatal(err)
 	}

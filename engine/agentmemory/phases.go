@@ -94,7 +94,7 @@ func (w *Writer) phase1(ctx context.Context, key Key, c *config.Capability, ws *
 		}
 	}
 	w.Progress(key, "extracted the memories of "+m.Run+" (phase 1) into "+path.Join(memoryRawDir, rid+".md"))
-	return w.State.Update(func(st *state.State) {
+	return w.State.Update(ctx, func(st *state.State) {
 		rec := memoryRecord(st, key)
 		rec.Phase1 = slices.DeleteFunc(rec.Phase1, func(s string) bool { return s == rid })
 		if !slices.Contains(rec.Phase2, rid) {
@@ -152,7 +152,7 @@ func (w *Writer) phase2(ctx context.Context, key Key, c *config.Capability, ws *
 		return err
 	}
 	w.Progress(key, fmt.Sprintf("consolidated %d %s into %s and %s (phase 2)", len(ids), rollouts(len(ids)), memoryFile, memorySummaryFile))
-	return w.State.Update(func(st *state.State) {
+	return w.State.Update(ctx, func(st *state.State) {
 		rec := memoryRecord(st, key)
 		rec.Phase2 = slices.DeleteFunc(rec.Phase2, func(s string) bool { return slices.Contains(ids, s) })
 		rec.Consolidations++

@@ -21,7 +21,7 @@ import (
 type State interface {
 	// Update changes the state with fn and records the change of the
 	// objects refs name durably.
-	Update(fn func(st *state.State), refs ...state.Ref) error
+	Update(ctx context.Context, fn func(st *state.State), refs ...state.Ref) error
 	// View calls fn with the state, which fn neither changes nor keeps.
 	View(fn func(st *state.State))
 }
@@ -29,8 +29,8 @@ type State interface {
 // Journals holds the memories' journals, where every memory call's
 // response is checkpointed (a state.Store).
 type Journals interface {
-	OpenJournal(name string) (state.JournalWriter, error)
-	ReadJournal(name string, fn func(raw json.RawMessage) error) (int, error)
+	OpenJournal(ctx context.Context, name string) (state.JournalWriter, error)
+	ReadJournal(ctx context.Context, name string, fn func(raw json.RawMessage) error) (int, error)
 }
 
 // Writer does the memory work of one apply.
@@ -78,7 +78,7 @@ func (w *Writer) AfterRun(ctx context.Context, r Rollout, targets []Target, work
 			continue
 		}
 		turns, run := r.turns(t.Agent), r.Run.String()
-		if err := w.State.Update(func(st *state.State) {
+		if err := w.State.Update(ctx, func(st *state.State) {
 			m := memoryRecord(st, t.Key)
 			if !slices.Contains(m.Phase1, rid) && !slices.Contains(m.Phase2, rid) {
 				m.Phase1 = append(m.Phase1, rid)
@@ -164,7 +164,7 @@ func (w *Writer) snapshot(key Key) (state.Memory, bool) {
 // whether the model was called.
 func (w *Writer) call(ctx context.Context, key Key, rec record, req *model.Request, modelName string, parse func(text string) error) (*model.Response, bool, error) {
 	m, _ := w.snapshot(key)
-	found, err := w.recorded(m.Journal, rec)
+	found, err := w.recorded(ctx, m.Journal, rec)
 	if err != nil {
 		return nil, false, err
 	}
@@ -186,7 +186,7 @@ func (w *Writer) call(ctx context.Context, key Key, rec record, req *model.Reque
 	if err := parse(resp.Text()); err != nil {
 		return nil, false, fmt.Errorf("the model's answer is not the JSON asked for (%v): %.200q", err, resp.Text())
 	}
-	j, err := w.Journals.OpenJournal(m.Journal)
+	j, err := w.Journals.OpenJournal(ctx, m.Journal)
 	if err != nil {
 		return nil, false, err
 	}
@@ -200,9 +200,9 @@ func (w *Writer) call(ctx context.Context, key Key, rec record, req *model.Reque
 
 // recorded returns the response the journal holds for the call rec, nil
 // when it holds none.
-func (w *Writer) recorded(journal string, rec record) (*model.Response, error) {
+func (w *Writer) recorded(ctx context.Context, journal string, rec record) (*model.Response, error) {
 	var found *model.Response
-	if _, err := w.Journals.ReadJournal(journal, func(raw json.RawMessage) error {
+	if _, err := w.Journals.ReadJournal(ctx, journal, func(raw json.RawMessage) error {
 		var r record
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return err

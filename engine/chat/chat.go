@@ -188,11 +188,11 @@ func journalRun(key, rel, status string, steps int) *state.Run {
 // transcript is the conversation of the completed turns of c, the record
 // of the session at key, its steps read with read (engine.Steps, or
 // engine.Transcript to scrub them again).
-func transcript(key string, c *state.Chat, read func(*state.Run) ([]agentloop.Step, error)) ([]model.Item, error) {
+func transcript(ctx context.Context, key string, c *state.Chat, read func(context.Context, *state.Run) ([]agentloop.Step, error)) ([]model.Item, error) {
 	if c == nil || c.Journal == "" {
 		return nil, nil
 	}
-	steps, err := read(journalRun(key, c.Journal, engine.RunCompleted, 0))
+	steps, err := read(ctx, journalRun(key, c.Journal, engine.RunCompleted, 0))
 	if err != nil {
 		return nil, journalError(key, err)
 	}
@@ -215,15 +215,15 @@ func journalError(addr string, err error) error {
 // History is the conversation of a chat session's completed turns
 // (agentctl show chat.NAME), scrubbed with the configuration's sensitive
 // values.
-func History(e *engine.Engine, c *state.Chat) ([]model.Item, error) {
+func History(ctx context.Context, e *engine.Engine, c *state.Chat) ([]model.Item, error) {
 	if c == nil {
 		return nil, nil
 	}
-	return transcript(c.Address, c, e.Transcript)
+	return transcript(ctx, c.Address, c, e.Transcript)
 }
 
 // History is the conversation of the session's completed turns, scrubbed
 // with the configuration's sensitive values.
-func (s *Session) History() ([]model.Item, error) {
-	return transcript(s.key, s.Record(), s.e.Transcript)
+func (s *Session) History(ctx context.Context) ([]model.Item, error) {
+	return transcript(ctx, s.key, s.Record(), s.e.Transcript)
 }

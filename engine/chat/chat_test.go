@@ -16,6 +16,7 @@ import (
 	"github.com/agentctl/agentctl/internal/fakeopenai"
 	"github.com/agentctl/agentctl/providers/builtin"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 const chatOpenAIConfig = `
@@ -40,7 +41,7 @@ func newTestEngine(t *testing.T, src string) *engine.Engine {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	sd, err := state.OpenDir(filepath.Join(dir, ".agentctl"))
+	sd, err := local.OpenDir(filepath.Join(dir, ".agentctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func newTestEngine(t *testing.T, src string) *engine.Engine {
 // new agentctl chat process does.
 func openChat(t *testing.T, e *engine.Engine, session, agent string) *Session {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 	if diff := cmp.Diff(want, reqs[1].InputLines()); diff != "" {
 		t.Errorf("the second session's request (-want +got):\n%s", diff)
 	}
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestChatSecondSessionSendsConversation(t *testing.T) {
 	}
 	// Only the last turn's journal is kept: its transcript is the whole
 	// conversation.
-	items, err := History(e, c)
+	items, err := History(context.Background(), e, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +160,10 @@ func TestChatInterruptedTurnResumes(t *testing.T) {
 	if _, ok := s.Interrupted(); ok {
 		t.Error("the turn is still under way after Resume")
 	}
-	if err := s.Reset(); err != nil {
+	if err := s.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	items, err := s.History()
+	items, err := s.History(context.Background())
 	if err != nil || len(items) != 0 {
 		t.Errorf("history after reset: %v, %v", items, err)
 	}

@@ -18,7 +18,7 @@ import (
 // and refreshes s with it.
 func refresh(t *testing.T, e *engine.Engine, s *Session) ([]string, error) {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,12 +28,12 @@ func refresh(t *testing.T, e *engine.Engine, s *Session) ([]string, error) {
 // editState changes the state as another agentctl command would.
 func editState(t *testing.T, e *engine.Engine, fn func(*state.State)) {
 	t.Helper()
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	fn(st)
-	if err := e.State.Write(st); err != nil {
+	if err := e.State.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -77,7 +77,7 @@ func TestChatRefreshSeesOtherSessions(t *testing.T) {
 	if diff := cmp.Diff(wantInput, reqs[len(reqs)-1].InputLines()); diff != "" {
 		t.Errorf("the third turn's request (-want +got):\n%s", diff)
 	}
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestChatRefreshReopensSandboxes(t *testing.T) {
 	if err != nil || !cmp.Equal(want, notices) {
 		t.Fatalf("refresh after a stop: %q, %v; want %q", notices, err, want)
 	}
-	st, err := e.State.Read()
+	st, err := e.State.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestChatRefreshReopensSandboxes(t *testing.T) {
 	if err != nil || !cmp.Equal(want, notices) {
 		t.Fatalf("refresh after state rm: %q, %v; want %q", notices, err, want)
 	}
-	if st, err = e.State.Read(); err != nil || st.Sandboxes["sandbox.box"] == nil {
+	if st, err = e.State.Read(context.Background()); err != nil || st.Sandboxes["sandbox.box"] == nil {
 		t.Fatalf("sandbox.box is not in the state after the refresh (%v)", err)
 	}
 	if s.sess.Workspaces()["sandbox.box"] == first {

@@ -31,7 +31,7 @@ type turn struct {
 
 // run carries out one turn: input, or the interrupted turn (resume).
 func (s *Session) run(ctx context.Context, input string, resume bool) (*agentloop.Result, error) {
-	t, err := s.begin(input, resume)
+	t, err := s.begin(ctx, input, resume)
 	if err != nil {
 		return nil, err
 	}
@@ -49,29 +49,29 @@ func (s *Session) run(ctx context.Context, input string, resume bool) (*agentloo
 	case err != nil:
 		return nil, err
 	case runErr == nil:
-		return s.completed(t, res)
+		return s.completed(ctx, t, res)
 	case errors.Is(runErr, agentloop.ErrInterrupted) || errors.Is(runErr, context.Canceled):
-		return s.interrupted(t, res, runErr)
+		return s.interrupted(ctx, t, res, runErr)
 	}
-	return s.dropped(t, res, runErr)
+	return s.dropped(ctx, t, res, runErr)
 }
 
 // begin reads what the turn starts from (the conversation so far, and the
 // steps of the turn it resumes), opens its journal and records a new turn
 // as under way.
-func (s *Session) begin(input string, resume bool) (*turn, error) {
+func (s *Session) begin(ctx context.Context, input string, resume bool) (*turn, error) {
 	now := time.Now().UTC()
 	c := s.Record()
 	if c == nil {
 		c = &state.Chat{Address: s.key, Agent: s.agent, Status: state.ChatIdle, CreatedAt: now}
 	}
-	prior, err := transcript(s.key, c, s.e.Steps)
+	prior, err := transcript(ctx, s.key, c, s.e.Steps)
 	if err != nil {
 		return nil, err
 	}
 	t := &turn{c: c, cur: c.Current, input: input, resume: resume, prior: prior, counts: map[string]int{}}
 	if resume {
-		if t.history, err = s.e.Steps(journalRun(s.key, t.cur, engine.RunRunning, c.Steps)); err != nil {
+		if t.history, err = s.e.Steps(ctx, journalRun(s.key, t.cur, engine.RunRunning, c.Steps)); err != nil {
 			return nil, journalError(s.key, err)
 		}
 		t.input = c.Input
@@ -80,11 +80,11 @@ func (s *Session) begin(input string, resume bool) (*turn, error) {
 		s.sess.View(func(st *state.State) { lineage = st.Lineage })
 		t.cur = state.ScopedJournalName(lineage, fmt.Sprintf("%s.turn%d", s.key, c.Turns+1))
 		// A file left by a turn that never reached the state is stale.
-		if err := s.e.State.RemoveJournal(t.cur); err != nil {
+		if err := s.e.State.RemoveJournal(context.WithoutCancel(ctx), t.cur); err != nil {
 			return nil, fmt.Errorf("%s: clearing old journal: %w", s.key, err)
 		}
 	}
-	if t.journal, err = s.e.State.OpenJournal(t.cur); err != nil {
+	if t.journal, err = s.e.State.OpenJournal(ctx, t.cur); err != nil {
 		return nil, fmt.Errorf("%s: opening journal: %w", s.key, err)
 	}
 	for _, st := range t.history {
@@ -93,7 +93,7 @@ func (s *Session) begin(input string, resume bool) (*turn, error) {
 		}
 	}
 	if !resume {
-		if err := s.sess.Update(func(st *state.State) {
+		if err := s.sess.Update(ctx, func(st *state.State) {
 			if st.Chats == nil {
 				st.Chats = map[string]*state.Chat{}
 			}
@@ -128,8 +128,8 @@ func resumedApprovals(c *state.Chat, resume bool) []*state.Approval {
 
 // interrupted keeps an interrupted turn in the state, checkpointed, for
 // the next session to resume.
-func (s *Session) interrupted(t *turn, res *agentloop.Result, runErr error) (*agentloop.Result, error) {
-	if err := s.sess.Update(func(st *state.State) { st.Chats[s.key].Steps = t.journal.Len() }, state.ChatRef(s.key)); err != nil {
+func (s *Session) interrupted(ctx context.Context, t *turn, res *agentloop.Result, runErr error) (*agentloop.Result, error) {
+	if err := s.sess.Update(ctx, func(st *state.State) { st.Chats[s.key].Steps = t.journal.Len() }, state.ChatRef(s.key)); err != nil {
 		return nil, errors.Join(runErr, err)
 	}
 	return res, fmt.Errorf("%s: the turn was interrupted; it is checkpointed, and the next agentctl chat -session %s agent.%s resumes it: %w", s.key, s.addr.Name, s.agent, runErr)
@@ -137,15 +137,15 @@ func (s *Session) interrupted(t *turn, res *agentloop.Result, runErr error) (*ag
 
 // dropped drops a failed turn: the conversation stays as it was before
 // it.
-func (s *Session) dropped(t *turn, res *agentloop.Result, runErr error) (*agentloop.Result, error) {
-	if err := s.sess.Update(func(st *state.State) {
+func (s *Session) dropped(ctx context.Context, t *turn, res *agentloop.Result, runErr error) (*agentloop.Result, error) {
+	if err := s.sess.Update(ctx, func(st *state.State) {
 		r := st.Chats[s.key]
 		r.Status, r.Current, r.Input, r.Steps, r.Approvals, r.UpdatedAt = state.ChatIdle, "", "", 0, nil, time.Now().UTC()
 	}, state.ChatRef(s.key)); err != nil {
 		return nil, errors.Join(runErr, err)
 	}
 	t.journal.Close()
-	if err := s.e.State.RemoveJournal(t.cur); err != nil {
+	if err := s.e.State.RemoveJournal(context.WithoutCancel(ctx), t.cur); err != nil {
 		return nil, errors.Join(runErr, err)
 	}
 	return res, &TurnError{Session: s.key, Err: runErr}
@@ -153,9 +153,9 @@ func (s *Session) dropped(t *turn, res *agentloop.Result, runErr error) (*agentl
 
 // completed records a completed turn: its journal becomes the
 // conversation's, and the journal of the turn before goes.
-func (s *Session) completed(t *turn, res *agentloop.Result) (*agentloop.Result, error) {
+func (s *Session) completed(ctx context.Context, t *turn, res *agentloop.Result) (*agentloop.Result, error) {
 	old := t.c.Journal
-	if err := s.sess.Update(func(st *state.State) {
+	if err := s.sess.Update(ctx, func(st *state.State) {
 		r := st.Chats[s.key]
 		r.Status, r.Journal, r.Current, r.Input, r.Steps, r.Approvals = state.ChatIdle, t.cur, "", "", 0, nil
 		r.Turns++
@@ -175,7 +175,7 @@ func (s *Session) completed(t *turn, res *agentloop.Result) (*agentloop.Result, 
 		return nil, err
 	}
 	if old != "" && old != t.cur {
-		if err := s.e.State.RemoveJournal(old); err != nil {
+		if err := s.e.State.RemoveJournal(context.WithoutCancel(ctx), old); err != nil {
 			return res, fmt.Errorf("%s: removing the previous turn's journal: %w", s.key, err)
 		}
 	}
@@ -219,12 +219,12 @@ func (s *Session) asker() func(context.Context, string, state.Approval) engine.A
 
 // Reset starts the conversation over: the record keeps its agent and
 // sandboxes (their workspaces are untouched), and the journals go.
-func (s *Session) Reset() error {
+func (s *Session) Reset(ctx context.Context) error {
 	c := s.Record()
 	if c == nil {
 		return nil
 	}
-	if err := s.sess.Update(func(st *state.State) {
+	if err := s.sess.Update(ctx, func(st *state.State) {
 		st.Chats[s.key] = &state.Chat{Address: s.key, Agent: s.agent, Status: state.ChatIdle, Sandboxes: c.Sandboxes, CreatedAt: c.CreatedAt, UpdatedAt: time.Now().UTC()}
 	}, state.ChatRef(s.key)); err != nil {
 		return err
@@ -237,7 +237,7 @@ func (s *Session) Reset() error {
 		if rel == "" {
 			continue
 		}
-		if err := s.e.State.RemoveJournal(rel); err != nil {
+		if err := s.e.State.RemoveJournal(context.WithoutCancel(ctx), rel); err != nil {
 			errs = append(errs, fmt.Errorf("%s: removing its journal: %w", c.Address, err))
 		}
 	}

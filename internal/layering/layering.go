@@ -45,9 +45,14 @@ var Rules = []Rule{
 		Why:  "the state records results; it does not load configuration or talk to providers",
 	},
 	{
-		From: []string{"state", "engine/..."},
+		From: []string{"state", "state/statefile", "state/local", "engine/..."},
 		To:   []string{"state/pgstore"},
 		Why:  "the engine and the storage contract know stores only as state.Store; the command line picks the backend",
+	},
+	{
+		From: []string{"state", "state/statefile", "engine/..."},
+		To:   []string{"state/local"},
+		Why:  "the engine knows stores only as state.Store, and the file formats know no store; the command line opens the local one",
 	},
 	{
 		From: []string{"engine/..."},

@@ -24,7 +24,7 @@ import (
 
 	"github.com/agentctl/agentctl/engine/agentloop"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 const (
@@ -321,7 +321,7 @@ func TestDockerStopDuringRun(t *testing.T) {
 func journalTools(t *testing.T, c *cli, rel string) int {
 	t.Helper()
 	n := 0
-	_, err := state.ReadJournal(filepath.Join(c.StateDir(), rel), func(raw json.RawMessage) error {
+	_, err := statefile.ReadJournal(filepath.Join(c.StateDir(), rel), func(raw json.RawMessage) error {
 		var s agentloop.Step
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return err

@@ -1,10 +1,12 @@
 package pgstore
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // BenchmarkCheckpoint is the cost of one checkpointed step (a journal
@@ -16,7 +18,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	rec := map[string]any{"step": 1, "kind": "model", "text": strings.Repeat("x", 2048)}
 	stores := map[string]func(b *testing.B) state.Store{
 		"local": func(b *testing.B) state.Store {
-			d, err := state.OpenDir(b.TempDir())
+			d, err := local.OpenDir(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -30,7 +32,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	for _, name := range []string{"local", "pg"} {
 		b.Run("journal/"+name, func(b *testing.B) {
 			s := stores[name](b)
-			j, err := s.OpenJournal("journals/bench.jsonl")
+			j, err := s.OpenJournal(context.Background(), "journals/bench.jsonl")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,18 +46,18 @@ func BenchmarkCheckpoint(b *testing.B) {
 		})
 		b.Run("state/"+name, func(b *testing.B) {
 			s := stores[name](b)
-			st, err := s.Read()
+			st, err := s.Read(context.Background())
 			if err != nil {
 				b.Fatal(err)
 			}
 			st.Runs["run.a"] = &state.Run{Agent: "agent.x", Status: "running"}
-			if err := s.Write(st); err != nil {
+			if err := s.Write(context.Background(), st); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				st.Runs["run.a"].Turns = i
-				if err := s.Append(st, state.RunRef("run.a")); err != nil {
+				if err := s.Append(context.Background(), st, state.RunRef("run.a")); err != nil {
 					b.Fatal(err)
 				}
 			}

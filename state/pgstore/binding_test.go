@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/internal/seal"
+	"github.com/agentctl/agentctl/internal/seal/sealtest"
 	"github.com/agentctl/agentctl/state"
 )
 
@@ -19,18 +20,18 @@ import (
 // which run and step it is.
 func sealedJournals(t *testing.T, s *Store, n int, addrs ...string) {
 	t.Helper()
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, addr := range addrs {
 		st.Runs[addr] = &state.Run{Address: addr, Status: "interrupted", Journal: "journals/" + addr + ".jsonl", Steps: n}
 	}
-	if err := s.Write(st); err != nil {
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	for _, addr := range addrs {
-		j, err := s.OpenJournal("journals/" + addr + ".jsonl")
+		j, err := s.OpenJournal(context.Background(), "journals/"+addr+".jsonl")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func copyRecord(t *testing.T, dst, src *Store, name string, seq int, fromName st
 func wantRefused(t *testing.T, s *Store, name string, record int) {
 	t.Helper()
 	var got []string
-	_, err := s.ReadJournal(name, func(raw json.RawMessage) error {
+	_, err := s.ReadJournal(context.Background(), name, func(raw json.RawMessage) error {
 		got = append(got, string(raw))
 		return nil
 	})
@@ -117,7 +118,7 @@ func TestSealedRowRemoved(t *testing.T) {
 	if _, err := s.pool.Exec(context.Background(), `DELETE FROM `+s.t.records+` WHERE name = 'journals/run.a.jsonl' AND seq = 2`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.ReadJournal("journals/run.a.jsonl", func(json.RawMessage) error { return nil })
+	_, err := s.ReadJournal(context.Background(), "journals/run.a.jsonl", func(json.RawMessage) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "record 2") {
 		t.Fatalf("a journal with its record 2 removed: %v", err)
 	}
@@ -128,9 +129,9 @@ func TestSealedStateVersionOfAnotherSerial(t *testing.T) {
 	cfg.Encryption = testKeys(t, false)
 	s := another(t, cfg)
 	sealedJournals(t, s, 1, "run.a")
-	st, _ := s.Read()
+	st, _ := s.Read(context.Background())
 	st.Runs["run.a"].Status = "completed"
-	if err := s.Write(st); err != nil {
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	// The latest version's data replaced with the one before: the
@@ -138,7 +139,7 @@ func TestSealedStateVersionOfAnotherSerial(t *testing.T) {
 	if _, err := s.pool.Exec(context.Background(), `UPDATE `+s.t.versions+` SET data = (SELECT data FROM `+s.t.versions+` WHERE serial = $1) WHERE serial = $2`, int64(st.Serial-1), int64(st.Serial)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Read(); err == nil {
+	if got, err := s.Read(context.Background()); err == nil {
 		t.Fatalf("the state version of serial %d was read as serial %d", st.Serial-1, got.Serial)
 	} else if !errors.Is(err, seal.ErrDamaged) || !strings.Contains(err.Error(), fmt.Sprint(st.Serial)) {
 		t.Fatalf("error %q: want seal.ErrDamaged naming serial %d", err, st.Serial)
@@ -195,7 +196,7 @@ func legacyStore(t *testing.T) (*Store, legacyRows) {
 func readAll(t *testing.T, s *Store, name string) []string {
 	t.Helper()
 	var got []string
-	if _, err := s.ReadJournal(name, func(raw json.RawMessage) error {
+	if _, err := s.ReadJournal(context.Background(), name, func(raw json.RawMessage) error {
 		got = append(got, string(raw))
 		return nil
 	}); err != nil {
@@ -206,7 +207,7 @@ func readAll(t *testing.T, s *Store, name string) []string {
 
 func TestLegacyEncryptedRowsLoad(t *testing.T) {
 	s, rows := legacyStore(t)
-	st, err := s.Read()
+	st, err := s.Read(context.Background())
 	if err != nil {
 		t.Fatalf("the state encrypted before rows were bound: %v", err)
 	}
@@ -218,7 +219,7 @@ func TestLegacyEncryptedRowsLoad(t *testing.T) {
 	}
 	// Appended before the next whole write: a bound record after the
 	// legacy ones.
-	j, err := s.OpenJournal(rows.Journal)
+	j, err := s.OpenJournal(context.Background(), rows.Journal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestLegacyEncryptedRowsLoad(t *testing.T) {
 		t.Fatalf("journal: %v", got)
 	}
 	// The whole write binds every row.
-	if err := s.Write(st); err != nil {
+	if err := s.Write(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	for table, col := range map[string]string{s.t.versions: "data", s.t.records: "record"} {
@@ -246,8 +247,14 @@ func TestLegacyEncryptedRowsLoad(t *testing.T) {
 	if _, err := s.pool.Exec(context.Background(), `UPDATE `+s.t.records+` SET record = $1 WHERE name = $2 AND seq = 1`, legacy, rows.Journal); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.ReadJournal(rows.Journal, func(json.RawMessage) error { return nil })
+	_, err = s.ReadJournal(context.Background(), rows.Journal, func(json.RawMessage) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "record 1 is not encrypted with its place") {
 		t.Fatalf("a legacy row under a bound state: %v", err)
 	}
+}
+
+func testKeys(t testing.TB, decrypt bool) *seal.Keys {
+	t.Helper()
+	k, _ := sealtest.NewKey(t)
+	return seal.NewKeys(k, decrypt)
 }

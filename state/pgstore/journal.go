@@ -69,10 +69,10 @@ func (s *Store) stateBinding(ctx context.Context, q interface {
 var _ state.JournalWriter = (*journal)(nil)
 
 // OpenJournal opens (creating it if needed) the journal name.
-func (s *Store) OpenJournal(name string) (state.JournalWriter, error) {
+func (s *Store) OpenJournal(ctx context.Context, name string) (state.JournalWriter, error) {
 	var n int64
 	err := retry(func() error {
-		ctx, cancel := opCtx(context.Background())
+		ctx, cancel := opCtx(ctx)
 		defer cancel()
 		if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.t.journals+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
 			return s.fail("opening journal "+name, err)
@@ -200,10 +200,10 @@ func (j *journal) Close() error {
 // ReadJournal calls fn with each record of the journal name, in order,
 // and returns how many there are. A journal that does not exist is an
 // error wrapping fs.ErrNotExist.
-func (s *Store) ReadJournal(name string, fn func(raw json.RawMessage) error) (n int, err error) {
+func (s *Store) ReadJournal(ctx context.Context, name string, fn func(raw json.RawMessage) error) (n int, err error) {
 	// Retried only while no record was passed to fn.
 	err = retry(func() error {
-		n, err = s.readJournal(name, fn)
+		n, err = s.readJournal(ctx, name, fn)
 		if n > 0 && err != nil && retryable(err) {
 			return fmt.Errorf("journal %s: the connection was lost while reading it: %w", name, errNoRetry{err})
 		}
@@ -217,8 +217,8 @@ type errNoRetry struct{ err error }
 
 func (e errNoRetry) Error() string { return e.err.Error() }
 
-func (s *Store) readJournal(name string, fn func(raw json.RawMessage) error) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*opTimeout)
+func (s *Store) readJournal(ctx context.Context, name string, fn func(raw json.RawMessage) error) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*opTimeout)
 	defer cancel()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -285,9 +285,9 @@ func (s *Store) openRecord(name, lineage string, strict bool, seq int64, raw []b
 }
 
 // RemoveJournal removes the journal name; a missing one is not an error.
-func (s *Store) RemoveJournal(name string) error {
+func (s *Store) RemoveJournal(ctx context.Context, name string) error {
 	return retry(func() error {
-		ctx, cancel := opCtx(context.Background())
+		ctx, cancel := opCtx(ctx)
 		defer cancel()
 		if _, err := s.pool.Exec(ctx, `DELETE FROM `+s.t.journals+` WHERE name = $1`, name); err != nil {
 			return s.fail("removing journal "+name, err)

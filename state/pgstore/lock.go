@@ -85,50 +85,27 @@ func (s *Store) lockDesc() string {
 
 // Lock takes the state lock, retrying with backoff until timeout (0:
 // once) while another agentctl holds it, then returns a
-// *state.LockedError naming the holder.
+// *state.LockedError naming the holder (state.WaitLock). The lock is
+// held by a connection of its own, opened here.
 func (s *Store) Lock(ctx context.Context, info state.LockInfo, timeout time.Duration) (state.Lease, error) {
-	info = state.NewLockInfo(info, s.cfg.Version)
-	setCreated := info.Created.IsZero()
 	cctx, cancel := opCtx(ctx)
 	conn, err := pgx.ConnectConfig(cctx, s.connCf.Copy())
 	cancel()
 	if err != nil {
 		return nil, s.fail("locking the state", err)
 	}
-	start := time.Now()
-	backoff := 25 * time.Millisecond
-	for {
-		if setCreated {
-			info.Created = time.Now().UTC()
-		}
+	l, err := state.WaitLock(ctx, state.NewLockInfo(info, s.cfg.Version), timeout, func(info state.LockInfo) (state.Lease, error) {
 		l, err := s.tryLock(ctx, conn, info)
-		if l != nil {
-			return l, nil
-		}
-		var le *state.LockedError
-		if !errors.As(err, &le) {
-			conn.Close(context.Background())
+		if err != nil {
 			return nil, err
 		}
-		remaining := timeout - time.Since(start)
-		if remaining <= 0 {
-			conn.Close(context.Background())
-			if timeout > 0 {
-				le.Waited = timeout
-			}
-			return nil, le
-		}
-		wait := min(backoff, remaining)
-		backoff = min(backoff*2, time.Second)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			conn.Close(context.Background())
-			return nil, fmt.Errorf("waiting for the state lock: %w (%v)", ctx.Err(), le)
-		case <-t.C:
-		}
+		return l, nil
+	})
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, err
 	}
+	return l, nil
 }
 
 func (s *Store) tryLock(ctx context.Context, conn *pgx.Conn, info state.LockInfo) (*lease, error) {
@@ -139,7 +116,7 @@ func (s *Store) tryLock(ctx context.Context, conn *pgx.Conn, info state.LockInfo
 		return nil, s.fail("locking the state", err)
 	}
 	if !ok {
-		return nil, &state.LockedError{Lock: s.lockDesc(), Info: s.readLockInfoQuiet(ctx)}
+		return nil, &state.LockedError{Lock: s.lockDesc(), Info: state.HolderInfo(ctx, s.readLockInfo)}
 	}
 	data, err := json.Marshal(info)
 	if err == nil {
@@ -161,13 +138,13 @@ func (s *Store) tryLock(ctx context.Context, conn *pgx.Conn, info state.LockInfo
 
 // Check verifies that the lock is still held: its connection answers
 // and the lock info names it.
-func (l *lease) Check() error {
+func (l *lease) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn == nil {
 		return fmt.Errorf("state lock %s was already released", l.info.ID)
 	}
-	ctx, cancel := opCtx(context.Background())
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	var cur string
 	err := l.conn.QueryRow(ctx, `SELECT lock_id FROM `+l.s.t.lockInfo+` WHERE id = 1`).Scan(&cur)
@@ -183,10 +160,10 @@ func (l *lease) Check() error {
 // Unlock compacts the changes appended into a whole state version,
 // removes the lock info and releases the lock (closing its connection,
 // which releases it even when the statements fail).
-func (l *lease) Unlock() error {
+func (l *lease) Unlock(ctx context.Context) error {
 	var cerr error
 	if l.held() {
-		if err := l.s.compact(context.Background()); err != nil {
+		if err := l.s.compact(ctx); err != nil {
 			cerr = fmt.Errorf("compacting the state changes (they are kept; the next command compacts them): %w", err)
 		}
 	}
@@ -232,8 +209,8 @@ func (l *lease) release() error {
 }
 
 // ReadLockInfo returns the lock info, or nil when there is none.
-func (s *Store) ReadLockInfo() (*state.LockInfo, error) {
-	return s.readLockInfo(context.Background())
+func (s *Store) ReadLockInfo(ctx context.Context) (*state.LockInfo, error) {
+	return s.readLockInfo(ctx)
 }
 
 func (s *Store) readLockInfo(ctx context.Context) (info *state.LockInfo, err error) {
@@ -257,20 +234,9 @@ func (s *Store) readLockInfoOnce(ctx context.Context) (*state.LockInfo, error) {
 	}
 	var info state.LockInfo
 	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, fmt.Errorf("%s: the lock info is not valid: %w", s.where, err)
+		return nil, fmt.Errorf("%s: %w: %w", s.where, state.ErrDamagedLockInfo, err)
 	}
 	return &info, nil
-}
-
-func (s *Store) readLockInfoQuiet(ctx context.Context) *state.LockInfo {
-	for range 5 {
-		info, err := s.readLockInfo(ctx)
-		if err == nil && info != nil {
-			return info
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
 }
 
 // lockHolder returns the server process ID of the session holding the
@@ -294,40 +260,23 @@ func (s *Store) lockHolder(ctx context.Context) (int, error) {
 }
 
 // ForceUnlock removes the lock info of lock id left by a holder that is
-// gone. It refuses an ID that is not the current lock's, and refuses
-// while a session still holds the lock (its holder is alive).
-func (s *Store) ForceUnlock(id string) error {
-	ctx := context.Background()
-	info, err := s.readLockInfo(ctx)
-	if err != nil {
-		return err
-	}
-	if info == nil {
-		return state.ErrNotLocked
-	}
-	if info.ID != id {
-		return fmt.Errorf("force-unlock: lock ID %q does not match the current lock (ID %s, held by %s for %q); copy the ID from the lock error message",
-			id, info.ID, orUnknown(info.Who), info.Operation)
-	}
-	pid, err := s.lockHolder(ctx)
-	if err != nil {
-		return err
-	}
-	if pid != 0 {
-		return fmt.Errorf("force-unlock: %s (PID %d, running %q) still holds %s (database session %d), so it is still running; refusing to let a second writer in. Stop that process (the lock is released as soon as its connection closes, even if killed) and the state is unlocked",
-			orUnknown(info.Who), info.PID, info.Operation, s.lockDesc(), pid)
-	}
-	cctx, cancel := opCtx(ctx)
-	defer cancel()
-	if _, err := s.pool.Exec(cctx, `DELETE FROM `+s.t.lockInfo+` WHERE id = 1 AND lock_id = $1`, id); err != nil {
-		return s.fail("force-unlock", err)
-	}
-	return nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "(unknown)"
-	}
-	return s
+// gone (state.ForceUnlock): a session that still holds the advisory
+// lock is a live holder.
+func (s *Store) ForceUnlock(ctx context.Context, id string) error {
+	return state.ForceUnlock(ctx, id, s.readLockInfo, func(ctx context.Context, info *state.LockInfo) error {
+		pid, err := s.lockHolder(ctx)
+		if err != nil {
+			return err
+		}
+		if pid != 0 {
+			return &state.LockHeldError{Info: info, Lock: fmt.Sprintf("%s (database session %d)", s.lockDesc(), pid)}
+		}
+		cctx, cancel := opCtx(ctx)
+		defer cancel()
+		// A damaged record (info nil) goes whatever its lock ID.
+		if _, err := s.pool.Exec(cctx, `DELETE FROM `+s.t.lockInfo+` WHERE id = 1 AND (lock_id = $1 OR $2)`, id, info == nil); err != nil {
+			return s.fail("force-unlock", err)
+		}
+		return nil
+	})
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // DefaultSchema is the schema used when the configuration names none.
@@ -55,7 +56,7 @@ type Config struct {
 	Version string
 	// Local is the local state directory: Abs, and where snapshots are
 	// written before PutSnapshot and fetched to by FetchSnapshot.
-	Local *state.Dir
+	Local *local.Dir
 	// Encryption encrypts the state versions, the changes and the
 	// journal records in their rows (nil for none); snapshots are
 	// stored as written, encrypted by whoever wrote them with the same
@@ -218,7 +219,7 @@ func (s *Store) Abs(rel string) string { return s.cfg.Local.Abs(rel) }
 func (s *Store) Locate(name string) string { return name + " in the " + s.where }
 
 // Local returns the local state directory.
-func (s *Store) Local() *state.Dir { return s.cfg.Local }
+func (s *Store) Local() *local.Dir { return s.cfg.Local }
 
 // opCtx returns a context bounding one operation.
 func opCtx(parent context.Context) (context.Context, context.CancelFunc) {

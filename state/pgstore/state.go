@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // keepVersions is how many whole state versions the backend keeps: the
@@ -26,8 +27,8 @@ type querier interface {
 // Read returns the latest state: the latest whole version and the
 // changes appended since, read in one snapshot of the database. An
 // empty backend is an empty state (serial 0, a fresh lineage).
-func (s *Store) Read() (*State, error) {
-	return s.read(context.Background())
+func (s *Store) Read(ctx context.Context) (*State, error) {
+	return s.read(ctx)
 }
 
 // State is state.State (the alias keeps Read's signature readable).
@@ -91,7 +92,7 @@ func (s *Store) readOnce(ctx context.Context) (*state.State, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.fail("reading the state", err)
 	}
-	if err := state.ApplyChanges(s.where, st, recs); err != nil {
+	if err := statefile.ApplyChanges(s.where, st, recs); err != nil {
 		return nil, fmt.Errorf("reading state: %w", err)
 	}
 	return st, nil
@@ -111,7 +112,7 @@ func (s *Store) openVersion(serial int64, lineage string, data []byte) (*state.S
 	if err != nil {
 		return nil, err
 	}
-	st, err := state.DecodeStateVersion(s.where, data)
+	st, err := statefile.DecodeStateVersion(s.where, data)
 	if err != nil {
 		return nil, err
 	}
@@ -152,17 +153,17 @@ func (s *Store) writer() (q querier, lockID string, done func(), err error) {
 // Write replaces the state whole: a new state version, in one
 // transaction that also drops the changes it holds. It increments
 // s.Serial; on error s.Serial is unchanged.
-func (s *Store) Write(st *state.State) error {
+func (s *Store) Write(ctx context.Context, st *state.State) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.write(context.Background(), st)
+	return s.write(ctx, st)
 }
 
 func (s *Store) write(ctx context.Context, st *state.State) error {
 	if err := s.checkEncryption(ctx, st.Lineage); err != nil {
 		return err
 	}
-	data, err := state.EncodeStateVersion(st, s.cfg.Version)
+	data, err := statefile.EncodeStateVersion(st, s.cfg.Version)
 	if err == nil {
 		data, err = s.cfg.Encryption.Seal(kindState, versionPlace(st.Lineage, int64(st.Serial)), data)
 	}
@@ -248,16 +249,16 @@ func (s *Store) writeFail(lockID, what string, err error) error {
 // committed before Append returns, whose cost is that of those objects.
 // It increments st.Serial; on error st.Serial is unchanged. A state
 // never written is written whole.
-func (s *Store) Append(st *state.State, refs ...state.Ref) error {
+func (s *Store) Append(ctx context.Context, st *state.State, refs ...state.Ref) error {
 	if st == nil {
 		return errors.New("writing state: nil state")
 	}
 	if st.Serial == 0 {
-		return s.Write(st)
+		return s.Write(ctx, st)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, err := state.EncodeChange(st, s.cfg.Version, refs...)
+	rec, err := statefile.EncodeChange(st, s.cfg.Version, refs...)
 	if err == nil {
 		rec, err = s.cfg.Encryption.Seal(kindChange, versionPlace(st.Lineage, int64(st.Serial+1)), rec)
 	}
@@ -269,7 +270,7 @@ func (s *Store) Append(st *state.State, refs ...state.Ref) error {
 		return err
 	}
 	defer done()
-	ctx, cancel := opCtx(context.Background())
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	// One statement: it continues the latest state, or inserts nothing.
 	tag, err := q.Exec(ctx, `INSERT INTO `+s.t.changes+` (serial, lineage, record)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // Binary is cmd/agentctl built once, in a temporary directory that
@@ -126,11 +127,11 @@ func (c *CLI) StateDir() string {
 // State reads the state (the state file and its log); nil while there is
 // none.
 func (c *CLI) State() *state.State {
-	d, err := state.OpenDir(c.StateDir())
+	d, err := local.OpenDir(c.StateDir())
 	if err != nil || !d.Exists() {
 		return nil
 	}
-	st, err := d.Read()
+	st, err := d.Read(context.Background())
 	if err != nil {
 		return nil
 	}

@@ -175,7 +175,7 @@ func (ev *evaluator) runValue(r *state.Run) cty.Value {
 	// A transcript that cannot be read leaves tool_calls unknown: an
 	// assertion over it fails rather than passing on an empty list.
 	calls := cty.DynamicVal
-	if steps, err := ev.e.Transcript(r); err == nil {
+	if steps, err := ev.e.Transcript(ev.ctx, r); err == nil {
 		calls = toolCalls(steps)
 	}
 	return cty.ObjectVal(map[string]cty.Value{

@@ -18,6 +18,7 @@ import (
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox/hostfs"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/local"
 )
 
 // Options are agentctl test's inputs.
@@ -156,7 +157,7 @@ func runFile(ctx context.Context, opts Options, path string, sum *Summary) {
 		opts.emit(Event{Type: EventFileEnd, File: name, Status: StatusError, Diagnostics: errDiags(fmt.Errorf("creating the temporary state directory: %w", err))})
 		return
 	}
-	dir, err := state.OpenDir(filepath.Join(tmp, ".agentctl"), state.WithAgentctlVersion(opts.Version))
+	dir, err := local.OpenDir(filepath.Join(tmp, ".agentctl"), local.WithAgentctlVersion(opts.Version))
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		opts.emit(Event{Type: EventFileEnd, File: name, Status: StatusError, Diagnostics: errDiags(err)})
@@ -200,11 +201,11 @@ func runFile(ctx context.Context, opts Options, path string, sum *Summary) {
 }
 
 // teardown destroys every sandbox the file's runs created.
-func teardown(ctx context.Context, e *engine.Engine, dir *state.Dir) error {
+func teardown(ctx context.Context, e *engine.Engine, dir *local.Dir) error {
 	if e == nil {
 		return nil
 	}
-	st, err := dir.Read()
+	st, err := dir.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -224,7 +225,7 @@ func errDiags(err error) hcl.Diagnostics {
 
 // runBlock carries out one run block against the file's state and
 // evaluates its assertions.
-func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir, sources map[string]*hcl.File) (*engine.Engine, Status, hcl.Diagnostics) {
+func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *local.Dir, sources map[string]*hcl.File) (*engine.Engine, Status, hcl.Diagnostics) {
 	values := maps.Clone(f.Variables)
 	if values == nil {
 		values = map[string]config.Value{}
@@ -250,7 +251,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir
 		Parallelism: opts.Parallelism, Registry: cfg.Registry(), TracerProvider: opts.TracerProvider,
 		Replay: opts.Replay,
 	}
-	st, err := dir.Read()
+	st, err := dir.Read(ctx)
 	if err != nil {
 		return e, StatusError, errDiags(err)
 	}
@@ -268,7 +269,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir
 		if p.HasChanges() {
 			applyErr = e.Apply(ctx, st, p)
 		} else if e.RefreshOutputs(st) {
-			if err := dir.Write(st); err != nil {
+			if err := dir.Write(context.WithoutCancel(ctx), st); err != nil {
 				return e, StatusError, errDiags(err)
 			}
 		}
@@ -276,7 +277,7 @@ func runBlock(ctx context.Context, opts Options, f *File, r *Run, dir *state.Dir
 			return e, StatusError, asDiags(fmt.Errorf("run %q: apply failed: %w", r.Name, applyErr))
 		}
 		if len(r.ExpectFailures) > 0 {
-			if st, err = dir.Read(); err != nil {
+			if st, err = dir.Read(ctx); err != nil {
 				return e, StatusError, errDiags(err)
 			}
 			unexpected, missed := checkFailures(r, st)

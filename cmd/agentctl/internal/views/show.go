@@ -16,13 +16,14 @@ import (
 	"github.com/agentctl/agentctl/internal/termtext"
 	"github.com/agentctl/agentctl/model"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statefile"
 )
 
 // Show shows agentctl show: the state, one run, one sandbox, or a saved
 // plan.
 type Show interface {
 	// SavedPlan shows a saved plan file.
-	SavedPlan(pf *state.PlanFile) error
+	SavedPlan(pf *statefile.PlanFile) error
 	// State shows a summary of the whole state.
 	State(st *state.State) error
 	// Run shows a run and its transcript.
@@ -44,7 +45,7 @@ func NewShow(viewType arguments.ViewType, view *View) Show {
 // showJSON prints the objects as stored, for programs.
 type showJSON struct{ *View }
 
-func (v showJSON) SavedPlan(pf *state.PlanFile) error {
+func (v showJSON) SavedPlan(pf *statefile.PlanFile) error {
 	_, err := v.Stdout.Write(append(termtext.JSON(pf.Plan), '\n'))
 	return err
 }
@@ -66,7 +67,7 @@ func (v showJSON) Chat(c *state.Chat, history []model.Item) error {
 
 type showHuman struct{ *View }
 
-func (v showHuman) SavedPlan(pf *state.PlanFile) error {
+func (v showHuman) SavedPlan(pf *statefile.PlanFile) error {
 	p := &engine.Plan{}
 	if err := json.Unmarshal(pf.Plan, p); err != nil {
 		return fmt.Errorf("reading the saved plan: %w", err)
