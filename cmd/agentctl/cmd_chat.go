@@ -157,13 +157,20 @@ func (c *chatCmd) do(ctx context.Context, line string) (stop bool, err error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "/")
-	return c.outcome(c.inTurn(ctx, "this turn", func() error {
+	var reply func()
+	err = c.inTurn(ctx, "this turn", func() error {
 		res, err := c.s.Turn(ctx, line)
 		if err == nil {
-			c.view.Reply(res)
+			reply = func() { c.view.Reply(res) }
 		}
 		return err
-	}))
+	})
+	if reply != nil {
+		// The reply is shown once the turn is recorded and the lock
+		// released: whoever reads it may start the next command at once.
+		reply()
+	}
+	return c.outcome(err)
 }
 
 // inTurn runs fn holding the lock, once the session has the state read
