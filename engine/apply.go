@@ -343,6 +343,43 @@ func (a *applier) restoreSandbox(ctx context.Context, addr string) error {
 	return a.createSandbox(ctx, addr, true)
 }
 
+// restoreSource is what a restore of addr starts from: the sandbox as
+// the state records it and, when it has a snapshot (checked to be there),
+// the restore that is pending until the snapshot is unpacked and the
+// manifest materialized. Nothing is created when there is nothing to
+// restore from.
+func (a *applier) restoreSource(ctx context.Context, addr string) (*state.Sandbox, *state.RestorePending, error) {
+	a.mu.Lock()
+	var prev *state.Sandbox
+	if ss := a.st.Sandboxes[addr]; ss != nil {
+		c := *ss
+		prev = &c
+	}
+	a.mu.Unlock()
+	if prev == nil || prev.Snapshot == "" {
+		return prev, nil, nil
+	}
+	if err := a.e.checkSnapshot(ctx, addr, prev); err != nil {
+		return nil, nil, err
+	}
+	pending := &state.RestorePending{ManifestDigest: prev.ManifestDigest, EntryDigests: prev.EntryDigests, StartedAt: time.Now().UTC()}
+	if p := prev.RestorePending; p != nil {
+		pending.ManifestDigest, pending.EntryDigests = p.ManifestDigest, p.EntryDigests
+	}
+	return prev, pending, nil
+}
+
+// unpackSnapshot fetches prev's snapshot and unpacks it into sb.
+func (a *applier) unpackSnapshot(ctx context.Context, addr string, sb sandbox.Sandbox, prev *state.Sandbox) error {
+	if err := a.e.State.FetchSnapshot(ctx, prev.Snapshot); err != nil {
+		return fmt.Errorf("%s: fetching snapshot %s: %w", addr, prev.Snapshot, err)
+	}
+	if err := archive.RestoreSnapshotWith(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest, state.EncryptionOf(a.e.State).Key()); err != nil {
+		return fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err)
+	}
+	return nil
+}
+
 // createSandbox creates the sandbox, records it in state at once (so it is
 // never left untracked), then restores its snapshot (restore) and
 // materializes its manifest. A restore is marked in the state
@@ -365,21 +402,8 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 	var prev *state.Sandbox
 	var pending *state.RestorePending
 	if restore {
-		a.mu.Lock()
-		if ss := a.st.Sandboxes[addr]; ss != nil {
-			c := *ss
-			prev = &c
-		}
-		a.mu.Unlock()
-		if prev != nil && prev.Snapshot != "" {
-			// Nothing is created when there is nothing to restore from.
-			if err := a.e.checkSnapshot(ctx, addr, prev); err != nil {
-				return err
-			}
-			pending = &state.RestorePending{ManifestDigest: prev.ManifestDigest, EntryDigests: prev.EntryDigests, StartedAt: time.Now().UTC()}
-			if p := prev.RestorePending; p != nil {
-				pending.ManifestDigest, pending.EntryDigests = p.ManifestDigest, p.EntryDigests
-			}
+		if prev, pending, err = a.restoreSource(ctx, addr); err != nil {
+			return err
 		}
 	}
 	image := ""
@@ -431,11 +455,8 @@ func (a *applier) createSandbox(ctx context.Context, addr string, restore bool) 
 		return err
 	}
 	if pending != nil {
-		if err := a.e.State.FetchSnapshot(ctx, prev.Snapshot); err != nil {
-			return a.restoreFailed(ctx, addr, fmt.Errorf("%s: fetching snapshot %s: %w", addr, prev.Snapshot, err))
-		}
-		if err := archive.RestoreSnapshotWith(ctx, sb, a.e.State.Abs(prev.Snapshot), prev.SnapshotDigest, state.EncryptionOf(a.e.State).Key()); err != nil {
-			return a.restoreFailed(ctx, addr, fmt.Errorf("%s: restoring snapshot %s: %w", addr, a.e.State.Abs(prev.Snapshot), err))
+		if err := a.unpackSnapshot(ctx, addr, sb, prev); err != nil {
+			return a.restoreFailed(ctx, addr, err)
 		}
 	}
 	if err := a.materialize(ctx, addr, sb); err != nil {

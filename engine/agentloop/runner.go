@@ -648,6 +648,16 @@ func toolDefinitions(a *Agent) []model.Tool {
 	return defs
 }
 
+// callJob is one unanswered call of a response: to run, or to answer
+// with text (a refusal, an error the model reads).
+type callJob struct {
+	call        model.Item
+	isHandoff   bool
+	ignoreExtra bool
+	gate        gate
+	text        string
+}
+
 // answerCalls executes the pending response's calls that have no recorded
 // output, concurrently, checkpointing each result as it completes.
 func (f *frame) answerCalls(ctx context.Context) error {
@@ -657,57 +667,9 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	}
 	calls := f.pending.FunctionCalls()
 	handoff := takenHandoff(a, calls)
-	handoffSeen := false
-	var pending []PendingCall
-	type job struct {
-		call        model.Item
-		isHandoff   bool
-		ignoreExtra bool
-		gate        gate
-		text        string
-	}
-	var jobs []job
-	for _, c := range calls {
-		isH := false
-		for _, h := range a.Handoffs {
-			if c.Name == tools.HandoffToolName(h.Agent) {
-				isH = true
-			}
-		}
-		j := job{call: c, isHandoff: isH}
-		if isH {
-			j.ignoreExtra = handoffSeen
-			handoffSeen = true
-		}
-		if _, done := f.outputs[c.CallID]; done {
-			continue
-		}
-		if err := f.withheldOutput(a, c); err != nil {
-			return err
-		}
-		canon, err := tools.CanonicalArguments(c.Arguments)
-		switch {
-		case err != nil:
-			// Arguments two readers could read differently never run.
-			j.gate, j.text = gateError, "error: "+c.Name+": "+err.Error()
-		case !isH:
-			c.Arguments = canon
-			j.call = c
-			// A call its tool_input guardrails stop never runs, nor asks.
-			if err := f.guard(ctx, a, GuardToolInput, Guarded{Text: canon, Tool: c.Name, Arguments: canon, Agent: a.Name}, c.CallID, false); err != nil {
-				return err
-			}
-			j.gate, j.text = f.approval(ctx, a, c)
-		}
-		if j.gate == gatePending {
-			pc := f.pendingCall(a, c)
-			if err := f.st.checkpoint(ctx, Step{Kind: StepApproval, Path: f.path, Agent: a.Name, Approval: &pc}); err != nil {
-				return err
-			}
-			pending = append(pending, pc)
-			continue
-		}
-		jobs = append(jobs, j)
+	jobs, pending, err := f.gateCalls(ctx, a, calls)
+	if err != nil {
+		return err
 	}
 	// The budgets may let only some of the calls run: those run and are
 	// checkpointed, and the run stops; the rest run when it resumes.
@@ -720,47 +682,12 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	)
 	for _, j := range jobs {
 		wg.Go(func() {
-			var (
-				item      model.Item
-				handoffTo string
-				err       error
-			)
-			began := time.Now()
-			if j.gate == gateRun {
-				item, handoffTo, err = f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
-				if err == nil && !j.isHandoff {
-					_, err = f.hook(ctx, HookEvent{Event: "tool_end", Agent: a.Name, Tool: j.call.Name, CallID: j.call.CallID, Output: item.Output}, j.call.CallID)
-				}
-			} else {
-				item = f.refuse(a, j.call, j.text)
-			}
-			if calls, ok := IsAwaitingApproval(err); ok {
-				// A nested agent-tool run waits for approval: so does
-				// this one, with its calls.
-				mu.Lock()
-				pending = append(pending, calls...)
-				mu.Unlock()
-				return
-			}
-			filter := handoffFilter(a, handoffTo)
-			if err == nil && j.gate == gateRun && !j.isHandoff {
-				// The model sees no output its tool_output guardrails stop.
-				err = f.guard(ctx, a, GuardToolOutput, Guarded{Text: item.Output, Tool: j.call.Name, Arguments: j.call.Arguments, Agent: a.Name}, j.call.CallID, false)
-			}
-			if err == nil {
-				err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, InputFilter: filter, Duration: time.Since(began)})
-			}
+			waiting, err := f.answer(ctx, a, j, &mu)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			f.outputs[item.CallID] = item
-			if handoffTo != "" {
-				f.filter = filter
+			pending = append(pending, waiting...)
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
 		})
 	}
@@ -782,6 +709,101 @@ func (f *frame) answerCalls(ctx context.Context) error {
 	}
 	f.flush()
 	return nil
+}
+
+// gateCalls decides each call of calls that has no recorded output: its
+// arguments decoded strictly, its tool_input guardrails, its approval. It
+// returns the calls to run or answer and those awaiting approval (each
+// checkpointed).
+func (f *frame) gateCalls(ctx context.Context, a *Agent, calls []model.Item) ([]callJob, []PendingCall, error) {
+	var jobs []callJob
+	var pending []PendingCall
+	handoffSeen := false
+	for _, c := range calls {
+		isH := false
+		for _, h := range a.Handoffs {
+			if c.Name == tools.HandoffToolName(h.Agent) {
+				isH = true
+			}
+		}
+		j := callJob{call: c, isHandoff: isH}
+		if isH {
+			j.ignoreExtra = handoffSeen
+			handoffSeen = true
+		}
+		if _, done := f.outputs[c.CallID]; done {
+			continue
+		}
+		if err := f.withheldOutput(a, c); err != nil {
+			return nil, nil, err
+		}
+		canon, err := tools.CanonicalArguments(c.Arguments)
+		switch {
+		case err != nil:
+			// Arguments two readers could read differently never run.
+			j.gate, j.text = gateError, "error: "+c.Name+": "+err.Error()
+		case !isH:
+			c.Arguments = canon
+			j.call = c
+			// A call its tool_input guardrails stop never runs, nor asks.
+			if err := f.guard(ctx, a, GuardToolInput, Guarded{Text: canon, Tool: c.Name, Arguments: canon, Agent: a.Name}, c.CallID, false); err != nil {
+				return nil, nil, err
+			}
+			j.gate, j.text = f.approval(ctx, a, c)
+		}
+		if j.gate == gatePending {
+			pc := f.pendingCall(a, c)
+			if err := f.st.checkpoint(ctx, Step{Kind: StepApproval, Path: f.path, Agent: a.Name, Approval: &pc}); err != nil {
+				return nil, nil, err
+			}
+			pending = append(pending, pc)
+			continue
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, pending, nil
+}
+
+// answer runs or answers one call, then checks its tool_output
+// guardrails and checkpoints the result, which it records in f.outputs
+// under mu. A nested agent-tool run that waits for approval returns the
+// calls it waits on.
+func (f *frame) answer(ctx context.Context, a *Agent, j callJob, mu *sync.Mutex) ([]PendingCall, error) {
+	var (
+		item      model.Item
+		handoffTo string
+		err       error
+	)
+	began := time.Now()
+	if j.gate == gateRun {
+		item, handoffTo, err = f.execute(ctx, a, j.call, j.isHandoff, j.ignoreExtra)
+		if err == nil && !j.isHandoff {
+			_, err = f.hook(ctx, HookEvent{Event: "tool_end", Agent: a.Name, Tool: j.call.Name, CallID: j.call.CallID, Output: item.Output}, j.call.CallID)
+		}
+	} else {
+		item = f.refuse(a, j.call, j.text)
+	}
+	if calls, ok := IsAwaitingApproval(err); ok {
+		return calls, nil
+	}
+	filter := handoffFilter(a, handoffTo)
+	if err == nil && j.gate == gateRun && !j.isHandoff {
+		// The model sees no output its tool_output guardrails stop.
+		err = f.guard(ctx, a, GuardToolOutput, Guarded{Text: item.Output, Tool: j.call.Name, Arguments: j.call.Arguments, Agent: a.Name}, j.call.CallID, false)
+	}
+	if err == nil {
+		err = f.st.checkpoint(ctx, Step{Kind: StepTool, Path: f.path, Agent: a.Name, Result: &item, Handoff: handoffTo, InputFilter: filter, Duration: time.Since(began)})
+	}
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	f.outputs[item.CallID] = item
+	if handoffTo != "" {
+		f.filter = filter
+	}
+	return nil, nil
 }
 
 // execute runs one call. The returned error is fatal to the run (a model
