@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -278,7 +279,7 @@ func (w *Workspace) await(ctx context.Context, want string) (*Devbox, error) {
 			}
 			return nil, sandbox.MarkUnavailable(fmt.Errorf("devbox %s is %s (%s) while agentctl waited for it to be %s", w.id, d.Status, why, want))
 		}
-		if err := sleepCtx(ctx, w.p.poll); err != nil {
+		if err := hosted.Sleep(ctx, w.p.poll); err != nil {
 			return nil, fmt.Errorf("waiting for devbox %s to be %s (it is %s): %w", w.id, want, d.Status, err)
 		}
 	}
