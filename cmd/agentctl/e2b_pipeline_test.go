@@ -33,7 +33,7 @@ func newE2BPipeline(t *testing.T) *e2bPipeline {
 
 func (p *e2bPipeline) write(tmpl string) {
 	p.t.Helper()
-	p.writeConfig(strings.NewReplacer("{{ROOT}}", p.fake.Root), tmpl)
+	p.writeConfig(strings.NewReplacer("{{ROOT}}", p.fake.Root, "{{GATES}}", p.fake.Root), tmpl)
 }
 
 func (p *e2bPipeline) creates() int {
@@ -44,73 +44,12 @@ func (p *e2bPipeline) requests(contains string) int {
 	return len(slices.DeleteFunc(p.fake.Requests(), func(r string) bool { return !strings.Contains(r, contains) }))
 }
 
-const e2bPipelineConfig = `
-provider "e2b" {}
-
-provider "scripted" {
-  script "analyst" {
-    reply {
-      call "exec_command" {
-        arguments = { cmd = "cat data/input.txt && echo step1 >> output/log.txt", yield_time_ms = 30000 }
-      }
-    }
-    reply {
-      text = "Now the slow part."
-      call "exec_command" {
-        arguments = { cmd = "touch {{ROOT}}/gate.waiting; while [ ! -e {{ROOT}}/gate.open ]; do sleep 0.05; done; echo step2 >> output/log.txt", yield_time_ms = 60000 }
-      }
-    }
-    reply {
-      call "apply_patch" {
-        arguments = { input = "*** Begin Patch\n*** Add File: output/report.txt\n+HELLO FROM THE PATCH\n*** End Patch\n" }
-      }
-    }
-    reply {
-      text = "Report written to output/report.txt."
-    }
-  }
-}
-
-manifest "work" {
-  root = "{{ROOT}}/workspace"
-  file "data/input.txt" {
-    content = "hello from the manifest\n"
-  }
-  dir "output" {}
-}
-
-sandbox "box" {
-  provider = provider.e2b
-  manifest = manifest.work
-  on_exit  = "stop"
-  network  = "none"
+var e2bPipelineConfig = gatedPipelineConfig("e2b", `  network  = "none"
 
   metadata   = { team = "data" }
   env        = { GREETING = "hi" }
   timeout    = "30m"
-  on_timeout = "pause"
-}
-
-capability "shell" "default" {}
-capability "filesystem" "default" {}
-
-agent "analyst" {
-  provider     = provider.scripted
-  instructions = "Write the report."
-  sandbox      = sandbox.box
-  capabilities = [capability.shell.default, capability.filesystem.default]
-  max_turns    = 8
-}
-
-run "report" {
-  agent = agent.analyst
-  input = "Write the report."
-}
-
-output "answer" {
-  value = run.report.output
-}
-`
+  on_timeout = "pause"`)
 
 // TestE2BPipeline drives a scripted-model pipeline on the E2B fake with
 // the real binary: an apply killed with SIGKILL while E2B creates its

@@ -102,3 +102,75 @@ func (p *hostedPipeline) noKeyInState() {
 		return nil
 	})
 }
+
+// gatedPipelineConfig is the configuration of the E2B and Runloop pipeline
+// tests for provider type provider, with sandboxSettings after the sandbox
+// block's on_exit: a scripted run whose second tool call waits for the file
+// {{GATES}}/gate.open after making {{GATES}}/gate.waiting, in a manifest
+// rooted at {{ROOT}}/workspace.
+func gatedPipelineConfig(provider, sandboxSettings string) string {
+	return strings.NewReplacer("{{PROVIDER}}", provider, "{{SANDBOX}}", sandboxSettings).Replace(gatedPipelineTemplate)
+}
+
+const gatedPipelineTemplate = `
+provider "{{PROVIDER}}" {}
+
+provider "scripted" {
+  script "analyst" {
+    reply {
+      call "exec_command" {
+        arguments = { cmd = "cat data/input.txt && echo step1 >> output/log.txt", yield_time_ms = 30000 }
+      }
+    }
+    reply {
+      text = "Now the slow part."
+      call "exec_command" {
+        arguments = { cmd = "touch {{GATES}}/gate.waiting; while [ ! -e {{GATES}}/gate.open ]; do sleep 0.05; done; echo step2 >> output/log.txt", yield_time_ms = 60000 }
+      }
+    }
+    reply {
+      call "apply_patch" {
+        arguments = { input = "*** Begin Patch\n*** Add File: output/report.txt\n+HELLO FROM THE PATCH\n*** End Patch\n" }
+      }
+    }
+    reply {
+      text = "Report written to output/report.txt."
+    }
+  }
+}
+
+manifest "work" {
+  root = "{{ROOT}}/workspace"
+  file "data/input.txt" {
+    content = "hello from the manifest\n"
+  }
+  dir "output" {}
+}
+
+sandbox "box" {
+  provider = provider.{{PROVIDER}}
+  manifest = manifest.work
+  on_exit  = "stop"
+{{SANDBOX}}
+}
+
+capability "shell" "default" {}
+capability "filesystem" "default" {}
+
+agent "analyst" {
+  provider     = provider.scripted
+  instructions = "Write the report."
+  sandbox      = sandbox.box
+  capabilities = [capability.shell.default, capability.filesystem.default]
+  max_turns    = 8
+}
+
+run "report" {
+  agent = agent.analyst
+  input = "Write the report."
+}
+
+output "answer" {
+  value = run.report.output
+}
+`

@@ -58,72 +58,11 @@ func (p *runloopPipeline) file(id, rel string) string {
 	return string(b)
 }
 
-const runloopPipelineConfig = `
-provider "runloop" {}
-
-provider "scripted" {
-  script "analyst" {
-    reply {
-      call "exec_command" {
-        arguments = { cmd = "cat data/input.txt && echo step1 >> output/log.txt", yield_time_ms = 30000 }
-      }
-    }
-    reply {
-      text = "Now the slow part."
-      call "exec_command" {
-        arguments = { cmd = "touch {{GATES}}/gate.waiting; while [ ! -e {{GATES}}/gate.open ]; do sleep 0.05; done; echo step2 >> output/log.txt", yield_time_ms = 60000 }
-      }
-    }
-    reply {
-      call "apply_patch" {
-        arguments = { input = "*** Begin Patch\n*** Add File: output/report.txt\n+HELLO FROM THE PATCH\n*** End Patch\n" }
-      }
-    }
-    reply {
-      text = "Report written to output/report.txt."
-    }
-  }
-}
-
-manifest "work" {
-  root = "{{ROOT}}/workspace"
-  file "data/input.txt" {
-    content = "hello from the manifest\n"
-  }
-  dir "output" {}
-}
-
-sandbox "box" {
-  provider = provider.runloop
-  manifest = manifest.work
-  on_exit  = "stop"
-
+var runloopPipelineConfig = gatedPipelineConfig("runloop", `
   metadata        = { team = "data" }
   env             = { GREETING = "hi" }
   timeout         = "30m"
-  commit_snapshot = true
-}
-
-capability "shell" "default" {}
-capability "filesystem" "default" {}
-
-agent "analyst" {
-  provider     = provider.scripted
-  instructions = "Write the report."
-  sandbox      = sandbox.box
-  capabilities = [capability.shell.default, capability.filesystem.default]
-  max_turns    = 8
-}
-
-run "report" {
-  agent = agent.analyst
-  input = "Write the report."
-}
-
-output "answer" {
-  value = run.report.output
-}
-`
+  commit_snapshot = true`)
 
 // TestRunloopPipeline drives a scripted-model pipeline on the Runloop
 // fake with the real binary: an apply killed in the middle of a slow tool
