@@ -195,11 +195,8 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // Open implements sandbox.Provider: it finds the devbox without resuming
 // it. A devbox shut down, failed or unknown is sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if ss.Provider != "" && ss.Provider != "runloop" {
-		return nil, fmt.Errorf("session state belongs to provider %q", ss.Provider)
-	}
-	if ss.ID == "" {
-		return nil, fmt.Errorf("session state has no devbox id: %w", sandbox.ErrNotFound)
+	if err := hosted.CheckSession(ss, "runloop", "devbox"); err != nil {
+		return nil, err
 	}
 	st, err := settingsOf(spec)
 	if err != nil {

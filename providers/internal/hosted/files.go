@@ -161,3 +161,16 @@ func SanitizeCopyIn(ctx context.Context, r sandbox.ResolvedPath, root, dir strin
 func UnpackScript(tar, dir string) string {
 	return "t=" + sandbox.ShellQuote(tar) + "\nmkdir -p -- " + sandbox.ShellQuote(dir) + " && tar -xf \"$t\" -C " + sandbox.ShellQuote(dir) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
 }
+
+// CheckSession refuses session state that another provider type wrote, or
+// that names no sandbox (noun is the service's word for one: "sandbox",
+// "devbox"); the latter is sandbox.ErrNotFound.
+func CheckSession(ss sandbox.SessionState, provider, noun string) error {
+	if ss.Provider != "" && ss.Provider != provider {
+		return fmt.Errorf("session state belongs to provider %q", ss.Provider)
+	}
+	if ss.ID == "" {
+		return fmt.Errorf("session state has no %s id: %w", noun, sandbox.ErrNotFound)
+	}
+	return nil
+}

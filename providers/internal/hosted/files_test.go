@@ -58,3 +58,15 @@ func TestChecks(t *testing.T) {
 		t.Errorf("CheckMkdir(file) = %v", err)
 	}
 }
+
+func TestCheckSession(t *testing.T) {
+	if err := CheckSession(sandbox.SessionState{Provider: "docker", ID: "x"}, "e2b", "sandbox"); err == nil || err.Error() != `session state belongs to provider "docker"` {
+		t.Errorf("another provider's state: %v", err)
+	}
+	if err := CheckSession(sandbox.SessionState{Provider: "runloop"}, "runloop", "devbox"); !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(err.Error(), "no devbox id") {
+		t.Errorf("state without an id: %v", err)
+	}
+	if err := CheckSession(sandbox.SessionState{ID: "x"}, "e2b", "sandbox"); err != nil {
+		t.Errorf("state of no named provider: %v", err)
+	}
+}
