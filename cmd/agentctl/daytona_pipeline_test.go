@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,69 +23,23 @@ import (
 // toolbox commands, confined to its Root). Nothing reaches the network
 // and no key is needed: the child gets the fake's key in DAYTONA_API_KEY.
 
-// buildAgentctl builds the command into a temporary directory.
-func buildAgentctl(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentctl")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = os.Environ()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // pipeline is one configuration directory driven by the agentctl binary.
 type pipeline struct {
-	t    *testing.T
-	bin  string
-	dir  string
+	hostedPipeline
 	fake *fakedaytona.Server
-	env  []string
 }
 
 func newPipeline(t *testing.T) *pipeline {
 	t.Helper()
 	fake := fakedaytona.New(t)
-	p := &pipeline{t: t, bin: buildAgentctl(t), dir: t.TempDir(), fake: fake}
-	home := t.TempDir()
-	p.env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"TMPDIR=" + os.TempDir(),
-		"DAYTONA_API_KEY=" + fake.APIKey,
-	}
-	return p
+	return &pipeline{hostedPipeline: newHostedPipeline(t, "Daytona", fake.APIKey, "DAYTONA_API_KEY="+fake.APIKey), fake: fake}
 }
 
 // write writes the configuration main.hcl from a template: {{ROOT}} is
 // the fake's filesystem root and {{API}} its API URL.
 func (p *pipeline) write(tmpl string) {
 	p.t.Helper()
-	text := strings.NewReplacer("{{ROOT}}", p.fake.Root, "{{API}}", p.fake.URL).Replace(tmpl)
-	if err := os.WriteFile(filepath.Join(p.dir, "main.hcl"), []byte(text), 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *pipeline) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(p.bin, append([]string{"-no-color"}, args...)...)
-	cmd.Dir = p.dir
-	cmd.Env = p.env
-	return cmd
-}
-
-// run runs agentctl to completion and fails the test on a non-zero exit.
-func (p *pipeline) run(args ...string) string {
-	p.t.Helper()
-	out, err := p.command(args...).CombinedOutput()
-	if err != nil {
-		p.t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	if bytes.Contains(out, []byte(p.fake.APIKey)) {
-		p.t.Errorf("agentctl %s printed the Daytona API key", strings.Join(args, " "))
-	}
-	return string(out)
+	p.writeConfig(strings.NewReplacer("{{ROOT}}", p.fake.Root, "{{API}}", p.fake.URL), tmpl)
 }
 
 // state reads the state (the state file and its log).

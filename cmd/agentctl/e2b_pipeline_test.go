@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,60 +21,19 @@ import (
 // confined to the fake's Root.
 
 type e2bPipeline struct {
-	t    *testing.T
-	bin  string
-	dir  string
+	hostedPipeline
 	fake *e2bfake.Server
-	env  []string
 }
 
 func newE2BPipeline(t *testing.T) *e2bPipeline {
 	t.Helper()
 	fake := e2bfake.New(t)
-	p := &e2bPipeline{t: t, bin: buildAgentctl(t), dir: t.TempDir(), fake: fake}
-	p.env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + os.TempDir()}, fake.Environ()...)
-	return p
+	return &e2bPipeline{hostedPipeline: newHostedPipeline(t, "E2B", fake.APIKey, fake.Environ()...), fake: fake}
 }
 
 func (p *e2bPipeline) write(tmpl string) {
 	p.t.Helper()
-	text := strings.ReplaceAll(tmpl, "{{ROOT}}", p.fake.Root)
-	if err := os.WriteFile(filepath.Join(p.dir, "main.hcl"), []byte(text), 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *e2bPipeline) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(p.bin, append([]string{"-no-color"}, args...)...)
-	cmd.Dir, cmd.Env = p.dir, p.env
-	return cmd
-}
-
-func (p *e2bPipeline) run(args ...string) string {
-	p.t.Helper()
-	out, err := p.command(args...).CombinedOutput()
-	if err != nil {
-		p.t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	if bytes.Contains(out, []byte(p.fake.APIKey)) {
-		p.t.Errorf("agentctl %s printed the E2B API key", strings.Join(args, " "))
-	}
-	return string(out)
-}
-
-// start starts agentctl in the background; the returned channel yields
-// its exit.
-func (p *e2bPipeline) start(out *bytes.Buffer, args ...string) (*exec.Cmd, <-chan error) {
-	p.t.Helper()
-	cmd := p.command(args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Cleanup(func() { _ = cmd.Process.Kill() })
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	return cmd, exited
+	p.writeConfig(strings.NewReplacer("{{ROOT}}", p.fake.Root, "{{GATES}}", p.fake.Root), tmpl)
 }
 
 func (p *e2bPipeline) creates() int {
@@ -86,73 +44,12 @@ func (p *e2bPipeline) requests(contains string) int {
 	return len(slices.DeleteFunc(p.fake.Requests(), func(r string) bool { return !strings.Contains(r, contains) }))
 }
 
-const e2bPipelineConfig = `
-provider "e2b" {}
-
-provider "scripted" {
-  script "analyst" {
-    reply {
-      call "exec_command" {
-        arguments = { cmd = "cat data/input.txt && echo step1 >> output/log.txt", yield_time_ms = 30000 }
-      }
-    }
-    reply {
-      text = "Now the slow part."
-      call "exec_command" {
-        arguments = { cmd = "touch {{ROOT}}/gate.waiting; while [ ! -e {{ROOT}}/gate.open ]; do sleep 0.05; done; echo step2 >> output/log.txt", yield_time_ms = 60000 }
-      }
-    }
-    reply {
-      call "apply_patch" {
-        arguments = { input = "*** Begin Patch\n*** Add File: output/report.txt\n+HELLO FROM THE PATCH\n*** End Patch\n" }
-      }
-    }
-    reply {
-      text = "Report written to output/report.txt."
-    }
-  }
-}
-
-manifest "work" {
-  root = "{{ROOT}}/workspace"
-  file "data/input.txt" {
-    content = "hello from the manifest\n"
-  }
-  dir "output" {}
-}
-
-sandbox "box" {
-  provider = provider.e2b
-  manifest = manifest.work
-  on_exit  = "stop"
-  network  = "none"
+var e2bPipelineConfig = gatedPipelineConfig("e2b", `  network  = "none"
 
   metadata   = { team = "data" }
   env        = { GREETING = "hi" }
   timeout    = "30m"
-  on_timeout = "pause"
-}
-
-capability "shell" "default" {}
-capability "filesystem" "default" {}
-
-agent "analyst" {
-  provider     = provider.scripted
-  instructions = "Write the report."
-  sandbox      = sandbox.box
-  capabilities = [capability.shell.default, capability.filesystem.default]
-  max_turns    = 8
-}
-
-run "report" {
-  agent = agent.analyst
-  input = "Write the report."
-}
-
-output "answer" {
-  value = run.report.output
-}
-`
+  on_timeout = "pause"`)
 
 // TestE2BPipeline drives a scripted-model pipeline on the E2B fake with
 // the real binary: an apply killed with SIGKILL while E2B creates its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,62 +22,21 @@ import (
 // files that pace a slow tool call live in a host directory.
 
 type runloopPipeline struct {
-	t     *testing.T
-	bin   string
-	dir   string
+	hostedPipeline
 	gates string
 	fake  *runloopfake.Server
-	env   []string
 }
 
 func newRunloopPipeline(t *testing.T) *runloopPipeline {
 	t.Helper()
 	fake := runloopfake.New(t)
-	p := &runloopPipeline{t: t, bin: buildAgentctl(t), dir: t.TempDir(), gates: t.TempDir(), fake: fake}
-	p.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + os.TempDir(),
-		"RUNLOOP_API_KEY=" + fake.APIKey, "RUNLOOP_BASE_URL=" + fake.URL()}
-	return p
+	h := newHostedPipeline(t, "Runloop", fake.APIKey, "RUNLOOP_API_KEY="+fake.APIKey, "RUNLOOP_BASE_URL="+fake.URL())
+	return &runloopPipeline{hostedPipeline: h, gates: t.TempDir(), fake: fake}
 }
 
 func (p *runloopPipeline) write(tmpl string) {
 	p.t.Helper()
-	text := strings.NewReplacer("{{ROOT}}", p.fake.Root, "{{GATES}}", p.gates).Replace(tmpl)
-	if err := os.WriteFile(filepath.Join(p.dir, "main.hcl"), []byte(text), 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *runloopPipeline) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(p.bin, append([]string{"-no-color"}, args...)...)
-	cmd.Dir, cmd.Env = p.dir, p.env
-	return cmd
-}
-
-func (p *runloopPipeline) run(args ...string) string {
-	p.t.Helper()
-	out, err := p.command(args...).CombinedOutput()
-	if err != nil {
-		p.t.Fatalf("agentctl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	if bytes.Contains(out, []byte(p.fake.APIKey)) {
-		p.t.Errorf("agentctl %s printed the Runloop API key", strings.Join(args, " "))
-	}
-	return string(out)
-}
-
-// start starts agentctl in the background; the returned channel yields
-// its exit.
-func (p *runloopPipeline) start(out *bytes.Buffer, args ...string) (*exec.Cmd, <-chan error) {
-	p.t.Helper()
-	cmd := p.command(args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Cleanup(func() { _ = cmd.Process.Kill() })
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	return cmd, exited
+	p.writeConfig(strings.NewReplacer("{{ROOT}}", p.fake.Root, "{{GATES}}", p.gates), tmpl)
 }
 
 // requests counts the requests whose "METHOD path" matches.
@@ -100,84 +58,11 @@ func (p *runloopPipeline) file(id, rel string) string {
 	return string(b)
 }
 
-// noKeyInState fails if any file agentctl keeps holds the API key.
-func (p *runloopPipeline) noKeyInState() {
-	_ = filepath.WalkDir(filepath.Join(p.dir, ".agentctl"), func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(p.fake.APIKey)) {
-				p.t.Errorf("%s contains the Runloop API key", path)
-			}
-		}
-		return nil
-	})
-}
-
-const runloopPipelineConfig = `
-provider "runloop" {}
-
-provider "scripted" {
-  script "analyst" {
-    reply {
-      call "exec_command" {
-        arguments = { cmd = "cat data/input.txt && echo step1 >> output/log.txt", yield_time_ms = 30000 }
-      }
-    }
-    reply {
-      text = "Now the slow part."
-      call "exec_command" {
-        arguments = { cmd = "touch {{GATES}}/gate.waiting; while [ ! -e {{GATES}}/gate.open ]; do sleep 0.05; done; echo step2 >> output/log.txt", yield_time_ms = 60000 }
-      }
-    }
-    reply {
-      call "apply_patch" {
-        arguments = { input = "*** Begin Patch\n*** Add File: output/report.txt\n+HELLO FROM THE PATCH\n*** End Patch\n" }
-      }
-    }
-    reply {
-      text = "Report written to output/report.txt."
-    }
-  }
-}
-
-manifest "work" {
-  root = "{{ROOT}}/workspace"
-  file "data/input.txt" {
-    content = "hello from the manifest\n"
-  }
-  dir "output" {}
-}
-
-sandbox "box" {
-  provider = provider.runloop
-  manifest = manifest.work
-  on_exit  = "stop"
-
+var runloopPipelineConfig = gatedPipelineConfig("runloop", `
   metadata        = { team = "data" }
   env             = { GREETING = "hi" }
   timeout         = "30m"
-  commit_snapshot = true
-}
-
-capability "shell" "default" {}
-capability "filesystem" "default" {}
-
-agent "analyst" {
-  provider     = provider.scripted
-  instructions = "Write the report."
-  sandbox      = sandbox.box
-  capabilities = [capability.shell.default, capability.filesystem.default]
-  max_turns    = 8
-}
-
-run "report" {
-  agent = agent.analyst
-  input = "Write the report."
-}
-
-output "answer" {
-  value = run.report.output
-}
-`
+  commit_snapshot = true`)
 
 // TestRunloopPipeline drives a scripted-model pipeline on the Runloop
 // fake with the real binary: an apply killed in the middle of a slow tool

@@ -37,10 +37,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/specfake"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
 // Fault makes requests fail: the next Count requests whose method
@@ -78,7 +79,7 @@ type Server struct {
 	sandboxes  map[string]*fsb
 	faults     []*Fault
 	seq        int
-	violations []string
+	violations specfake.Violations
 	requests   []string
 }
 
@@ -149,11 +150,11 @@ func New(t testing.TB) *Server {
 	if specErr != nil {
 		t.Fatal(specErr)
 	}
-	ar, err := legacy.NewRouter(apiDoc, openapi3.DisableExamplesValidation())
+	ar, err := specfake.NewRouter(apiDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := legacy.NewRouter(tbDoc, openapi3.DisableExamplesValidation())
+	tr, err := specfake.NewRouter(tbDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +171,7 @@ func New(t testing.TB) *Server {
 		s.killAll()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for _, v := range s.violations {
-			t.Errorf("fakedaytona: OpenAPI violation: %s", v)
-		}
+		s.violations.Report(t, "fakedaytona: OpenAPI violation")
 	})
 	return s
 }
@@ -267,22 +266,7 @@ func (s *Server) IDs() []string {
 	return out
 }
 
-func (s *Server) violation(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.violations = append(s.violations, fmt.Sprintf(format, args...))
-}
-
-// recorder captures a response for validation.
-type recorder struct {
-	h      http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.h }
-func (r *recorder) WriteHeader(c int)           { r.status = c }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (s *Server) violation(format string, args ...any) { s.violations.Add(format, args...) }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -347,7 +331,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.connectPty(w, r, sbxID, params)
 		return
 	}
-	rec := &recorder{h: http.Header{}, status: 200}
+	rec := specfake.NewRecorder()
 	vr.Body = io.NopCloser(bytes.NewReader(body))
 	if sbxID != "" {
 		s.toolbox(rec, vr, sbxID, route.Operation.OperationID, params, body)
@@ -355,20 +339,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.api(rec, vr, route.Operation.OperationID, params, body)
 	}
 	// Validate the response (error statuses are not declared by the documents).
-	if rec.status < 400 && rec.h.Get("X-Fake-Skip-Validation") == "" {
-		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.status, Header: rec.h,
+	if rec.Status < 400 && rec.H.Get("X-Fake-Skip-Validation") == "" {
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.Status, Header: rec.H,
 			Options: &openapi3filter.Options{MultiError: true}}
-		out.SetBodyBytes(rec.body.Bytes())
+		out.SetBodyBytes(rec.Body.Bytes())
 		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-			s.violation("%s %s: response %d: %v", r.Method, inner, rec.status, err)
+			s.violation("%s %s: response %d: %v", r.Method, inner, rec.Status, err)
 		}
 	}
-	rec.h.Del("X-Fake-Skip-Validation")
-	for k, v := range rec.h {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.status)
-	w.Write(rec.body.Bytes())
+	rec.H.Del("X-Fake-Skip-Validation")
+	rec.Send(w)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -13,11 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 )
 
 const (
@@ -92,27 +93,13 @@ func NewClient(cfg Config) (*Client, error) {
 		target:       cfg.Target,
 		http:         hc,
 		retries:      5,
-		sleep:        sleepCtx,
+		sleep:        hosted.Sleep,
 		pollInterval: 100 * time.Millisecond,
 	}
 	if cfg.APIKey == "" {
 		c.orgID = cfg.OrganizationID
 	}
 	return c, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // request describes one HTTP call.
@@ -133,12 +120,7 @@ type request struct {
 }
 
 // scrub removes credentials from a server message.
-func (c *Client) scrub(s string) string {
-	if c.token != "" && len(c.token) >= 4 {
-		s = strings.ReplaceAll(s, c.token, "(sensitive)")
-	}
-	return s
-}
+func (c *Client) scrub(s string) string { return hosted.Scrub(s, c.token) }
 
 // setHeaders sets what every request carries: the credentials and the
 // SDK identification.
@@ -161,7 +143,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	backoff := 500 * time.Millisecond
+	backoff := hosted.FirstBackoff
 	for attempt := 1; ; attempt++ {
 		var body io.Reader
 		if r.body != nil {
@@ -182,10 +164,10 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 			}
 			// Connection errors: retry idempotent requests.
 			if r.idempotent && attempt < c.retries {
-				if serr := c.sleep(ctx, jitter(backoff)); serr != nil {
+				if serr := c.sleep(ctx, hosted.Jitter(backoff)); serr != nil {
 					return nil, fmt.Errorf("%s%s: %w", r.op, inSandbox(r.sandbox), serr)
 				}
-				backoff *= 2
+				backoff = hosted.NextBackoff(backoff)
 				continue
 			}
 			return nil, fmt.Errorf("%s%s: cannot reach the Daytona API at %s (%v); check DAYTONA_API_URL and your network", r.op, inSandbox(r.sandbox), c.apiURL, c.scrub(errors.Unwrap(err).Error()))
@@ -203,31 +185,15 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		apiErr := &APIError{Op: r.op, Sandbox: r.sandbox, Status: resp.StatusCode, Message: c.scrub(serverMessage(b)), Attempts: attempt}
-		var wait time.Duration
-		retry := false
-		switch resp.StatusCode {
-		case http.StatusTooManyRequests:
-			retry = true
-			if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-				wait = min(d, 2*time.Minute)
-			} else {
-				wait = jitter(backoff)
-			}
-		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			retry = r.idempotent || resp.StatusCode == http.StatusServiceUnavailable
-			wait = jitter(backoff)
-			if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-				wait = min(d, 2*time.Minute)
-			}
-		}
+		apiErr := apiError(r.op, r.sandbox, resp.StatusCode, c.scrub(hosted.ServerMessage(b)), attempt)
+		wait, retry := hosted.RetryWait(resp.StatusCode, resp.Header, r.idempotent, backoff)
 		if !retry || attempt >= c.retries {
 			return nil, apiErr
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return nil, fmt.Errorf("%w (%v while waiting to retry)", apiErr, err)
 		}
-		backoff = min(backoff*2, 20*time.Second)
+		backoff = hosted.NextBackoff(backoff)
 	}
 }
 
@@ -236,10 +202,6 @@ func inSandbox(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // doJSON sends in (when non-nil) as JSON and decodes the answer into out

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -58,7 +59,7 @@ func (w *Workspace) workdir(ctx context.Context, rel string) (string, error) {
 func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	dir := w.root
 	if req.Workdir != "" {
-		p, err := w.abs(req.Workdir)
+		p, err := hosted.Abs(w.root, req.Workdir)
 		if err != nil {
 			return "", err
 		}

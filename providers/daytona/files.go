@@ -1,61 +1,24 @@
 package daytona
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
 	"strconv"
 	"strings"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
-
-// Limits for CopyIn archives.
-const (
-	maxTarMembers = 200_000
-	maxTarBytes   = 8 << 30
-)
-
-// abs maps a workspace path to an absolute sandbox path with the
-// workspace path policy (sandbox.CleanPath), refusing lexical escapes.
-func (w *Workspace) abs(rel string) (string, error) {
-	// The resolver script reads one path per line.
-	if strings.ContainsRune(rel, '\n') {
-		return "", fmt.Errorf("path %q contains a newline: %w", rel, sandbox.ErrPathEscape)
-	}
-	c, err := sandbox.CleanPath(w.root, rel)
-	if err != nil {
-		return "", err
-	}
-	return path.Join(w.root, c), nil
-}
 
 // resolved is what the in-sandbox resolver learned about a path.
 type resolved = sandbox.ResolvedPath
 
-// resolve checks rel against the workspace inside the sandbox: symlinks
-// are resolved there, and a path whose resolution leaves the workspace is
-// refused with sandbox.ErrPathEscape. follow says whether the final
-// component may be a symlink that is followed.
+// resolve checks rel against the workspace inside the sandbox; see
+// hosted.Resolve.
 func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (resolved, error) {
-	p, err := w.abs(rel)
-	if err != nil {
-		return resolved{}, err
-	}
-	script := "set -- " + sandbox.ShellQuote(w.root) + " " + sandbox.ShellQuote(p) + "\n" + sandbox.PathResolverScript
-	out, code, stderr, err := w.run(ctx, op, script)
-	if err != nil {
-		return resolved{}, err
-	}
-	if code != 0 {
-		return resolved{}, fmt.Errorf("%s %q: %s", op, rel, stderr)
-	}
-	return sandbox.CheckResolvedPath(op, rel, p, w.root, follow, strings.Split(out, "\n"))
+	return hosted.Resolve(ctx, w.run, w.root, op, rel, follow)
 }
 
 // ReadFile implements sandbox.Sandbox. FIFOs, sockets and devices are
@@ -65,13 +28,7 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind == 'N' {
-		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
-	}
-	if r.Kind == 'D' {
-		return nil, fmt.Errorf("read %q: is a directory", rel)
-	}
-	if err := r.Special("read", rel); err != nil {
+	if err := hosted.CheckRead(r, rel); err != nil {
 		return nil, err
 	}
 	body, err := w.s.FileSystem.DownloadFile(ctx, r.Follow)
@@ -79,18 +36,7 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 		return nil, err
 	}
 	defer body.Close()
-	var rd io.Reader = body
-	if limit > 0 {
-		rd = io.LimitReader(body, limit+1)
-	}
-	b, err := io.ReadAll(rd)
-	if err != nil {
-		return nil, fmt.Errorf("read %q: %w", rel, err)
-	}
-	if limit > 0 && int64(len(b)) > limit {
-		return nil, fmt.Errorf("read %q: file is larger than %d bytes", rel, limit)
-	}
-	return b, nil
+	return hosted.ReadLimited(body, rel, limit)
 }
 
 // WriteFile implements sandbox.Sandbox (parents are created by the daemon).
@@ -99,10 +45,7 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	if r.Kind == 'D' {
-		return fmt.Errorf("write %q: is a directory", rel)
-	}
-	if err := r.Special("write", rel); err != nil {
+	if err := hosted.CheckWrite(r, rel); err != nil {
 		return err
 	}
 	if err := w.s.FileSystem.UploadFile(ctx, data, r.Follow); err != nil {
@@ -123,11 +66,8 @@ func (w *Workspace) Remove(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.Abs == w.root {
-		return errors.New("refusing to remove the workspace root")
-	}
-	if r.Kind == 'N' {
-		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
+	if err := hosted.CheckRemove(r, w.root, rel); err != nil {
+		return err
 	}
 	return w.s.FileSystem.DeleteFile(ctx, r.NoFollow, false)
 }
@@ -147,10 +87,7 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	if r.Kind == 'N' {
-		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
-	}
-	return r.Info(w.root), nil
+	return hosted.Stat(r, w.root, rel)
 }
 
 // ReadDir implements sandbox.Sandbox through the files list API. The
@@ -193,20 +130,15 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	if err != nil {
 		return err
 	}
-	var clean bytes.Buffer
-	err = hostfs.SanitizeTar(ctx, r.Rel(w.root), rd, &clean, hostfs.SanitizeOptions{
-		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
-		KeepPermissions: true,
-	})
+	clean, err := hosted.SanitizeCopyIn(ctx, r, w.root, dir, rd)
 	if err != nil {
-		return fmt.Errorf("copy into %q: %w", dir, err)
-	}
-	tmp := w.p.tempDir + "/agentctl-in-" + nonce() + ".tar"
-	if err := w.s.FileSystem.UploadFile(ctx, clean.Bytes(), tmp); err != nil {
 		return err
 	}
-	script := "t=" + sandbox.ShellQuote(tmp) + "\nmkdir -p -- " + sandbox.ShellQuote(r.Follow) + " && tar -xf \"$t\" -C " + sandbox.ShellQuote(r.Follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
-	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), script)
+	tmp := w.p.tempDir + "/agentctl-in-" + nonce() + ".tar"
+	if err := w.s.FileSystem.UploadFile(ctx, clean, tmp); err != nil {
+		return err
+	}
+	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), hosted.UnpackScript(tmp, r.Follow))
 	if err != nil {
 		return err
 	}
@@ -224,8 +156,8 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind != 'D' {
-		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
+	if err := hosted.CheckCopyOut(r, dir); err != nil {
+		return nil, err
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
 	// GNU tar archives a hard link's content again (CopyIn, like every

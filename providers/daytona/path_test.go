@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -20,12 +21,12 @@ func TestAbsFollowsTheWorkspacePathPolicy(t *testing.T) {
 		"/home/daytona/workspace/a/../y": "/home/daytona/workspace/y",
 	}
 	for in, want := range ok {
-		if got, err := w.abs(in); err != nil || got != want {
+		if got, err := hosted.Abs(w.root, in); err != nil || got != want {
 			t.Errorf("abs(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"..", "../x", "a/../../workspace/x", "/home/daytona/other", "/etc/passwd", "a\\b", "a\x00b", "a\nb"} {
-		if _, err := w.abs(in); !errors.Is(err, sandbox.ErrPathEscape) {
+		if _, err := hosted.Abs(w.root, in); !errors.Is(err, sandbox.ErrPathEscape) {
 			t.Errorf("abs(%q) = %v, want ErrPathEscape", in, err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
+
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -239,11 +241,8 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // without starting it. A sandbox Daytona no longer knows (or that is
 // being destroyed) is reported as sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if ss.Provider != "" && ss.Provider != "daytona" {
-		return nil, fmt.Errorf("session state belongs to provider %q", ss.Provider)
-	}
-	if ss.ID == "" {
-		return nil, fmt.Errorf("session state has no sandbox id: %w", sandbox.ErrNotFound)
+	if err := hosted.CheckSession(ss, "daytona", "sandbox"); err != nil {
+		return nil, err
 	}
 	st, err := settingsOf(spec)
 	if err != nil {

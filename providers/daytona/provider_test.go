@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/agentctl/agentctl/internal/fakedaytona"
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/providers/registry/registrytest"
 	"github.com/agentctl/agentctl/sandbox"
@@ -43,7 +44,7 @@ func newEnv(t testing.TB) env {
 		mu.Unlock()
 		// Retry waits are recorded, not slept; polls sleep briefly so real
 		// commands can progress.
-		return sleepCtx(ctx, min(d, 5*time.Millisecond))
+		return hosted.Sleep(ctx, min(d, 5*time.Millisecond))
 	}
 	spec := sandbox.Spec{Address: `sandbox.review["pricing"]`, Lineage: "lin-1", Root: f.Root + "/workspace", Ports: []int{8080},
 		Image: "python:3.12-slim", Settings: &Settings{Labels: map[string]string{"team": "data"}, AutoStopInterval: ptr(30)}}

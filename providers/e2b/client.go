@@ -16,11 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 )
 
 // DefaultDomain is E2B's public domain: the API is api.<domain>, a
@@ -80,21 +81,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{apiURL: api, domain: domain, key: cfg.APIKey, http: hc, retries: 5, sleep: sleepCtx}, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return &Client{apiURL: api, domain: domain, key: cfg.APIKey, http: hc, retries: 5, sleep: hosted.Sleep}, nil
 }
 
 // request describes one control-plane call.
@@ -113,12 +100,7 @@ type request struct {
 }
 
 // scrub removes the API key from a server message.
-func (c *Client) scrub(s string) string {
-	if len(c.key) >= 4 {
-		s = strings.ReplaceAll(s, c.key, "(sensitive)")
-	}
-	return s
-}
+func (c *Client) scrub(s string) string { return hosted.Scrub(s, c.key) }
 
 // do sends r with the retry policy and returns the response with its body
 // read (2xx only); other statuses become *APIError.
@@ -127,31 +109,31 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, []byte, err
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	backoff := 500 * time.Millisecond
+	backoff := hosted.FirstBackoff
 	for attempt := 1; ; attempt++ {
 		resp, body, err := c.send(ctx, r, u)
 		if err != nil {
 			if ctx.Err() != nil || !r.idempotent || attempt >= c.retries {
 				return nil, nil, err
 			}
-			if serr := c.sleep(ctx, jitter(backoff)); serr != nil {
+			if serr := c.sleep(ctx, hosted.Jitter(backoff)); serr != nil {
 				return nil, nil, err
 			}
-			backoff = min(backoff*2, 20*time.Second)
+			backoff = hosted.NextBackoff(backoff)
 			continue
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, body, nil
 		}
-		apiErr := &APIError{Op: r.op, Sandbox: r.sandbox, Status: resp.StatusCode, Message: c.scrub(serverMessage(body)), Attempts: attempt}
-		wait, retry := retryWait(resp, r.idempotent, backoff)
+		apiErr := apiError(r.op, r.sandbox, resp.StatusCode, c.scrub(hosted.ServerMessage(body)), attempt)
+		wait, retry := hosted.RetryWait(resp.StatusCode, resp.Header, r.idempotent, backoff)
 		if !retry || attempt >= c.retries {
 			return nil, nil, apiErr
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return nil, nil, fmt.Errorf("%w (%v while waiting to retry)", apiErr, err)
 		}
-		backoff = min(backoff*2, 20*time.Second)
+		backoff = hosted.NextBackoff(backoff)
 	}
 }
 
@@ -189,23 +171,6 @@ func (c *Client) send(ctx context.Context, r request, u string) (*http.Response,
 	return resp, body, nil
 }
 
-// retryWait says whether a failed answer is retried and after how long:
-// 429 and 503 always (Retry-After honoured, at most 2 minutes), 500, 502
-// and 504 for idempotent requests.
-func retryWait(resp *http.Response, idempotent bool, backoff time.Duration) (time.Duration, bool) {
-	wait := jitter(backoff)
-	if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-		wait = min(d, 2*time.Minute)
-	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		return wait, true
-	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return wait, idempotent
-	}
-	return 0, false
-}
-
 func unwrapAll(err error) error {
 	for {
 		u := errors.Unwrap(err)
@@ -221,10 +186,6 @@ func inSandbox(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // doJSON sends in (when non-nil) as JSON and decodes the answer into out

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
+
 	"connectrpc.com/connect"
 
 	"github.com/agentctl/agentctl/providers/e2b/internal/envd/filesystem"
@@ -175,7 +177,7 @@ func (e *Envd) files(ctx context.Context, method, path string, body []byte, ctyp
 	if resp.StatusCode >= 300 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		return nil, &APIError{Op: op, Sandbox: e.s.where(), Status: resp.StatusCode, Message: serverMessage(b), Attempts: 1}
+		return nil, apiError(op, e.s.where(), resp.StatusCode, hosted.ServerMessage(b), 1)
 	}
 	return resp, nil
 }

@@ -3,7 +3,6 @@ package e2b
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,47 +12,14 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/providers/e2b/internal/envd/filesystem"
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
-// Limits for CopyIn archives.
-const (
-	maxTarMembers = 200_000
-	maxTarBytes   = 8 << 30
-)
-
-// abs maps a workspace path to an absolute sandbox path with the
-// workspace path policy (sandbox.CleanPath), refusing lexical escapes.
-func (w *Workspace) abs(rel string) (string, error) {
-	if strings.ContainsRune(rel, '\n') {
-		return "", fmt.Errorf("path %q contains a newline: %w", rel, sandbox.ErrPathEscape)
-	}
-	c, err := sandbox.CleanPath(w.root, rel)
-	if err != nil {
-		return "", err
-	}
-	return path.Join(w.root, c), nil
-}
-
-// resolve checks rel against the workspace inside the sandbox: symlinks
-// are resolved there (envd's file endpoints follow them), and a path
-// whose resolution leaves the workspace is refused with
-// sandbox.ErrPathEscape. follow says whether a final symlink is followed.
+// resolve checks rel against the workspace inside the sandbox (envd's
+// file endpoints follow symlinks); see hosted.Resolve.
 func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (sandbox.ResolvedPath, error) {
-	p, err := w.abs(rel)
-	if err != nil {
-		return sandbox.ResolvedPath{}, err
-	}
-	script := "set -- " + sandbox.ShellQuote(w.root) + " " + sandbox.ShellQuote(p) + "\n" + sandbox.PathResolverScript
-	out, code, stderr, err := w.run(ctx, op, script)
-	if err != nil {
-		return sandbox.ResolvedPath{}, err
-	}
-	if code != 0 {
-		return sandbox.ResolvedPath{}, fmt.Errorf("%s %q: %s", op, rel, stderr)
-	}
-	return sandbox.CheckResolvedPath(op, rel, p, w.root, follow, strings.Split(out, "\n"))
+	return hosted.Resolve(ctx, w.run, w.root, op, rel, follow)
 }
 
 // ReadFile implements sandbox.Sandbox through envd's GET /files. FIFOs,
@@ -63,13 +29,7 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	if err != nil {
 		return nil, err
 	}
-	switch r.Kind {
-	case 'N':
-		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
-	case 'D':
-		return nil, fmt.Errorf("read %q: is a directory", rel)
-	}
-	if err := r.Special("read", rel); err != nil {
+	if err := hosted.CheckRead(r, rel); err != nil {
 		return nil, err
 	}
 	body, err := w.envd.Download(ctx, r.Follow)
@@ -77,18 +37,7 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 		return nil, unavailable(err)
 	}
 	defer body.Close()
-	var rd io.Reader = body
-	if limit > 0 {
-		rd = io.LimitReader(body, limit+1)
-	}
-	b, err := io.ReadAll(rd)
-	if err != nil {
-		return nil, fmt.Errorf("read %q: %w", rel, err)
-	}
-	if limit > 0 && int64(len(b)) > limit {
-		return nil, fmt.Errorf("read %q: file is larger than %d bytes", rel, limit)
-	}
-	return b, nil
+	return hosted.ReadLimited(body, rel, limit)
 }
 
 // WriteFile implements sandbox.Sandbox through envd's POST /files (which
@@ -98,10 +47,7 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	if r.Kind == 'D' {
-		return fmt.Errorf("write %q: is a directory", rel)
-	}
-	if err := r.Special("write", rel); err != nil {
+	if err := hosted.CheckWrite(r, rel); err != nil {
 		return err
 	}
 	if err := w.envd.Upload(ctx, r.Follow, data); err != nil {
@@ -131,13 +77,10 @@ func (w *Workspace) Remove(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.Abs == w.root {
-		return errors.New("refusing to remove the workspace root")
+	if err := hosted.CheckRemove(r, w.root, rel); err != nil {
+		return err
 	}
-	switch r.Kind {
-	case 'N':
-		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
-	case 'D':
+	if r.Kind == 'D' {
 		list, err := w.envd.ListDir(ctx, r.NoFollow)
 		if err != nil {
 			return unavailable(err)
@@ -155,8 +98,8 @@ func (w *Workspace) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.Kind != 'N' && r.Kind != 'D' {
-		return fmt.Errorf("mkdir %q: %w", rel, fs.ErrExist)
+	if err := hosted.CheckMkdir(r, rel); err != nil {
+		return err
 	}
 	return unavailable(w.envd.MakeDir(ctx, r.Follow))
 }
@@ -167,10 +110,7 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	if r.Kind == 'N' {
-		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
-	}
-	return r.Info(w.root), nil
+	return hosted.Stat(r, w.root, rel)
 }
 
 // ReadDir implements sandbox.Sandbox through envd's ListDir; symlinks are
@@ -180,12 +120,8 @@ func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo
 	if err != nil {
 		return nil, err
 	}
-	switch r.Kind {
-	case 'N':
-		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
-	case 'D':
-	default:
-		return nil, fmt.Errorf("list %q: not a directory", rel)
+	if err := hosted.CheckList(r, rel); err != nil {
+		return nil, err
 	}
 	list, err := w.envd.ListDir(ctx, r.Follow)
 	if err != nil {
@@ -280,20 +216,15 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	if err != nil {
 		return err
 	}
-	var clean bytes.Buffer
-	err = hostfs.SanitizeTar(ctx, r.Rel(w.root), rd, &clean, hostfs.SanitizeOptions{
-		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
-		KeepPermissions: true,
-	})
+	clean, err := hosted.SanitizeCopyIn(ctx, r, w.root, dir, rd)
 	if err != nil {
-		return fmt.Errorf("copy into %q: %w", dir, err)
+		return err
 	}
 	tmp := w.p.tempDir + "/agentctl-in-" + nonce() + ".tar"
-	if err := w.envd.Upload(ctx, tmp, clean.Bytes()); err != nil {
+	if err := w.envd.Upload(ctx, tmp, clean); err != nil {
 		return unavailable(err)
 	}
-	script := "t=" + sandbox.ShellQuote(tmp) + "\nmkdir -p -- " + sandbox.ShellQuote(r.Follow) + " && tar -xf \"$t\" -C " + sandbox.ShellQuote(r.Follow) + "\nrc=$?\nrm -f -- \"$t\"\nexit $rc\n"
-	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), script)
+	_, code, stderr, err := w.run(ctx, "copy into "+strconv.Quote(dir), hosted.UnpackScript(tmp, r.Follow))
 	if err != nil {
 		return err
 	}
@@ -311,8 +242,8 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind != 'D' {
-		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
+	if err := hosted.CheckCopyOut(r, dir); err != nil {
+		return nil, err
 	}
 	tmp := w.p.tempDir + "/agentctl-out-" + nonce() + ".tar"
 	// GNU tar stores hard-linked files as files (the archive is checked

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
+
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -160,11 +162,8 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // it. A sandbox E2B no longer knows (killed, or past its timeout) is
 // sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if ss.Provider != "" && ss.Provider != "e2b" {
-		return nil, fmt.Errorf("session state belongs to provider %q", ss.Provider)
-	}
-	if ss.ID == "" {
-		return nil, fmt.Errorf("session state has no sandbox id: %w", sandbox.ErrNotFound)
+	if err := hosted.CheckSession(ss, "e2b", "sandbox"); err != nil {
+		return nil, err
 	}
 	st, err := settingsOf(spec)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentctl/agentctl/providers/e2b/e2bfake"
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/sandbox"
 )
 
@@ -333,7 +334,7 @@ func TestCommitSnapshot(t *testing.T) {
 func TestRateLimit(t *testing.T) {
 	e := newEnv(t)
 	w := e.create(t)
-	e.p.client.sleep = sleepCtx // really wait for Retry-After
+	e.p.client.sleep = hosted.Sleep // really wait for Retry-After
 	e.fake.SetRateLimit(3, time.Second)
 	start := time.Now()
 	for i := 0; i < 6; i++ {

@@ -7,15 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/agentctl/agentctl/sandbox"
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 )
 
 // DefaultBaseURL is Runloop's API.
@@ -61,18 +59,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{base: base, key: cfg.APIKey, http: hc, retries: 5, sleep: sleepCtx}, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return &Client{base: base, key: cfg.APIKey, http: hc, retries: 5, sleep: hosted.Sleep}, nil
 }
 
 // request is one API call.
@@ -88,63 +75,30 @@ type request struct {
 
 // APIError is a non-2xx answer, with a message that names the operation
 // and the devbox and says what to do. It never holds the API key.
-type APIError struct {
-	Op, Devbox string
-	Status     int
-	Message    string
-	Attempts   int
+type APIError = hosted.APIError
+
+// hints are Runloop's words for the statuses it answers.
+var hints = &hosted.Hints{
+	Unauthorized: hosted.Hint{Lead: "Runloop rejected the API key", Fix: "set RUNLOOP_API_KEY to a valid key from the Runloop dashboard"},
+	Forbidden:    hosted.Hint{Lead: "access denied"},
+	NotFound:     hosted.Hint{Lead: "not found", Fix: "the devbox was shut down, or the blueprint or snapshot does not exist"},
+	RateLimited:  hosted.Hint{Lead: "rate limited by Runloop", Fix: "lower -parallelism or raise your account's limits"},
+	ServerError:  hosted.Hint{Lead: "Runloop server error", Fix: "retry later"},
 }
 
-// Error implements error.
-func (e *APIError) Error() string {
-	where := e.Op
-	if e.Devbox != "" {
-		where += " (devbox " + e.Devbox + ")"
+// apiError is the error of a failed answer to op about devbox.
+func apiError(op, devbox string, status int, msg string, attempts int) *APIError {
+	target := ""
+	if devbox != "" {
+		target = "devbox " + devbox
 	}
-	msg := e.Message
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	tries := ""
-	if e.Attempts > 1 {
-		tries = fmt.Sprintf(" after %d attempts", e.Attempts)
-	}
-	switch {
-	case e.Status == http.StatusUnauthorized:
-		return fmt.Sprintf("%s: Runloop rejected the API key (HTTP 401: %s); set RUNLOOP_API_KEY to a valid key from the Runloop dashboard", where, msg)
-	case e.Status == http.StatusForbidden:
-		return fmt.Sprintf("%s: access denied (HTTP 403: %s)", where, msg)
-	case e.Status == http.StatusNotFound:
-		return fmt.Sprintf("%s: not found (HTTP 404: %s); the devbox was shut down, or the blueprint or snapshot does not exist", where, msg)
-	case e.Status == http.StatusTooManyRequests:
-		return fmt.Sprintf("%s: rate limited by Runloop (HTTP 429%s: %s); lower -parallelism or raise your account's limits", where, tries, msg)
-	case e.Status >= 500:
-		return fmt.Sprintf("%s: Runloop server error (HTTP %d%s: %s); retry later", where, e.Status, tries, msg)
-	default:
-		return fmt.Sprintf("%s: request rejected (HTTP %d: %s)", where, e.Status, msg)
-	}
-}
-
-// Unwrap lets errors.Is(err, sandbox.ErrNotFound) recognize a 404.
-func (e *APIError) Unwrap() error {
-	if e.Status == http.StatusNotFound {
-		return sandbox.ErrNotFound
-	}
-	return nil
+	return &APIError{Op: op, Target: target, Status: status, Message: msg, Attempts: attempts, Hints: hints}
 }
 
 // IsNotFound reports whether err is Runloop's 404.
-func IsNotFound(err error) bool {
-	var a *APIError
-	return errors.As(err, &a) && a.Status == http.StatusNotFound
-}
+func IsNotFound(err error) bool { return hosted.IsNotFound(err) }
 
-func (c *Client) scrub(s string) string {
-	if len(c.key) >= 4 {
-		s = strings.ReplaceAll(s, c.key, "(sensitive)")
-	}
-	return s
-}
+func (c *Client) scrub(s string) string { return hosted.Scrub(s, c.key) }
 
 // do sends r, retrying what Runloop documents as retryable.
 func (c *Client) do(ctx context.Context, r request) ([]byte, error) {
@@ -152,71 +106,24 @@ func (c *Client) do(ctx context.Context, r request) ([]byte, error) {
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	backoff := 500 * time.Millisecond
+	backoff := hosted.FirstBackoff
 	for attempt := 1; ; attempt++ {
 		status, hdr, body, err := c.send(ctx, r, u)
-		if err != nil {
-			if ctx.Err() != nil || !r.idempotent || attempt >= c.retries {
-				return nil, err
-			}
-		} else if status >= 200 && status < 300 {
+		wait, retry := hosted.Jitter(backoff), r.idempotent && ctx.Err() == nil
+		if err == nil && status >= 200 && status < 300 {
 			return body, nil
-		} else {
-			err = &APIError{Op: r.op, Devbox: r.devbox, Status: status, Message: c.scrub(serverMessage(body)), Attempts: attempt}
-			if !retryable(status, r.idempotent) || attempt >= c.retries {
-				return nil, err
-			}
+		} else if err == nil {
+			err = apiError(r.op, r.devbox, status, c.scrub(hosted.ServerMessage(body)), attempt)
+			wait, retry = hosted.RetryWait(status, hdr, r.idempotent, backoff)
 		}
-		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
-		if d, ok := retryAfter(hdr.Get("Retry-After")); ok {
-			wait = min(d, 2*time.Minute)
+		if !retry || attempt >= c.retries {
+			return nil, err
 		}
 		if serr := c.sleep(ctx, wait); serr != nil {
 			return nil, fmt.Errorf("%w (%v while waiting to retry)", err, serr)
 		}
-		backoff = min(backoff*2, 20*time.Second)
+		backoff = hosted.NextBackoff(backoff)
 	}
-}
-
-func retryable(status int, idempotent bool) bool {
-	switch status {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		return true
-	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return idempotent
-	}
-	return false
-}
-
-// retryAfter parses a Retry-After header (seconds or an HTTP date).
-func retryAfter(v string) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0), true
-	}
-	return 0, false
-}
-
-func serverMessage(body []byte) string {
-	var m struct{ Message, Error string }
-	if json.Unmarshal(body, &m) == nil {
-		if m.Message != "" {
-			return m.Message
-		}
-		if m.Error != "" {
-			return m.Error
-		}
-	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
 }
 
 func (c *Client) send(ctx context.Context, r request, u string) (int, http.Header, []byte, error) {

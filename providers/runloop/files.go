@@ -3,7 +3,6 @@ package runloop
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,46 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/sandbox"
-	"github.com/agentctl/agentctl/sandbox/hostfs"
 )
 
-// Limits for CopyIn archives.
-const (
-	maxTarMembers = 200_000
-	maxTarBytes   = 8 << 30
-)
-
-// abs maps a workspace path to an absolute devbox path with the
-// workspace path policy (sandbox.CleanPath), refusing lexical escapes.
-func (w *Workspace) abs(rel string) (string, error) {
-	if strings.ContainsRune(rel, '\n') {
-		return "", fmt.Errorf("path %q contains a newline: %w", rel, sandbox.ErrPathEscape)
-	}
-	c, err := sandbox.CleanPath(w.root, rel)
-	if err != nil {
-		return "", err
-	}
-	return path.Join(w.root, c), nil
-}
-
-// resolve checks rel against the workspace inside the devbox: symlinks
-// are resolved there, and a path whose resolution leaves the workspace
-// is refused with sandbox.ErrPathEscape.
+// resolve checks rel against the workspace inside the devbox; see
+// hosted.Resolve.
 func (w *Workspace) resolve(ctx context.Context, op, rel string, follow bool) (sandbox.ResolvedPath, error) {
-	p, err := w.abs(rel)
-	if err != nil {
-		return sandbox.ResolvedPath{}, err
-	}
-	script := "set -- " + sandbox.ShellQuote(w.root) + " " + sandbox.ShellQuote(p) + "\n" + sandbox.PathResolverScript
-	out, code, stderr, err := w.run(ctx, op, script)
-	if err != nil {
-		return sandbox.ResolvedPath{}, err
-	}
-	if code != 0 {
-		return sandbox.ResolvedPath{}, fmt.Errorf("%s %q: %s", op, rel, stderr)
-	}
-	return sandbox.CheckResolvedPath(op, rel, p, w.root, follow, strings.Split(out, "\n"))
+	return hosted.Resolve(ctx, w.run, w.root, op, rel, follow)
 }
 
 // script runs a helper script with arguments and fails on a non-zero
@@ -78,13 +45,7 @@ func (w *Workspace) ReadFile(ctx context.Context, rel string, limit int64) ([]by
 	if err != nil {
 		return nil, err
 	}
-	switch r.Kind {
-	case 'N':
-		return nil, fmt.Errorf("read %q: %w", rel, fs.ErrNotExist)
-	case 'D':
-		return nil, fmt.Errorf("read %q: is a directory", rel)
-	}
-	if err := r.Special("read", rel); err != nil {
+	if err := hosted.CheckRead(r, rel); err != nil {
 		return nil, err
 	}
 	b, err := w.c.Download(ctx, w.id, r.Follow)
@@ -104,10 +65,7 @@ func (w *Workspace) WriteFile(ctx context.Context, rel string, data []byte, mode
 	if err != nil {
 		return err
 	}
-	if r.Kind == 'D' {
-		return fmt.Errorf("write %q: is a directory", rel)
-	}
-	if err := r.Special("write", rel); err != nil {
+	if err := hosted.CheckWrite(r, rel); err != nil {
 		return err
 	}
 	if _, err := w.script(ctx, "write", rel, `mkdir -p -- "$1"`, path.Dir(r.Follow)); err != nil {
@@ -130,11 +88,8 @@ func (w *Workspace) Remove(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.Abs == w.root {
-		return errors.New("refusing to remove the workspace root")
-	}
-	if r.Kind == 'N' {
-		return fmt.Errorf("remove %q: %w", rel, fs.ErrNotExist)
+	if err := hosted.CheckRemove(r, w.root, rel); err != nil {
+		return err
 	}
 	_, err = w.script(ctx, "remove", rel, `if [ -d "$1" ] && [ ! -L "$1" ]; then exec rmdir -- "$1"; else exec rm -f -- "$1"; fi`, r.NoFollow)
 	return err
@@ -146,8 +101,8 @@ func (w *Workspace) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
-	if r.Kind != 'N' && r.Kind != 'D' {
-		return fmt.Errorf("mkdir %q: %w", rel, fs.ErrExist)
+	if err := hosted.CheckMkdir(r, rel); err != nil {
+		return err
 	}
 	_, err = w.script(ctx, "mkdir", rel, `exec mkdir -p -- "$1"`, r.Follow)
 	return err
@@ -159,10 +114,7 @@ func (w *Workspace) Stat(ctx context.Context, rel string) (sandbox.FileInfo, err
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	if r.Kind == 'N' {
-		return sandbox.FileInfo{}, fmt.Errorf("stat %q: %w", rel, fs.ErrNotExist)
-	}
-	return r.Info(w.root), nil
+	return hosted.Stat(r, w.root, rel)
 }
 
 // lister prints, for each entry of directory $1, its raw mode, size,
@@ -183,12 +135,8 @@ func (w *Workspace) ReadDir(ctx context.Context, rel string) ([]sandbox.FileInfo
 	if err != nil {
 		return nil, err
 	}
-	switch r.Kind {
-	case 'N':
-		return nil, fmt.Errorf("list %q: %w", rel, fs.ErrNotExist)
-	case 'D':
-	default:
-		return nil, fmt.Errorf("list %q: not a directory", rel)
+	if err := hosted.CheckList(r, rel); err != nil {
+		return nil, err
 	}
 	out, err := w.script(ctx, "list", rel, lister, r.Follow)
 	if err != nil {
@@ -223,16 +171,12 @@ func (w *Workspace) CopyIn(ctx context.Context, dir string, rd io.Reader) error 
 	if err != nil {
 		return err
 	}
-	var clean bytes.Buffer
-	err = hostfs.SanitizeTar(ctx, r.Rel(w.root), rd, &clean, hostfs.SanitizeOptions{
-		Limits:          hostfs.ExtractLimits{MaxMembers: maxTarMembers, MaxBytes: maxTarBytes},
-		KeepPermissions: true,
-	})
+	clean, err := hosted.SanitizeCopyIn(ctx, r, w.root, dir, rd)
 	if err != nil {
-		return fmt.Errorf("copy into %q: %w", dir, err)
+		return err
 	}
 	tmp := tempDir + "/agentctl-in-" + nonce() + ".tar"
-	if err := w.c.Upload(ctx, w.id, tmp, clean.Bytes()); err != nil {
+	if err := w.c.Upload(ctx, w.id, tmp, clean); err != nil {
 		return w.unavailable(ctx, err)
 	}
 	_, err = w.script(ctx, "copy into", dir, `mkdir -p -- "$2" && tar -xf "$1" -C "$2"; rc=$?; rm -f -- "$1"; exit $rc`, tmp, r.Follow)
@@ -246,8 +190,8 @@ func (w *Workspace) CopyOut(ctx context.Context, dir string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind != 'D' {
-		return nil, fmt.Errorf("copy out of %q: not a directory", dir)
+	if err := hosted.CheckCopyOut(r, dir); err != nil {
+		return nil, err
 	}
 	tmp := tempDir + "/agentctl-out-" + nonce() + ".tar"
 	const pack = `h=

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -194,11 +195,8 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // Open implements sandbox.Provider: it finds the devbox without resuming
 // it. A devbox shut down, failed or unknown is sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if ss.Provider != "" && ss.Provider != "runloop" {
-		return nil, fmt.Errorf("session state belongs to provider %q", ss.Provider)
-	}
-	if ss.ID == "" {
-		return nil, fmt.Errorf("session state has no devbox id: %w", sandbox.ErrNotFound)
+	if err := hosted.CheckSession(ss, "runloop", "devbox"); err != nil {
+		return nil, err
 	}
 	st, err := settingsOf(spec)
 	if err != nil {
@@ -278,7 +276,7 @@ func (w *Workspace) await(ctx context.Context, want string) (*Devbox, error) {
 			}
 			return nil, sandbox.MarkUnavailable(fmt.Errorf("devbox %s is %s (%s) while agentctl waited for it to be %s", w.id, d.Status, why, want))
 		}
-		if err := sleepCtx(ctx, w.p.poll); err != nil {
+		if err := hosted.Sleep(ctx, w.p.poll); err != nil {
 			return nil, fmt.Errorf("waiting for devbox %s to be %s (it is %s): %w", w.id, want, d.Status, err)
 		}
 	}

@@ -45,10 +45,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/specfake"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
 // Domain is the fake's domain.
@@ -94,7 +95,7 @@ type Server struct {
 	snapshots  map[string]*snapshot // by name
 	faults     []*Fault
 	seq        int
-	violations []string
+	violations specfake.Violations
 	requests   []string
 	now        func() time.Time
 	// hold, when set, holds the answers to creates (HoldCreates).
@@ -169,11 +170,11 @@ func New(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ar, err := legacy.NewRouter(api, openapi3.DisableExamplesValidation())
+	ar, err := specfake.NewRouter(api)
 	if err != nil {
 		t.Fatal(err)
 	}
-	er, err := legacy.NewRouter(envdDoc, openapi3.DisableExamplesValidation())
+	er, err := specfake.NewRouter(envdDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +197,7 @@ func New(t testing.TB) *Server {
 		s.killAll()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for _, v := range s.violations {
-			t.Errorf("e2bfake: spec violation: %s", v)
-		}
+		s.violations.Report(t, "e2bfake: spec violation")
 	})
 	return s
 }
@@ -365,22 +364,7 @@ func (s *Server) IDs() []string {
 	return out
 }
 
-func (s *Server) violation(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.violations = append(s.violations, fmt.Sprintf(format, args...))
-}
-
-// recorder captures a response for validation.
-type recorder struct {
-	h      http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.h }
-func (r *recorder) WriteHeader(c int)           { r.status = c }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (s *Server) violation(format string, args ...any) { s.violations.Add(format, args...) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -478,33 +462,29 @@ func (s *Server) validated(w http.ResponseWriter, r *http.Request, router router
 		writeErr(w, http.StatusBadRequest, "request does not match the API: "+err.Error())
 		return
 	}
-	rec := &recorder{h: http.Header{}, status: http.StatusOK}
+	rec := specfake.NewRecorder()
 	if status, msg := auth(r); status != 0 {
 		writeErr(rec, status, msg)
 	} else if f := s.fault(r); f != nil {
 		if f.After {
 			vr.Body = io.NopCloser(bytes.NewReader(body))
-			handle(&recorder{h: http.Header{}}, vr, route.Operation.OperationID+" "+route.Method+" "+route.Path, params, body)
+			handle(specfake.NewRecorder(), vr, route.Operation.OperationID+" "+route.Method+" "+route.Path, params, body)
 		}
 		if f.RetryAfter != "" {
-			rec.h.Set("Retry-After", f.RetryAfter)
+			rec.H.Set("Retry-After", f.RetryAfter)
 		}
 		writeErr(rec, f.Status, fmt.Sprintf("injected %d", f.Status))
 	} else {
 		vr.Body = io.NopCloser(bytes.NewReader(body))
 		handle(rec, vr, route.Operation.OperationID+" "+route.Method+" "+route.Path, params, body)
 	}
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.status, Header: rec.h,
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.Status, Header: rec.H,
 		Options: &openapi3filter.Options{MultiError: true}}
-	out.SetBodyBytes(rec.body.Bytes())
+	out.SetBodyBytes(rec.Body.Bytes())
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-		s.violation("%s %s: response %d: %v", r.Method, r.URL.Path, rec.status, err)
+		s.violation("%s %s: response %d: %v", r.Method, r.URL.Path, rec.Status, err)
 	}
-	for k, v := range rec.h {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.status)
-	w.Write(rec.body.Bytes())
+	rec.Send(w)
 }
 
 // ---- control plane ----

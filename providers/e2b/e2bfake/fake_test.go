@@ -7,17 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentctl/agentctl/internal/specfake"
 )
 
 // takeViolations returns the violations found so far and forgets them
 // (so the test's own cleanup does not report them).
-func (s *Server) takeViolations() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.violations
-	s.violations = nil
-	return v
-}
+func (s *Server) takeViolations() []string { return s.violations.Take() }
 
 // A response with a field the document does not declare is a violation:
 // the documents are made strict.
@@ -26,7 +22,7 @@ func TestUndeclaredResponseFieldIsAViolation(t *testing.T) {
 	s.Templates["base"] = true
 	req, _ := http.NewRequest(http.MethodGet, "https://api."+Domain+"/sandboxes/nope", http.NoBody)
 	req.Header.Set("X-API-Key", s.APIKey)
-	rec := &recorder{h: http.Header{}}
+	rec := specfake.NewRecorder()
 	s.validated(rec, req, s.apiRouter, func(*http.Request) (int, string) { return 0, "" },
 		func(w http.ResponseWriter, _ *http.Request, _ string, _ map[string]string, _ []byte) {
 			writeJSON(w, http.StatusOK, map[string]any{"templateID": "base", "sandboxID": "x", "clientID": "c", "envdVersion": "0.2.4",

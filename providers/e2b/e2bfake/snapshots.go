@@ -80,7 +80,7 @@ func (s *Server) restoreFiles(b *fsb, sn *snapshot) {
 			continue
 		}
 		if out, err := exec.Command("cp", "-a", filepath.Join(sn.dir, top), dst).CombinedOutput(); err != nil {
-			s.violations = append(s.violations, fmt.Sprintf("restoring snapshot %s: %v: %s", sn.name, err, out))
+			s.violations.Add("restoring snapshot %s: %v: %s", sn.name, err, out)
 			continue
 		}
 		b.owned[top] = true

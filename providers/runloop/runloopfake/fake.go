@@ -38,10 +38,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentctl/agentctl/internal/specfake"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
 // Fault answers the next Count requests whose path contains PathContains
@@ -73,7 +74,7 @@ type Server struct {
 	snapTars   map[string]string
 	faults     []*Fault
 	seq        int
-	violations []string
+	violations specfake.Violations
 	requests   []string
 	// hold, when set, holds the answers to creates (HoldCreates).
 	hold chan struct{}
@@ -116,7 +117,7 @@ func New(t testing.TB) *Server {
 			sc.AdditionalProperties.Has = &no
 		}
 	}
-	r, err := legacy.NewRouter(doc, openapi3.DisableExamplesValidation())
+	r, err := specfake.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +141,7 @@ func New(t testing.TB) *Server {
 			s.stopAll(d)
 			s.awaitAll(d)
 		}
-		for _, v := range s.violations {
-			t.Errorf("runloopfake: spec violation: %s", v)
-		}
+		s.violations.Report(t, "runloopfake: spec violation")
 	})
 	return s
 }
@@ -258,29 +257,9 @@ func (s *Server) InjectResponseField(op, field string, value any) {
 }
 
 // Violations returns the spec violations so far and forgets them.
-func (s *Server) Violations() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.violations
-	s.violations = nil
-	return v
-}
+func (s *Server) Violations() []string { return s.violations.Take() }
 
-func (s *Server) violation(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.violations = append(s.violations, fmt.Sprintf(format, args...))
-}
-
-type recorder struct {
-	h      http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.h }
-func (r *recorder) WriteHeader(c int)           { r.status = c }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (s *Server) violation(format string, args ...any) { s.violations.Add(format, args...) }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -313,47 +292,43 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": err.Error()})
 		return
 	}
-	rec := &recorder{h: http.Header{}, status: 200}
+	rec := specfake.NewRecorder()
 	if fault != nil {
 		if fault.RetryAfter != "" {
-			rec.h.Set("Retry-After", fault.RetryAfter)
+			rec.H.Set("Retry-After", fault.RetryAfter)
 		}
 		writeJSON(rec, fault.Status, map[string]any{"message": "injected fault"})
 	} else {
 		s.handle(rec, r, route.Operation.OperationID, params, body)
 		s.injectFields(rec, route.Operation.OperationID)
 	}
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.status, Header: rec.h,
-		Body: io.NopCloser(bytes.NewReader(rec.body.Bytes())), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: rec.Status, Header: rec.H,
+		Body: io.NopCloser(bytes.NewReader(rec.Body.Bytes())), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		s.violation("response to %s %s: %v", r.Method, r.URL.Path, err)
 	}
-	for k, v := range rec.h {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.status)
-	_, _ = w.Write(rec.body.Bytes())
+	rec.Send(w)
 }
 
 // injectFields adds the fields InjectResponseField set for op to a
 // successful JSON answer.
-func (s *Server) injectFields(rec *recorder, op string) {
+func (s *Server) injectFields(rec *specfake.Recorder, op string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	extra := s.inject[op]
-	if extra == nil || rec.status != http.StatusOK || !strings.HasPrefix(rec.h.Get("Content-Type"), "application/json") {
+	if extra == nil || rec.Status != http.StatusOK || !strings.HasPrefix(rec.H.Get("Content-Type"), "application/json") {
 		return
 	}
 	var v map[string]any
-	if err := json.Unmarshal(rec.body.Bytes(), &v); err != nil {
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 		return
 	}
 	for k, x := range extra {
 		v[k] = x
 	}
 	delete(s.inject, op)
-	rec.body.Reset()
-	_ = json.NewEncoder(&rec.body).Encode(v)
+	rec.Body.Reset()
+	_ = json.NewEncoder(&rec.Body).Encode(v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

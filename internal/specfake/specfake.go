@@ -1,0 +1,85 @@
+// Package specfake holds what the fakes of hosted services (Daytona, E2B,
+// Runloop) share to check every exchange against the service's vendored
+// OpenAPI document: the router, a recorder that holds an answer until it
+// is validated, and the list of violations that fails the test. Used by
+// tests only.
+package specfake
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+)
+
+// NewRouter routes requests to doc's operations (its examples are not
+// validated: vendored documents carry stale ones).
+func NewRouter(doc *openapi3.T) (routers.Router, error) {
+	return legacy.NewRouter(doc, openapi3.DisableExamplesValidation())
+}
+
+// Recorder captures a handler's answer so that it can be validated before
+// it is sent. Its status is 200 until the handler writes another.
+type Recorder struct {
+	H      http.Header
+	Status int
+	Body   bytes.Buffer
+}
+
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{H: http.Header{}, Status: http.StatusOK} }
+
+// Header implements http.ResponseWriter.
+func (r *Recorder) Header() http.Header { return r.H }
+
+// WriteHeader implements http.ResponseWriter.
+func (r *Recorder) WriteHeader(c int) { r.Status = c }
+
+// Write implements http.ResponseWriter.
+func (r *Recorder) Write(b []byte) (int, error) { return r.Body.Write(b) }
+
+// Send writes the recorded answer to w.
+func (r *Recorder) Send(w http.ResponseWriter) {
+	for k, v := range r.H {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(r.Status)
+	_, _ = w.Write(r.Body.Bytes())
+}
+
+// Violations are the exchanges that broke the document. It is safe for
+// concurrent use.
+type Violations struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// Add records a violation.
+func (v *Violations) Add(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.list = append(v.list, fmt.Sprintf(format, args...))
+}
+
+// Take returns the violations so far and forgets them.
+func (v *Violations) Take() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.list
+	v.list = nil
+	return out
+}
+
+// Report fails t with each violation not taken, prefixed by what (for
+// example "e2bfake: spec violation").
+func (v *Violations) Report(t testing.TB, what string) {
+	t.Helper()
+	for _, s := range v.Take() {
+		t.Errorf("%s: %s", what, s)
+	}
+}
