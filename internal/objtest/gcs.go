@@ -49,8 +49,12 @@ func StartGCS(t testing.TB) *GCS {
 		t.Fatal(err)
 	}
 	g := &GCS{key: key, email: "mounts@objtest.iam.gserviceaccount.com", tokens: map[string]bool{}}
+	// inner is set once the fake store exists, which needs the server's
+	// URL; ready orders that write before every request's read.
 	var inner http.Handler
+	ready := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-ready
 		if r.URL.Path == "/token" {
 			g.token(w, r)
 			return
@@ -71,6 +75,7 @@ func StartGCS(t testing.TB) *GCS {
 	}
 	t.Cleanup(srv.Stop)
 	inner = srv.HTTPHandler()
+	close(ready)
 	g.srv, g.URL, g.Endpoint = srv, hs.URL, hs.URL+"/storage/v1/"
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {

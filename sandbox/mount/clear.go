@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -168,13 +169,17 @@ func (m *Mounter) Check(ctx context.Context, def Def) error {
 	return fmt.Errorf("%s: %s", def.Source(), explain(def, stderr.String()))
 }
 
+// status401 finds an HTTP 401 in rclone's output, not the digits 401 in a
+// port, a time or a size.
+var status401 = regexp.MustCompile(`(^|[^0-9:.])401([^0-9]|$)`)
+
 // explain turns rclone's error output into what went wrong and what to do.
 func explain(def Def, out string) string {
 	low := strings.ToLower(out)
 	detail := lastError(out)
 	switch {
 	case strings.Contains(low, "invalidaccesskeyid"), strings.Contains(low, "signaturedoesnotmatch"),
-		strings.Contains(low, "accessdenied"), strings.Contains(low, "status code: 403"), strings.Contains(low, "401"),
+		strings.Contains(low, "accessdenied"), strings.Contains(low, "status code: 403"), status401.MatchString(low),
 		strings.Contains(low, "invalid_grant"), strings.Contains(low, "unauthorized"),
 		strings.Contains(low, "authenticationfailed"), strings.Contains(low, "authorizationpermissionmismatch"):
 		return "the store refused the credentials (" + detail + "): check " + credentialHint(def.Kind)
