@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -169,9 +168,22 @@ func (m *Mounter) Check(ctx context.Context, def Def) error {
 	return fmt.Errorf("%s: %s", def.Source(), explain(def, stderr.String()))
 }
 
-// status401 finds an HTTP 401 in rclone's output, not the digits 401 in a
-// port, a time or a size.
-var status401 = regexp.MustCompile(`(^|[^0-9:.])401([^0-9]|$)`)
+// status401 reports whether rclone's output holds an HTTP 401: the
+// digits 401 standing alone, not within a port, a time or a size.
+func status401(s string) bool {
+	for i := 0; ; i++ {
+		j := strings.Index(s[i:], "401")
+		if j < 0 {
+			return false
+		}
+		i += j
+		before := i == 0 || !strings.ContainsRune("0123456789:.", rune(s[i-1]))
+		after := i+3 == len(s) || s[i+3] < '0' || s[i+3] > '9'
+		if before && after {
+			return true
+		}
+	}
+}
 
 // explain turns rclone's error output into what went wrong and what to do.
 func explain(def Def, out string) string {
@@ -179,7 +191,7 @@ func explain(def Def, out string) string {
 	detail := lastError(out)
 	switch {
 	case strings.Contains(low, "invalidaccesskeyid"), strings.Contains(low, "signaturedoesnotmatch"),
-		strings.Contains(low, "accessdenied"), strings.Contains(low, "status code: 403"), status401.MatchString(low),
+		strings.Contains(low, "accessdenied"), strings.Contains(low, "status code: 403"), status401(low),
 		strings.Contains(low, "invalid_grant"), strings.Contains(low, "unauthorized"),
 		strings.Contains(low, "authenticationfailed"), strings.Contains(low, "authorizationpermissionmismatch"):
 		return "the store refused the credentials (" + detail + "): check " + credentialHint(def.Kind)
