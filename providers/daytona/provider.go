@@ -263,14 +263,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 }
 
 func workspaceRoot(spec sandbox.Spec) (string, error) {
-	root := spec.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	if !path.IsAbs(root) || path.Clean(root) == "/" {
-		return "", fmt.Errorf("workspace root %q must be an absolute path below /", root)
-	}
-	return path.Clean(root), nil
+	return hosted.WorkspaceRoot(spec.Root, DefaultRoot)
 }
 
 func (p *Provider) wrap(s *Sandbox, spec sandbox.Spec, st *Settings, root string) *Workspace {

@@ -98,10 +98,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		// A create that failed after E2B made the sandbox (a lost answer)
 		// leaves one labelled with this address: remove it.
-		if lerr := p.cleanupFailedCreate(ctx, spec); lerr != nil {
-			return nil, fmt.Errorf("%w; %v", err, lerr)
-		}
-		return nil, err
+		return nil, hosted.FailedCreate(ctx, err, "sandbox", func(ctx context.Context) error {
+			return p.removeLeftovers(ctx, spec)
+		})
 	}
 	w := p.wrap(s, spec, st, root)
 	if err := w.setup(ctx); err != nil {
@@ -121,15 +120,6 @@ func (w *Workspace) setup(ctx context.Context) error {
 		return fmt.Errorf("creating the workspace root %s: %w (the template's user must be able to create it: set root in the manifest to a directory below its home, such as %s)", w.root, err, DefaultRoot)
 	}
 	return w.createAccounts(ctx)
-}
-
-func (p *Provider) cleanupFailedCreate(ctx context.Context, spec sandbox.Spec) error {
-	cctx, cancel := sandbox.CleanupContext(ctx)
-	defer cancel()
-	if err := p.removeLeftovers(cctx, spec); err != nil {
-		return fmt.Errorf("looking for a sandbox the failed create may have made: %w", err)
-	}
-	return nil
 }
 
 // removeLeftovers kills the sandboxes an interrupted create left behind:
@@ -181,14 +171,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 }
 
 func workspaceRoot(spec sandbox.Spec) (string, error) {
-	root := spec.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	if !path.IsAbs(root) || path.Clean(root) == "/" {
-		return "", fmt.Errorf("workspace root %q must be an absolute path below /", root)
-	}
-	return path.Clean(root), nil
+	return hosted.WorkspaceRoot(spec.Root, DefaultRoot)
 }
 
 func (p *Provider) wrap(s *Sandbox, spec sandbox.Spec, st *Settings, root string) *Workspace {

@@ -1,0 +1,52 @@
+package hosted
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/agentctl/agentctl/sandbox"
+)
+
+type fakeSettings struct{ N int }
+
+func TestSettingsOf(t *testing.T) {
+	if st, err := SandboxSettings[fakeSettings](sandbox.Spec{}); st != nil || err != nil {
+		t.Errorf("no settings: got %v, %v; want nil, nil", st, err)
+	}
+	_, err := SandboxSettings[fakeSettings](sandbox.Spec{Settings: 3})
+	if want := "sandbox settings are int, not *hosted.fakeSettings"; err == nil || err.Error() != want {
+		t.Errorf("wrong settings: got %v, want %q", err, want)
+	}
+	_, err = ProviderSettings[fakeSettings](nil)
+	if want := "provider settings are <nil>, not *hosted.fakeSettings"; err == nil || err.Error() != want {
+		t.Errorf("no provider settings: got %v, want %q", err, want)
+	}
+}
+
+func TestWorkspaceRoot(t *testing.T) {
+	for root, want := range map[string]string{"": "/def", "/a/b/": "/a/b", "rel": "", "/": "", "/a/..": ""} {
+		got, err := WorkspaceRoot(root, "/def")
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("WorkspaceRoot(%q) = %q, %v; want %q", root, got, err, want)
+		}
+	}
+}
+
+func TestFailedCreate(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	create := errors.New("create failed")
+	err := FailedCreate(ctx, create, "devbox", func(ctx context.Context) error {
+		if ctx.Err() != nil {
+			t.Error("leftovers are removed with the caller's cancelled context")
+		}
+		return errors.New("list failed")
+	})
+	if want := "create failed; looking for a devbox the failed create may have made: list failed"; err == nil || err.Error() != want || !errors.Is(err, create) {
+		t.Errorf("got %v, want %q wrapping the create's error", err, want)
+	}
+	if err := FailedCreate(ctx, create, "devbox", func(context.Context) error { return nil }); err != create {
+		t.Errorf("got %v, want the create's error alone", err)
+	}
+}
