@@ -174,21 +174,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// The sandbox is started but unusable, and the engine records
 		// only sandboxes whose create succeeded: delete it rather than
 		// leave it running, and billed, untracked.
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if derr := s.Delete(cctx); derr != nil {
-			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, s.Delete, "deleting the sandbox (id "+s.ID+")", "delete it in the Daytona dashboard")
 	}
 	w := p.wrap(s, spec, st, root)
 	if err := w.createAccounts(ctx); err != nil {
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if derr := s.Delete(cctx); derr != nil {
-			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, s.Delete, "deleting the sandbox (id "+s.ID+")", "delete it in the Daytona dashboard")
 	}
 	return w, nil
 }

@@ -104,12 +104,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	w := p.wrap(s, spec, st, root)
 	if err := w.setup(ctx); err != nil {
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if kerr := s.Kill(cctx); kerr != nil {
-			return nil, fmt.Errorf("%w; killing the sandbox (id %s) also failed: %v; kill it in the E2B dashboard", err, s.ID, kerr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, s.Kill, "killing the sandbox (id "+s.ID+")", "kill it in the E2B dashboard")
 	}
 	return w, nil
 }

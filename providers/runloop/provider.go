@@ -129,12 +129,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	w := p.wrap(d, spec, st, root)
 	if err := w.setup(ctx); err != nil {
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if kerr := w.Delete(cctx); kerr != nil {
-			return nil, fmt.Errorf("%w; shutting the devbox (id %s) down also failed: %v; shut it down in the Runloop dashboard", err, d.ID, kerr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, w.Delete, "shutting the devbox (id "+d.ID+") down", "shut it down in the Runloop dashboard")
 	}
 	return w, nil
 }

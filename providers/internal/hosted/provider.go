@@ -62,3 +62,19 @@ func FailedCreate(ctx context.Context, err error, noun string, removeLeftovers f
 	}
 	return err
 }
+
+// Discard returns err, the failure of a step after the service made the
+// sandbox, after removing that sandbox with remove, which runs with a
+// context that outlives ctx's cancellation: the engine records only
+// sandboxes whose create succeeded, so one left would run, and be
+// billed, untracked. When remove fails too, the error says so with
+// doing (what remove did, such as "deleting the sandbox (id x)") and
+// fix (what the user is to do instead).
+func Discard(ctx context.Context, err error, remove func(context.Context) error, doing, fix string) error {
+	cctx, cancel := sandbox.CleanupContext(ctx)
+	defer cancel()
+	if rerr := remove(cctx); rerr != nil {
+		return fmt.Errorf("%w; %s also failed: %v; %s", err, doing, rerr, fix)
+	}
+	return err
+}

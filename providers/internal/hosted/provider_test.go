@@ -50,3 +50,21 @@ func TestFailedCreate(t *testing.T) {
 		t.Errorf("got %v, want the create's error alone", err)
 	}
 }
+
+func TestDiscard(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	setup := errors.New("setup failed")
+	err := Discard(ctx, setup, func(ctx context.Context) error {
+		if ctx.Err() != nil {
+			t.Error("the sandbox is removed with the caller's cancelled context")
+		}
+		return errors.New("503")
+	}, "deleting the sandbox (id sb1)", "delete it in the dashboard")
+	if want := "setup failed; deleting the sandbox (id sb1) also failed: 503; delete it in the dashboard"; err == nil || err.Error() != want || !errors.Is(err, setup) {
+		t.Errorf("got %v, want %q wrapping the setup's error", err, want)
+	}
+	if err := Discard(ctx, setup, func(context.Context) error { return nil }, "x", "y"); err != setup {
+		t.Errorf("got %v, want the setup's error alone", err)
+	}
+}
