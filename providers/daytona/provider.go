@@ -231,14 +231,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // without starting it. A sandbox Daytona no longer knows (or that is
 // being destroyed) is reported as sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if err := hosted.CheckSession(ss, "daytona", "sandbox"); err != nil {
-		return nil, err
-	}
-	st, err := settingsOf(spec)
-	if err != nil {
-		return nil, err
-	}
-	root, err := workspaceRoot(spec)
+	st, root, err := hosted.OpenArgs[Settings](ss, spec, "daytona", "sandbox", DefaultRoot)
 	if err != nil {
 		return nil, err
 	}

@@ -147,14 +147,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // it. A sandbox E2B no longer knows (killed, or past its timeout) is
 // sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if err := hosted.CheckSession(ss, "e2b", "sandbox"); err != nil {
-		return nil, err
-	}
-	st, err := settingsOf(spec)
-	if err != nil {
-		return nil, err
-	}
-	root, err := workspaceRoot(spec)
+	st, root, err := hosted.OpenArgs[Settings](ss, spec, "e2b", "sandbox", DefaultRoot)
 	if err != nil {
 		return nil, err
 	}

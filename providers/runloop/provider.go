@@ -179,14 +179,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // Open implements sandbox.Provider: it finds the devbox without resuming
 // it. A devbox shut down, failed or unknown is sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if err := hosted.CheckSession(ss, "runloop", "devbox"); err != nil {
-		return nil, err
-	}
-	st, err := settingsOf(spec)
-	if err != nil {
-		return nil, err
-	}
-	root, err := workspaceRoot(spec)
+	st, root, err := hosted.OpenArgs[Settings](ss, spec, "runloop", "devbox", DefaultRoot)
 	if err != nil {
 		return nil, err
 	}

@@ -78,3 +78,22 @@ func Discard(ctx context.Context, err error, remove func(context.Context) error,
 	}
 	return err
 }
+
+// OpenArgs checks what Open is given before it asks the service: that
+// ss is provider's session for a noun (CheckSession), and spec's settings
+// (a *T, nil when it has none) and workspace root (def when it names
+// none), which it returns.
+func OpenArgs[T any](ss sandbox.SessionState, spec sandbox.Spec, provider, noun, def string) (*T, string, error) {
+	if err := CheckSession(ss, provider, noun); err != nil {
+		return nil, "", err
+	}
+	st, err := SandboxSettings[T](spec)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := WorkspaceRoot(spec.Root, def)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, root, nil
+}

@@ -68,3 +68,20 @@ func TestDiscard(t *testing.T) {
 		t.Errorf("got %v, want the setup's error alone", err)
 	}
 }
+
+func TestOpenArgs(t *testing.T) {
+	ss := sandbox.SessionState{Provider: "p", ID: "id1"}
+	st, root, err := OpenArgs[fakeSettings](ss, sandbox.Spec{Settings: &fakeSettings{N: 2}}, "p", "box", "/def")
+	if err != nil || st == nil || st.N != 2 || root != "/def" {
+		t.Errorf("got %v, %q, %v; want the spec's settings and the default root", st, root, err)
+	}
+	if _, _, err := OpenArgs[fakeSettings](sandbox.SessionState{Provider: "other", ID: "id1"}, sandbox.Spec{}, "p", "box", "/def"); err == nil {
+		t.Error("another provider's session: no error")
+	}
+	if _, _, err := OpenArgs[fakeSettings](ss, sandbox.Spec{Settings: 1}, "p", "box", "/def"); err == nil {
+		t.Error("settings of another type: no error")
+	}
+	if _, _, err := OpenArgs[fakeSettings](ss, sandbox.Spec{Root: "rel"}, "p", "box", "/def"); err == nil {
+		t.Error("a relative root: no error")
+	}
+}
