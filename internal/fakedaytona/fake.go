@@ -77,10 +77,9 @@ type Server struct {
 
 	mu         sync.Mutex
 	sandboxes  map[string]*fsb
-	faults     []*Fault
+	log        specfake.Log[Fault]
 	seq        int
 	violations specfake.Violations
-	requests   []string
 }
 
 type fsb struct {
@@ -164,6 +163,7 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, APIKey: "dtn_test_key_0123456789", Root: root, Home: filepath.Join(root, "home", "daytona"), PollsToSettle: 2,
 		apiRouter: ar, tbRouter: tr, sandboxes: map[string]*fsb{}, internal: t.TempDir()}
+	s.log.Mu = &s.mu
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/api"
 	t.Cleanup(func() {
@@ -186,16 +186,12 @@ func (s *Server) SetPollsToSettle(n int) {
 
 // Fail installs a fault.
 func (s *Server) Fail(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
+	s.log.Fail(f)
 }
 
 // Requests returns "METHOD path" of every request served so far.
 func (s *Server) Requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.requests...)
+	return s.log.Requests()
 }
 
 // State returns a sandbox's state ("" if unknown).
@@ -272,9 +268,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body.Close()
 	s.mu.Lock()
-	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
+	s.log.Served = append(s.log.Served, r.Method+" "+r.URL.Path)
 	var fault *Fault
-	for _, f := range s.faults {
+	for _, f := range s.log.Faults {
 		if f.Count > 0 && (f.Method == "" || f.Method == r.Method) && strings.Contains(r.URL.Path, f.PathContains) {
 			f.Count--
 			fault = f

@@ -83,3 +83,57 @@ func (v *Violations) Report(t testing.TB, what string) {
 		t.Errorf("%s: %s", what, s)
 	}
 }
+
+// Log holds what a fake's test sets and reads besides the service's
+// state: the faults to inject and the requests served. Mu is the fake's
+// own lock; its handlers hold it while they read and change Faults and
+// Served.
+type Log[F any] struct {
+	Mu     *sync.Mutex
+	Faults []*F
+	Served []string
+}
+
+// Fail adds a fault.
+func (l *Log[F]) Fail(f F) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	l.Faults = append(l.Faults, &f)
+}
+
+// Requests returns a copy of the requests served so far.
+func (l *Log[F]) Requests() []string {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	return append([]string(nil), l.Served...)
+}
+
+// Holder holds the answers to creates: while Ch is set, a fake's create
+// handler waits for it to close before it answers. Mu is the fake's own
+// lock, held while Ch is read or set.
+type Holder struct {
+	Mu *sync.Mutex
+	Ch chan struct{}
+}
+
+// Hold makes creates wait until release is called; release is also
+// called when t's test ends, so no handler waits past it.
+func (h *Holder) Hold(t testing.TB) (release func()) {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	ch := make(chan struct{})
+	h.Ch = ch
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			h.Mu.Lock()
+			if h.Ch == ch {
+				h.Ch = nil
+			}
+			h.Mu.Unlock()
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}

@@ -37,3 +37,37 @@ func TestViolations(t *testing.T) {
 		t.Fatalf("Take after Take = %q, want none", got)
 	}
 }
+
+func TestLog(t *testing.T) {
+	var mu sync.Mutex
+	l := Log[int]{Mu: &mu}
+	l.Fail(7)
+	l.Served = append(l.Served, "GET /a")
+	got := l.Requests()
+	got[0] = "changed"
+	if len(l.Faults) != 1 || *l.Faults[0] != 7 || l.Served[0] != "GET /a" {
+		t.Errorf("faults %v, served %v: want one fault 7 and the served request unchanged by the caller", l.Faults, l.Served)
+	}
+}
+
+func TestHolderReleases(t *testing.T) {
+	var mu sync.Mutex
+	h := Holder{Mu: &mu}
+	var ch chan struct{}
+	t.Run("held", func(t *testing.T) {
+		release := h.Hold(t)
+		ch = h.Ch
+		release()
+		release() // a second release does nothing
+		if h.Ch != nil {
+			t.Error("Ch is still set after release")
+		}
+		h.Hold(t) // released when this subtest ends
+		ch = h.Ch
+	})
+	select {
+	case <-ch:
+	default:
+		t.Error("a hold is not released when its test ends")
+	}
+}

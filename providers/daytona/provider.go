@@ -174,21 +174,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		// The sandbox is started but unusable, and the engine records
 		// only sandboxes whose create succeeded: delete it rather than
 		// leave it running, and billed, untracked.
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if derr := s.Delete(cctx); derr != nil {
-			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, s.Delete, "deleting the sandbox (id "+s.ID+")", "delete it in the Daytona dashboard")
 	}
 	w := p.wrap(s, spec, st, root)
 	if err := w.createAccounts(ctx); err != nil {
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if derr := s.Delete(cctx); derr != nil {
-			return nil, fmt.Errorf("%w; deleting the sandbox (id %s) also failed: %v; delete it in the Daytona dashboard", err, s.ID, derr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, s.Delete, "deleting the sandbox (id "+s.ID+")", "delete it in the Daytona dashboard")
 	}
 	return w, nil
 }
@@ -241,14 +231,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // without starting it. A sandbox Daytona no longer knows (or that is
 // being destroyed) is reported as sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if err := hosted.CheckSession(ss, "daytona", "sandbox"); err != nil {
-		return nil, err
-	}
-	st, err := settingsOf(spec)
-	if err != nil {
-		return nil, err
-	}
-	root, err := workspaceRoot(spec)
+	st, root, err := hosted.OpenArgs[Settings](ss, spec, "daytona", "sandbox", DefaultRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -263,14 +246,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 }
 
 func workspaceRoot(spec sandbox.Spec) (string, error) {
-	root := spec.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	if !path.IsAbs(root) || path.Clean(root) == "/" {
-		return "", fmt.Errorf("workspace root %q must be an absolute path below /", root)
-	}
-	return path.Clean(root), nil
+	return hosted.WorkspaceRoot(spec.Root, DefaultRoot)
 }
 
 func (p *Provider) wrap(s *Sandbox, spec sandbox.Spec, st *Settings, root string) *Workspace {

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -211,9 +212,7 @@ func intervalDetail(setting string, n int) string {
 // DecodeProvider decodes a provider "daytona" block
 // (registry.Type.DecodeProvider).
 func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
-	s := &ProviderSettings{}
-	diags := gohcl.DecodeBody(body, nil, s)
-	return s, diags
+	return hosted.DecodeProvider[ProviderSettings](body)
 }
 
 // Type is the daytona provider type.
@@ -225,9 +224,9 @@ func Type() *registry.Type {
 			return "a Daytona sandbox runs on Daytona's machines, where a mount made here cannot reach, and the Daytona API agentctl speaks has no volumes that mount a bucket"
 		},
 		NewSandbox: func(_ context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
-			s, ok := settings.(*ProviderSettings)
-			if !ok {
-				return nil, fmt.Errorf("provider settings are %T, not *daytona.ProviderSettings", settings)
+			s, err := hosted.ProviderSettings[ProviderSettings](settings)
+			if err != nil {
+				return nil, err
 			}
 			return New(Options{APIKey: s.APIKey, JWTToken: s.JWTToken, OrganizationID: s.OrganizationID, APIURL: s.APIURL, Target: s.Target, Environ: env.Environ})
 		},
@@ -236,11 +235,7 @@ func Type() *registry.Type {
 
 // settingsOf returns spec's daytona settings (nil when it has none).
 func settingsOf(spec sandbox.Spec) (*Settings, error) {
-	st, ok := spec.Settings.(*Settings)
-	if !ok && spec.Settings != nil {
-		return nil, fmt.Errorf("sandbox settings are %T, not *daytona.Settings", spec.Settings)
-	}
-	return st, nil
+	return hosted.SandboxSettings[Settings](spec)
 }
 
 // allowList is the API's comma-separated network_allow_list.

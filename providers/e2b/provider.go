@@ -98,19 +98,13 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		// A create that failed after E2B made the sandbox (a lost answer)
 		// leaves one labelled with this address: remove it.
-		if lerr := p.cleanupFailedCreate(ctx, spec); lerr != nil {
-			return nil, fmt.Errorf("%w; %v", err, lerr)
-		}
-		return nil, err
+		return nil, hosted.FailedCreate(ctx, err, "sandbox", func(ctx context.Context) error {
+			return p.removeLeftovers(ctx, spec)
+		})
 	}
 	w := p.wrap(s, spec, st, root)
 	if err := w.setup(ctx); err != nil {
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if kerr := s.Kill(cctx); kerr != nil {
-			return nil, fmt.Errorf("%w; killing the sandbox (id %s) also failed: %v; kill it in the E2B dashboard", err, s.ID, kerr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, s.Kill, "killing the sandbox (id "+s.ID+")", "kill it in the E2B dashboard")
 	}
 	return w, nil
 }
@@ -121,15 +115,6 @@ func (w *Workspace) setup(ctx context.Context) error {
 		return fmt.Errorf("creating the workspace root %s: %w (the template's user must be able to create it: set root in the manifest to a directory below its home, such as %s)", w.root, err, DefaultRoot)
 	}
 	return w.createAccounts(ctx)
-}
-
-func (p *Provider) cleanupFailedCreate(ctx context.Context, spec sandbox.Spec) error {
-	cctx, cancel := sandbox.CleanupContext(ctx)
-	defer cancel()
-	if err := p.removeLeftovers(cctx, spec); err != nil {
-		return fmt.Errorf("looking for a sandbox the failed create may have made: %w", err)
-	}
-	return nil
 }
 
 // removeLeftovers kills the sandboxes an interrupted create left behind:
@@ -162,14 +147,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // it. A sandbox E2B no longer knows (killed, or past its timeout) is
 // sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if err := hosted.CheckSession(ss, "e2b", "sandbox"); err != nil {
-		return nil, err
-	}
-	st, err := settingsOf(spec)
-	if err != nil {
-		return nil, err
-	}
-	root, err := workspaceRoot(spec)
+	st, root, err := hosted.OpenArgs[Settings](ss, spec, "e2b", "sandbox", DefaultRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -181,14 +159,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 }
 
 func workspaceRoot(spec sandbox.Spec) (string, error) {
-	root := spec.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	if !path.IsAbs(root) || path.Clean(root) == "/" {
-		return "", fmt.Errorf("workspace root %q must be an absolute path below /", root)
-	}
-	return path.Clean(root), nil
+	return hosted.WorkspaceRoot(spec.Root, DefaultRoot)
 }
 
 func (p *Provider) wrap(s *Sandbox, spec sandbox.Spec, st *Settings, root string) *Workspace {

@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -196,9 +196,7 @@ func refusals(args *registry.SandboxArgs) hcl.Diagnostics {
 
 // DecodeProvider decodes a provider "e2b" block.
 func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
-	s := &ProviderSettings{}
-	diags := gohcl.DecodeBody(body, nil, s)
-	return s, diags
+	return hosted.DecodeProvider[ProviderSettings](body)
 }
 
 // Type is the e2b provider type.
@@ -207,9 +205,9 @@ func Type() *registry.Type {
 		Name: "e2b", Role: registry.RoleSandbox, DefaultRoot: DefaultRoot,
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema(), DecodeSandbox: DecodeSandbox,
 		NewSandbox: func(_ context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
-			s, ok := settings.(*ProviderSettings)
-			if !ok {
-				return nil, fmt.Errorf("provider settings are %T, not *e2b.ProviderSettings", settings)
+			s, err := hosted.ProviderSettings[ProviderSettings](settings)
+			if err != nil {
+				return nil, err
 			}
 			return New(Options{APIKey: s.APIKey, Domain: s.Domain, Environ: env.Environ})
 		},
@@ -218,9 +216,5 @@ func Type() *registry.Type {
 
 // settingsOf returns spec's e2b settings (nil when it has none).
 func settingsOf(spec sandbox.Spec) (*Settings, error) {
-	st, ok := spec.Settings.(*Settings)
-	if !ok && spec.Settings != nil {
-		return nil, fmt.Errorf("sandbox settings are %T, not *e2b.Settings", spec.Settings)
-	}
-	return st, nil
+	return hosted.SandboxSettings[Settings](spec)
 }

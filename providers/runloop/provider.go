@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
 	"slices"
 	"sync"
 	"time"
@@ -124,19 +123,13 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	}
 	d, err := p.client.Create(ctx, params)
 	if err != nil {
-		if lerr := p.cleanupFailedCreate(ctx, spec); lerr != nil {
-			return nil, fmt.Errorf("%w; %v", err, lerr)
-		}
-		return nil, err
+		return nil, hosted.FailedCreate(ctx, err, "devbox", func(ctx context.Context) error {
+			return p.removeLeftovers(ctx, spec)
+		})
 	}
 	w := p.wrap(d, spec, st, root)
 	if err := w.setup(ctx); err != nil {
-		cctx, cancel := sandbox.CleanupContext(ctx)
-		defer cancel()
-		if kerr := w.Delete(cctx); kerr != nil {
-			return nil, fmt.Errorf("%w; shutting the devbox (id %s) down also failed: %v; shut it down in the Runloop dashboard", err, d.ID, kerr)
-		}
-		return nil, err
+		return nil, hosted.Discard(ctx, err, w.Delete, "shutting the devbox (id "+d.ID+") down", "shut it down in the Runloop dashboard")
 	}
 	return w, nil
 }
@@ -151,15 +144,6 @@ func (w *Workspace) setup(ctx context.Context) error {
 	}
 	if code != 0 {
 		return fmt.Errorf("creating the workspace root %s: %s (the devbox's user must be able to create it: set root in the manifest to a directory below its home, such as %s)", w.root, stderr, DefaultRoot)
-	}
-	return nil
-}
-
-func (p *Provider) cleanupFailedCreate(ctx context.Context, spec sandbox.Spec) error {
-	cctx, cancel := sandbox.CleanupContext(ctx)
-	defer cancel()
-	if err := p.removeLeftovers(cctx, spec); err != nil {
-		return fmt.Errorf("looking for a devbox the failed create may have made: %w", err)
 	}
 	return nil
 }
@@ -195,14 +179,7 @@ func (p *Provider) removeLeftovers(ctx context.Context, spec sandbox.Spec) error
 // Open implements sandbox.Provider: it finds the devbox without resuming
 // it. A devbox shut down, failed or unknown is sandbox.ErrNotFound.
 func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.SessionState) (sandbox.Sandbox, error) {
-	if err := hosted.CheckSession(ss, "runloop", "devbox"); err != nil {
-		return nil, err
-	}
-	st, err := settingsOf(spec)
-	if err != nil {
-		return nil, err
-	}
-	root, err := workspaceRoot(spec)
+	st, root, err := hosted.OpenArgs[Settings](ss, spec, "runloop", "devbox", DefaultRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -217,14 +194,7 @@ func (p *Provider) Open(ctx context.Context, spec sandbox.Spec, ss sandbox.Sessi
 }
 
 func workspaceRoot(spec sandbox.Spec) (string, error) {
-	root := spec.Root
-	if root == "" {
-		root = DefaultRoot
-	}
-	if !path.IsAbs(root) || path.Clean(root) == "/" {
-		return "", fmt.Errorf("workspace root %q must be an absolute path below /", root)
-	}
-	return path.Clean(root), nil
+	return hosted.WorkspaceRoot(spec.Root, DefaultRoot)
 }
 
 func (p *Provider) wrap(d *Devbox, spec sandbox.Spec, st *Settings, root string) *Workspace {

@@ -2,7 +2,6 @@ package runloop
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 
+	"github.com/agentctl/agentctl/providers/internal/hosted"
 	"github.com/agentctl/agentctl/providers/registry"
 	"github.com/agentctl/agentctl/sandbox"
 )
@@ -258,9 +258,7 @@ func refusals(args *registry.SandboxArgs) hcl.Diagnostics {
 
 // DecodeProvider decodes a provider "runloop" block.
 func DecodeProvider(body hcl.Body) (any, hcl.Diagnostics) {
-	s := &ProviderSettings{}
-	diags := gohcl.DecodeBody(body, nil, s)
-	return s, diags
+	return hosted.DecodeProvider[ProviderSettings](body)
 }
 
 // Type is the runloop provider type.
@@ -269,9 +267,9 @@ func Type() *registry.Type {
 		Name: "runloop", Role: registry.RoleSandbox, DefaultRoot: DefaultRoot,
 		DecodeProvider: DecodeProvider, SandboxSchema: sandboxSchema(), DecodeSandbox: DecodeSandbox,
 		NewSandbox: func(_ context.Context, settings any, env registry.Env) (sandbox.Provider, error) {
-			s, ok := settings.(*ProviderSettings)
-			if !ok {
-				return nil, fmt.Errorf("provider settings are %T, not *runloop.ProviderSettings", settings)
+			s, err := hosted.ProviderSettings[ProviderSettings](settings)
+			if err != nil {
+				return nil, err
 			}
 			return New(Options{APIKey: s.APIKey, BaseURL: s.BaseURL, Environ: env.Environ})
 		},
@@ -280,9 +278,5 @@ func Type() *registry.Type {
 
 // settingsOf returns spec's runloop settings (nil when it has none).
 func settingsOf(spec sandbox.Spec) (*Settings, error) {
-	st, ok := spec.Settings.(*Settings)
-	if !ok && spec.Settings != nil {
-		return nil, fmt.Errorf("sandbox settings are %T, not *runloop.Settings", spec.Settings)
-	}
-	return st, nil
+	return hosted.SandboxSettings[Settings](spec)
 }

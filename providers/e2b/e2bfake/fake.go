@@ -93,13 +93,12 @@ type Server struct {
 	mu         sync.Mutex
 	sandboxes  map[string]*fsb
 	snapshots  map[string]*snapshot // by name
-	faults     []*Fault
+	log        specfake.Log[Fault]
 	seq        int
 	violations specfake.Violations
-	requests   []string
 	now        func() time.Time
-	// hold, when set, holds the answers to creates (HoldCreates).
-	hold chan struct{}
+	// hold holds the answers to creates (HoldCreates).
+	hold specfake.Holder
 	// limit is the control plane's rate limit (SetRateLimit).
 	limit struct {
 		n      int
@@ -184,6 +183,8 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, APIKey: "e2b_test_key_0123456789abcdef", Root: root, Templates: map[string]bool{"base": true},
 		apiRouter: ar, envdRouter: er, sandboxes: map[string]*fsb{}, snapshots: map[string]*snapshot{}, now: time.Now, internal: t.TempDir()}
+	s.log.Mu = &s.mu
+	s.hold.Mu = &s.mu
 	s.envdHandler = s.connectHandlers()
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.EnableHTTP2 = true
@@ -266,37 +267,17 @@ func (s *Server) Client() *http.Client {
 // release is called (a client killed while it waits leaves a sandbox it
 // never learnt about).
 func (s *Server) HoldCreates() (release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := make(chan struct{})
-	s.hold = ch
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if s.hold == ch {
-				s.hold = nil
-			}
-			s.mu.Unlock()
-			close(ch)
-		})
-	}
-	s.t.Cleanup(release)
-	return release
+	return s.hold.Hold(s.t)
 }
 
 // Fail installs a fault.
 func (s *Server) Fail(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
+	s.log.Fail(f)
 }
 
 // Requests returns "METHOD host path" of every request served so far.
 func (s *Server) Requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.requests...)
+	return s.log.Requests()
 }
 
 // State returns a sandbox's state: running, paused, or "" when E2B no
@@ -387,7 +368,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, r.Method+" "+sub+" "+r.URL.Path)
+	s.log.Served = append(s.log.Served, r.Method+" "+sub+" "+r.URL.Path)
 	s.mu.Unlock()
 	if sub == "api" {
 		s.serveAPI(w, r)
@@ -432,7 +413,7 @@ func (s *Server) fault(r *http.Request) *Fault {
 			return f
 		}
 	}
-	for _, f := range s.faults {
+	for _, f := range s.log.Faults {
 		if f.Count > 0 && (f.Method == "" || f.Method == r.Method) && strings.Contains(r.URL.Path, f.PathContains) {
 			f.Count--
 			return f
@@ -507,7 +488,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, op string, params m
 	switch route {
 	case "POST /sandboxes":
 		s.create(w, body)
-		if hold := s.hold; hold != nil {
+		if hold := s.hold.Ch; hold != nil {
 			s.mu.Unlock()
 			<-hold
 			s.mu.Lock()

@@ -72,12 +72,11 @@ type Server struct {
 	devboxes   map[string]*devbox
 	snapshots  []map[string]any
 	snapTars   map[string]string
-	faults     []*Fault
+	log        specfake.Log[Fault]
 	seq        int
 	violations specfake.Violations
-	requests   []string
-	// hold, when set, holds the answers to creates (HoldCreates).
-	hold chan struct{}
+	// hold holds the answers to creates (HoldCreates).
+	hold specfake.Holder
 	// inject adds fields to the next response of an operation
 	// (InjectResponseField).
 	inject map[string]map[string]any
@@ -132,6 +131,8 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{t: t, APIKey: "rl_test_key_0123456789abcdef", Root: root, router: r, disks: disks, unshare: unshare,
 		Secrets: map[string]string{}, devboxes: map[string]*devbox{}, snapTars: map[string]string{}, inject: map[string]map[string]any{}}
+	s.log.Mu = &s.mu
+	s.hold.Mu = &s.mu
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
 		s.srv.Close()
@@ -151,16 +152,12 @@ func (s *Server) URL() string { return s.srv.URL }
 
 // Fail injects a fault.
 func (s *Server) Fail(f Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
+	s.log.Fail(f)
 }
 
 // Requests returns "METHOD path" of every request served.
 func (s *Server) Requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.requests...)
+	return s.log.Requests()
 }
 
 // Status returns a devbox's status ("" when unknown).
@@ -224,23 +221,7 @@ func (s *Server) Snapshots() []string {
 // release is called (a client killed while it waits leaves a devbox it
 // never learnt about).
 func (s *Server) HoldCreates() (release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := make(chan struct{})
-	s.hold = ch
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if s.hold == ch {
-				s.hold = nil
-			}
-			s.mu.Unlock()
-			close(ch)
-		})
-	}
-	s.t.Cleanup(release)
-	return release
+	return s.hold.Hold(s.t)
 }
 
 // InjectResponseField adds field = value to the body of the next
@@ -264,9 +245,9 @@ func (s *Server) violation(format string, args ...any) { s.violations.Add(format
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
+	s.log.Served = append(s.log.Served, r.Method+" "+r.URL.Path)
 	var fault *Fault
-	for _, f := range s.faults {
+	for _, f := range s.log.Faults {
 		if f.Count > 0 && strings.Contains(r.URL.Path, f.PathContains) {
 			f.Count--
 			fault = f
@@ -342,7 +323,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, op string, param
 	defer s.mu.Unlock()
 	if op == "createDevbox" {
 		s.create(w, body)
-		if hold := s.hold; hold != nil {
+		if hold := s.hold.Ch; hold != nil {
 			s.mu.Unlock()
 			select {
 			case <-hold:
