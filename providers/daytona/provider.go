@@ -162,10 +162,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	s, err := p.client.Create(ctx, params, spec.Address, st.createTimeout())
 	if err != nil {
 		if s != nil && s.ID != "" {
-			// Do not leave a failed sandbox behind.
-			cctx, cancel := sandbox.CleanupContext(ctx)
-			_ = s.Delete(cctx)
-			cancel()
+			// Do not leave a failed sandbox behind, and say so when it
+			// could not be deleted.
+			return nil, hosted.Discard(ctx, err, s.Delete, "deleting the sandbox (id "+s.ID+")", "delete it in the Daytona dashboard")
 		}
 		return nil, err
 	}

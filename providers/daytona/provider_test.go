@@ -117,6 +117,19 @@ func TestBuildFailedFailsFast(t *testing.T) {
 	}
 }
 
+// A sandbox whose build failed and that cannot be deleted either is
+// reported, not left running silently.
+func TestBuildFailedAndUndeletableIsReported(t *testing.T) {
+	e := newEnv(t)
+	e.spec.Image = "fail/nope:1"
+	e.fake.Fail(fakedaytona.Fault{Method: "DELETE", PathContains: "/api/sandbox/", Status: 400, Count: 10})
+	_, err := e.p.Create(context.Background(), e.spec)
+	if err == nil || !strings.Contains(err.Error(), "build failed") || !strings.Contains(err.Error(), "deleting the sandbox (id ") ||
+		!strings.Contains(err.Error(), "also failed") || !strings.Contains(err.Error(), "Daytona dashboard") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 // decodeSettings decodes src as a sandbox body's arguments with the
 // common arguments in args.
 func decodeSettings(t *testing.T, src string, args registry.SandboxArgs) (*Settings, error) {
