@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentctl/agentctl/providers/internal/hosted"
@@ -26,8 +24,6 @@ const maxInlineScript = 96 << 10
 
 // maxStdin bounds ExecRequest.Stdin (it is sent inside the script).
 const maxStdin = 32 << 20
-
-var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func nonce() string {
 	b := make([]byte, 12)
@@ -69,7 +65,7 @@ func (w *Workspace) commandScript(req sandbox.ExecRequest) (string, error) {
 	inner.WriteString("cd -- " + sandbox.ShellQuote(dir) + " || exit 126\n")
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
-		if !envName().MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return "", fmt.Errorf("environment variable name %q is not valid", k)
 		}
 		keys = append(keys, k)

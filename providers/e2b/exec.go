@@ -42,7 +42,7 @@ func (w *Workspace) command(ctx context.Context, argv []string, workdir string, 
 		}
 	}
 	for k := range env {
-		if !envName().MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return command{}, fmt.Errorf("environment variable name %q is not valid", k)
 		}
 	}

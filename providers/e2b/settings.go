@@ -4,7 +4,6 @@ import (
 	"context"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -80,24 +79,9 @@ type sandboxArgs struct {
 	OnTimeout      *string           `hcl:"on_timeout,optional"`
 }
 
-// lazy is a value built on first use. A package-level lazy holds only a
-// function: it is laid out by the linker, so the package initializes
-// nothing at start-up (sync.OnceValue would allocate then).
-type lazy[T any] struct {
-	once  sync.Once
-	build func() T
-	v     T
-}
-
-func (l *lazy[T]) get() T {
-	l.once.Do(func() { l.v = l.build() })
-	return l.v
-}
-
 var (
-	schemaOnce       = lazy[*hcl.BodySchema]{build: buildSandboxSchema}
-	envNameOnce      = lazy[*regexp.Regexp]{build: compileEnvName}
-	templateNameOnce = lazy[*regexp.Regexp]{build: compileTemplateName}
+	schemaOnce       = hosted.Lazy[*hcl.BodySchema]{Build: buildSandboxSchema}
+	templateNameOnce = hosted.Lazy[*regexp.Regexp]{Build: compileTemplateName}
 )
 
 func buildSandboxSchema() *hcl.BodySchema {
@@ -105,15 +89,12 @@ func buildSandboxSchema() *hcl.BodySchema {
 	return sc
 }
 
-func compileEnvName() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) }
-
 func compileTemplateName() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:-]*$`)
 }
 
-func sandboxSchema() *hcl.BodySchema { return schemaOnce.get() }
-func envName() *regexp.Regexp        { return envNameOnce.get() }
-func templateName() *regexp.Regexp   { return templateNameOnce.get() }
+func sandboxSchema() *hcl.BodySchema { return schemaOnce.Get() }
+func templateName() *regexp.Regexp   { return templateNameOnce.Get() }
 
 // DecodeSandbox decodes and checks an E2B sandbox's arguments
 // (registry.Type.DecodeSandbox) with what E2B cannot do: an image (E2B
@@ -141,7 +122,7 @@ func DecodeSandbox(args *registry.SandboxArgs) (any, hcl.Diagnostics) {
 	}
 	if registry.Attr(attrs, "env", &a.Env, &diags) {
 		for k := range a.Env {
-			if !envName().MatchString(k) {
+			if !sandbox.ValidEnvName(k) {
 				diags = append(diags, registry.Errorf(attrs["env"].Expr.Range(), "Invalid environment variable name", "%q is not a variable name: use letters, digits and _, not starting with a digit.", k))
 			}
 		}

@@ -153,7 +153,7 @@ func (s *Sandbox) prepare(ctx context.Context, req sandbox.ExecRequest) (command
 	}
 	keys := make([]string, 0, len(req.Env))
 	for k := range req.Env {
-		if !validEnvName(k) || strings.ContainsRune(req.Env[k], 0) {
+		if !sandbox.ValidEnvName(k) || strings.ContainsRune(req.Env[k], 0) {
 			return command{}, fmt.Errorf("exec: invalid environment variable %q", k)
 		}
 		keys = append(keys, k)
@@ -241,21 +241,6 @@ func (s *Sandbox) writeEnvFile(ctx context.Context, c command) (string, error) {
 		return "", fmt.Errorf("exec %s: passing its environment: exit %d: %s", c.prog, code, strings.TrimSpace(string(stderr)))
 	}
 	return string(out), nil
-}
-
-func validEnvName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, r := range k {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Exec runs a command in the Pod: argv directly, or Shell with /bin/sh

@@ -31,7 +31,7 @@ func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		return sandbox.ExecResult{}, fmt.Errorf("exec: %w", &sandbox.UnknownUserError{Name: req.User})
 	}
 	for k := range req.Env {
-		if !envName().MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return sandbox.ExecResult{}, fmt.Errorf("environment variable name %q is not valid", k)
 		}
 	}

@@ -2,9 +2,7 @@ package runloop
 
 import (
 	"context"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -83,33 +81,14 @@ type sandboxArgs struct {
 	OnIdle       *string           `hcl:"on_idle,optional"`
 }
 
-// lazy is a value built on first use, so the package initializes
-// nothing at start-up.
-type lazy[T any] struct {
-	once  sync.Once
-	build func() T
-	v     T
-}
-
-func (l *lazy[T]) get() T {
-	l.once.Do(func() { l.v = l.build() })
-	return l.v
-}
-
-var (
-	schemaOnce  = lazy[*hcl.BodySchema]{build: buildSandboxSchema}
-	envNameOnce = lazy[*regexp.Regexp]{build: compileEnvName}
-)
+var schemaOnce = hosted.Lazy[*hcl.BodySchema]{Build: buildSandboxSchema}
 
 func buildSandboxSchema() *hcl.BodySchema {
 	sc, _ := gohcl.ImpliedBodySchema(&sandboxArgs{})
 	return sc
 }
 
-func compileEnvName() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) }
-
-func sandboxSchema() *hcl.BodySchema { return schemaOnce.get() }
-func envName() *regexp.Regexp        { return envNameOnce.get() }
+func sandboxSchema() *hcl.BodySchema { return schemaOnce.Get() }
 
 // resourceSizes are Runloop's named sizes.
 var resourceSizes = [...]string{"X_SMALL", "SMALL", "MEDIUM", "LARGE", "X_LARGE", "XX_LARGE"}
@@ -166,7 +145,7 @@ func envMap(attrs hcl.Attributes, name string, target *map[string]string, diags 
 		return nil
 	}
 	for k := range *target {
-		if !envName().MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			*diags = append(*diags, registry.Errorf(attrs[name].Expr.Range(), "Invalid environment variable name", "%q is not a variable name: use letters, digits and _, not starting with a digit.", k))
 		}
 	}
