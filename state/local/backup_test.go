@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/state/statefile"
+	"github.com/agentctl/agentctl/state/statetest"
 )
 
 func readSerial(t *testing.T, path string) uint64 {
@@ -25,7 +26,7 @@ func readSerial(t *testing.T, path string) uint64 {
 
 func TestWriteKeepsPreviousStateAsBackup(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestWriteKeepsPreviousStateAsBackup(t *testing.T) {
 
 func TestBackupOfAWorldReadableStateIsPrivate(t *testing.T) {
 	d := openTestDir(t)
-	if err := d.Write(context.Background(), sampleState()); err != nil {
+	if err := d.Write(context.Background(), statetest.Sample()); err != nil {
 		t.Fatal(err)
 	}
 	// A state file copied into place by hand with a lax mode.
@@ -97,7 +98,7 @@ func TestBackupOfAWorldReadableStateIsPrivate(t *testing.T) {
 
 func TestDamagedStateNamesTheBackup(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	for range 2 {
 		if err := d.Write(context.Background(), s); err != nil {
 			t.Fatal(err)
@@ -154,7 +155,7 @@ func TestBackupBesideStateFileOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sampleState()
+	s := statetest.Sample()
 	for range 2 {
 		if err := d.Write(context.Background(), s); err != nil {
 			t.Fatal(err)

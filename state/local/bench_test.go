@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statetest"
 )
 
 // stateWithRuns is sampleState with runs more runs like its own.
 func stateWithRuns(runs int) *state.State {
-	s := sampleState()
+	s := statetest.Sample()
 	tmpl := s.Runs[`run.review["pricing"]`]
 	for i := range runs {
 		r := *tmpl

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentctl/agentctl/state"
 	"github.com/agentctl/agentctl/state/statefile"
+	"github.com/agentctl/agentctl/state/statetest"
 )
 
 // pricing is the run of sampleState.
@@ -42,7 +43,7 @@ func reread(t *testing.T, d *Dir) *state.State {
 
 func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestAppendRecordsChangesWithoutRewritingTheStateFile(t *testing.T) {
 
 func TestWriteCompactsTheLog(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestUnlockCompactsTheLog(t *testing.T) {
 // removed (its records are skipped).
 func TestReadAfterCrash(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestReadAfterCrash(t *testing.T) {
 // its backup, or from another state) is refused, saying what to do.
 func TestReadLogOfAnotherStateFile(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestReadLogOfAnotherStateFile(t *testing.T) {
 		t.Fatalf("reading a log that skips serial 2: %v", err)
 	}
 
-	other := sampleState()
+	other := statetest.Sample()
 	other.Serial = 1
 	data, err := statefile.EncodeStateVersion(other, "") // serial 2
 	if err != nil {
@@ -237,7 +238,7 @@ func TestReadLogOfAnotherStateFile(t *testing.T) {
 func TestVerifyCatchesAnUnnamedChange(t *testing.T) {
 	t.Setenv("AGENTCTL_STATE_VERIFY", "1")
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}

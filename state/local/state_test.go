@@ -8,14 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentctl/agentctl/internal/digest"
-	"github.com/agentctl/agentctl/model"
-	"github.com/agentctl/agentctl/sandbox"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statetest"
 )
 
 func openTestDir(t *testing.T, opts ...Option) *Dir {
@@ -25,31 +23,6 @@ func openTestDir(t *testing.T, opts ...Option) *Dir {
 		t.Fatal(err)
 	}
 	return d
-}
-
-func sampleState() *state.State {
-	s := state.New()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s.Sandboxes["sandbox.dev"] = &state.Sandbox{
-		Address: "sandbox.dev", Provider: "sandbox_provider.local", Kind: "local",
-		Session:        sandbox.SessionState{Provider: "local", ID: "/tmp/x", Data: json.RawMessage(`{"k":1}`)},
-		Status:         state.SandboxRunning,
-		ManifestDigest: "sha256:aa", EntryDigests: map[string]string{"src/main.go": "sha256:bb"},
-		ConfigDigest: "sha256:cc", URLs: map[string]string{"8080": "http://localhost:1234"},
-		Snapshot: "snapshots/sandbox.dev.tar", SnapshotDigest: "sha256:dd",
-		CreatedAt: now, UpdatedAt: now,
-	}
-	s.Runs[`run.review["pricing"]`] = &state.Run{
-		Address: `run.review["pricing"]`, Agent: "agent.reviewer", Status: state.RunCompleted,
-		Digest: "sha256:ee", DigestInputs: map[string]string{"agent": "sha256:1", "input": "sha256:2"},
-		Sandboxes: []string{"sandbox.dev"}, Output: json.RawMessage(`{"verdict":"ok"}`),
-		Turns: 3, Usage: model.Usage{InputTokens: 100, OutputTokens: 20},
-		Provenance: state.Provenance{ConfigDigest: "sha256:ff", GitCommit: strings.Repeat("a", 40), Models: []string{"gpt-5"}, StartedAt: now, CompletedAt: now.Add(time.Minute)},
-		Steps:      7,
-	}
-	s.Outputs["verdict"] = &state.Output{Value: json.RawMessage(`"ok"`)}
-	s.Outputs["token"] = &state.Output{Value: json.RawMessage(`"s3cret"`), Sensitive: true}
-	return s
 }
 
 // TestReadCreatesNothing: reading a state directory that does not exist
@@ -68,7 +41,7 @@ func TestReadCreatesNothing(t *testing.T) {
 // private, and the directory holds it, its backup and a .gitignore.
 func TestStateFileAndDirectory(t *testing.T) {
 	d := openTestDir(t, WithAgentctlVersion("1.2.3"))
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +82,7 @@ func TestStateFileAndDirectory(t *testing.T) {
 
 func TestWriteFailureKeepsSerialAndFile(t *testing.T) {
 	d := openTestDir(t)
-	s := sampleState()
+	s := statetest.Sample()
 	if err := d.Write(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +107,7 @@ func TestStateFileOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Write(context.Background(), sampleState()); err != nil {
+	if err := d.Write(context.Background(), statetest.Sample()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(sf); err != nil {

@@ -12,11 +12,12 @@ import (
 
 	"github.com/agentctl/agentctl/internal/seal"
 	"github.com/agentctl/agentctl/state"
+	"github.com/agentctl/agentctl/state/statetest"
 )
 
 func TestPlanFileRoundTripAndStaleness(t *testing.T) {
 	var f memFile
-	s := sampleState()
+	s := statetest.Sample()
 	f.write(t, s)
 	path := filepath.Join(t.TempDir(), "tfplan")
 	p := PlanFile{
